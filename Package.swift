@@ -1,0 +1,35 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "usher",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "usher", targets: ["usher"]),
+    ],
+    targets: [
+        // libmicrohttpd through a module map; the shim holds wrappers for variadic calls only.
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        // The only target that touches C: daemon, requests, responses, suspend/resume.
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
+        // The managers (actors) and their value-type engines. No HTTP, no C.
+        .target(name: "UsherCore"),
+        // Routes, JSON shapes, the error table, configuration.
+        .target(name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore"]),
+        // Thin executable: read config, trap signals, serve.
+        .executableTarget(name: "usher", dependencies: ["UsherAPI"]),
+        // In-process engine benchmark (run by Benchmarks/, not by `swift test`).
+        .executableTarget(
+            name: "usher-engine-bench",
+            dependencies: ["UsherCore"],
+            path: "Benchmarks/EngineBench"
+        ),
+        .testTarget(name: "UsherCoreTests", dependencies: ["UsherCore"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
+        .testTarget(name: "UsherAPITests", dependencies: ["UsherAPI", "HTTPServer", "UsherCore"]),
+    ]
+)

@@ -1,0 +1,41 @@
+#ifndef USHER_CMICROHTTPD_SHIM_H
+#define USHER_CMICROHTTPD_SHIM_H
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+
+/* Swift cannot call C variadic functions. These prefixed wrappers take the
+   callbacks as typed parameters and every other option as an array passed
+   with MHD_OPTION_ARRAY. Nothing else belongs here. */
+
+static inline struct MHD_Daemon *
+CUsherMHD_start_daemon(unsigned int flags, uint16_t port,
+                       MHD_AccessHandlerCallback handler, void *handler_cls,
+                       MHD_RequestCompletedCallback completed, void *completed_cls,
+                       struct MHD_OptionItem *options)
+{
+    return MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_ARRAY, options,
+                            MHD_OPTION_END);
+}
+
+/* The port the daemon is bound to (useful after binding port 0). */
+static inline uint16_t
+CUsherMHD_daemon_port(struct MHD_Daemon *daemon)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : info->port;
+}
+
+/* The number of open connections. */
+static inline unsigned int
+CUsherMHD_daemon_connections(struct MHD_Daemon *daemon)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info == NULL ? 0 : info->num_connections;
+}
+
+#endif

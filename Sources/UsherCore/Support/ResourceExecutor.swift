@@ -1,0 +1,87 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// The serial executor behind every manager actor: an actor's jobs run on a
+/// serial Dispatch queue while holding a recursive lock, and code that is not
+/// async (an HTTP server thread answering a request that needs no waiting) can
+/// take the same lock and run isolated to the actor synchronously.
+///
+/// This keeps the actor model (all state is actor-isolated; every async caller
+/// hops onto the actor as usual) while letting the common request path avoid a
+/// task, a thread hop and a suspend/resume round trip.
+public final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
+    private let lock = NSRecursiveLock()
+    /// The thread holding `lock`, or 0; only read to answer `checkIsolated`.
+    private let owner = Atomic<UInt>(0)
+    private let queue: DispatchQueue
+
+    /// Creates an executor whose jobs run on a serial queue with this label.
+    public init(label: String = "usher.resource") {
+        queue = DispatchQueue(label: label)
+    }
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        queue.async {
+            self.withLock { unowned.runSynchronously(on: self.asUnownedSerialExecutor()) }
+        }
+    }
+
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    /// Called by the runtime for `assumeIsolated` from a thread it does not know:
+    /// isolated exactly when this thread holds the lock.
+    public func checkIsolated() {
+        precondition(owner.load(ordering: .acquiring) == Self.currentThread, "not on the resource's executor")
+    }
+
+    /// Runs `body` holding the executor's lock (re-entrant on the same thread).
+    public func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        lock.lock()
+        let previous = owner.exchange(Self.currentThread, ordering: .acquiringAndReleasing)
+        defer {
+            owner.store(previous, ordering: .releasing)
+            lock.unlock()
+        }
+        return try body()
+    }
+
+    private static var currentThread: UInt {
+        #if os(Linux)
+        return UInt(pthread_self())
+        #else
+        return UInt(bitPattern: pthread_self())
+        #endif
+    }
+}
+
+/// An actor that runs on a `ResourceExecutor`, so that synchronous callers can
+/// run isolated to it without awaiting.
+public protocol LockIsolatedActor: Actor {
+    /// The executor the actor runs on.
+    nonisolated var executor: ResourceExecutor { get }
+}
+
+extension LockIsolatedActor {
+    /// Runs `body` isolated to the actor, synchronously, from any thread.
+    ///
+    /// Use it for short operations only: it blocks while the actor runs a job.
+    public nonisolated func withIsolation<T: Sendable, E: Error>(
+        _ body: (isolated Self) throws(E) -> T
+    ) throws(E) -> T {
+        try executor.withLock { () throws(E) -> T in
+            // Holding the executor's lock is being isolated to the actor: the
+            // same cast the standard library's `assumeIsolated` performs.
+            executor.checkIsolated()
+            typealias Isolated = (isolated Self) throws(E) -> T
+            typealias Plain = (Self) throws(E) -> T
+            return try withoutActuallyEscaping(body) { (escaping: @escaping Isolated) throws(E) -> T in
+                let plain = unsafeBitCast(escaping, to: Plain.self)
+                return try plain(self)
+            }
+        }
+    }
+}

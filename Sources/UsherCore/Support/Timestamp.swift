@@ -1,0 +1,65 @@
+import Foundation
+
+/// A point in time: microseconds since the Unix epoch (UTC).
+///
+/// All of Usher's timing is in this unit: deadlines, fences (which start at a
+/// resource's creation time in microseconds) and the times shown in responses.
+public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// Microseconds since 1970-01-01T00:00:00Z.
+    public var micros: Int64
+
+    /// Creates a timestamp from microseconds since the epoch.
+    public init(micros: Int64) { self.micros = micros }
+
+    /// Creates a timestamp from seconds since the epoch.
+    public init(seconds: Double) { self.micros = Int64((seconds * 1_000_000).rounded()) }
+
+    /// Seconds since the epoch.
+    public var seconds: Double { Double(micros) / 1_000_000 }
+
+    /// This time moved by a number of seconds (may be negative).
+    public func adding(seconds: Double) -> Timestamp {
+        Timestamp(micros: micros &+ Timestamp.micros(fromSeconds: seconds))
+    }
+
+    /// Seconds from `self` to `later` (negative when `later` is earlier).
+    public func seconds(until later: Timestamp) -> Double {
+        Double(later.micros - micros) / 1_000_000
+    }
+
+    /// Converts a duration in seconds to whole microseconds (rounded).
+    public static func micros(fromSeconds seconds: Double) -> Int64 {
+        Int64((seconds * 1_000_000).rounded())
+    }
+
+    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.micros < rhs.micros }
+
+    /// RFC 3339 UTC with milliseconds, e.g. `2026-11-30T03:24:02.123Z`.
+    public var rfc3339: String {
+        let totalMillis = micros >= 0 ? micros / 1000 : (micros - 999) / 1000
+        let secs = totalMillis >= 0 ? totalMillis / 1000 : (totalMillis - 999) / 1000
+        let millis = Int(totalMillis - secs * 1000)
+        let days = secs >= 0 ? secs / 86_400 : (secs - 86_399) / 86_400
+        let secOfDay = Int(secs - days * 86_400)
+        let (y, m, d) = Timestamp.civil(fromDays: days)
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+            y, m, d, secOfDay / 3600, (secOfDay / 60) % 60, secOfDay % 60, millis)
+    }
+
+    public var description: String { rfc3339 }
+
+    /// Days since the epoch to a proleptic Gregorian date (H. Hinnant's algorithm).
+    private static func civil(fromDays z0: Int64) -> (Int, Int, Int) {
+        let z = z0 + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let y = yoe + era * 400
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (Int(m <= 2 ? y + 1 : y), Int(m), Int(d))
+    }
+}
