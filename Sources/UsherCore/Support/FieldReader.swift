@@ -1,0 +1,161 @@
+/// A request or config field that is missing, of the wrong type, out of range,
+/// or unknown. `field` is a dotted path (`queues.jobs.capacity`).
+public struct FieldError: Error, Sendable, Equatable {
+    /// The offending field, as a dotted path; empty for the body itself.
+    public var field: String
+    /// What is wrong with it.
+    public var message: String
+
+    public init(field: String, message: String) {
+        self.field = field
+        self.message = message
+    }
+
+    /// A one-line description naming the field.
+    public var description: String { field.isEmpty ? message : "\(field): \(message)" }
+}
+
+/// Names of resources, visitors, items, leases, elements, filters and states.
+public enum Names {
+    /// `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`
+    public static func isValid(_ name: String) -> Bool {
+        let bytes = name.utf8
+        guard !bytes.isEmpty, bytes.count <= 128 else { return false }
+        for (i, b) in bytes.enumerated() {
+            let alnum = (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
+            if alnum { continue }
+            if i > 0 && (b == 0x2E || b == 0x5F || b == 0x3A || b == 0x2D) { continue }
+            return false
+        }
+        return true
+    }
+
+    /// Keys and actions: 1–256 characters.
+    public static func isValidKey(_ key: String) -> Bool {
+        let n = key.count
+        return n >= 1 && n <= 256
+    }
+}
+
+/// Reads the members of a JSON object field by field, with typed checks, and
+/// rejects members nobody asked for (`finish()`), so a typo such as
+/// `capactiy` is an error naming the field instead of being ignored.
+public struct FieldReader {
+    private let members: [(String, JSONValue)]
+    private var used: Set<String> = []
+    /// The dotted path of this object, used as the prefix of field names.
+    public let path: String
+
+    /// Reads `value`, which must be an object; nil or `null` reads as `{}`.
+    public init(_ value: JSONValue?, path: String = "") throws(FieldError) {
+        self.path = path
+        switch value {
+        case nil, .null?: members = []
+        case .object(let m)?: members = m
+        default: throw FieldError(field: path, message: path.isEmpty ? "the body must be a JSON object" : "must be an object")
+        }
+    }
+
+    /// The names of all members, in order.
+    public var keys: [String] { members.map(\.0) }
+
+    /// The dotted path of a member.
+    public func fieldPath(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    /// The raw value of a member; `null` reads as absent.
+    public mutating func value(_ key: String) -> JSONValue? {
+        used.insert(key)
+        guard let v = members.first(where: { $0.0 == key })?.1, !v.isNull else { return nil }
+        return v
+    }
+
+    /// True when the member is present (and not null).
+    public func has(_ key: String) -> Bool {
+        guard let v = members.first(where: { $0.0 == key })?.1 else { return false }
+        return !v.isNull
+    }
+
+    public mutating func string(_ key: String) throws(FieldError) -> String? {
+        guard let v = value(key) else { return nil }
+        guard case .string(let s) = v else { throw FieldError(field: fieldPath(key), message: "must be a string") }
+        return s
+    }
+
+    /// A string that must be a valid name (see `Names.isValid`).
+    public mutating func name(_ key: String) throws(FieldError) -> String? {
+        guard let s = try string(key) else { return nil }
+        guard Names.isValid(s) else {
+            throw FieldError(field: fieldPath(key), message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+        }
+        return s
+    }
+
+    /// A string of 1–256 characters (keys, actions).
+    public mutating func key(_ key: String) throws(FieldError) -> String? {
+        guard let s = try string(key) else { return nil }
+        guard Names.isValidKey(s) else { throw FieldError(field: fieldPath(key), message: "must be 1 to 256 characters") }
+        return s
+    }
+
+    public mutating func bool(_ key: String) throws(FieldError) -> Bool? {
+        guard let v = value(key) else { return nil }
+        guard case .bool(let b) = v else { throw FieldError(field: fieldPath(key), message: "must be true or false") }
+        return b
+    }
+
+    /// An integer within `range` (a JSON number with no fraction).
+    public mutating func int(_ key: String, in range: ClosedRange<Int>) throws(FieldError) -> Int? {
+        guard let v = value(key) else { return nil }
+        let i: Int
+        switch v {
+        case .int(let n): i = n
+        case .double(let d) where d.rounded() == d && abs(d) < 9e15: i = Int(d)
+        default: throw FieldError(field: fieldPath(key), message: "must be an integer")
+        }
+        guard range.contains(i) else {
+            throw FieldError(field: fieldPath(key), message: "must be between \(range.lowerBound) and \(range.upperBound)")
+        }
+        return i
+    }
+
+    /// A number within `range` (seconds and the like).
+    public mutating func number(_ key: String, in range: ClosedRange<Double>) throws(FieldError) -> Double? {
+        guard let v = value(key) else { return nil }
+        let d: Double
+        switch v {
+        case .int(let n): d = Double(n)
+        case .double(let x): d = x
+        default: throw FieldError(field: fieldPath(key), message: "must be a number")
+        }
+        guard d.isFinite, range.contains(d) else {
+            throw FieldError(
+                field: fieldPath(key),
+                message: "must be between \(Self.format(range.lowerBound)) and \(Self.format(range.upperBound))")
+        }
+        return d
+    }
+
+    public mutating func array(_ key: String) throws(FieldError) -> [JSONValue]? {
+        guard let v = value(key) else { return nil }
+        guard case .array(let a) = v else { throw FieldError(field: fieldPath(key), message: "must be an array") }
+        return a
+    }
+
+    /// A nested object, read with its own reader (call `finish()` on it too).
+    public mutating func object(_ key: String) throws(FieldError) -> FieldReader? {
+        guard let v = value(key) else { return nil }
+        guard case .object = v else { throw FieldError(field: fieldPath(key), message: "must be an object") }
+        return try FieldReader(v, path: fieldPath(key))
+    }
+
+    /// Fails naming the first member that no accessor asked for.
+    public func finish() throws(FieldError) {
+        if let unknown = members.first(where: { !used.contains($0.0) }) {
+            throw FieldError(field: fieldPath(unknown.0), message: "unknown field")
+        }
+    }
+
+    private static func format(_ d: Double) -> String {
+        d.rounded() == d && abs(d) < 1e15 ? String(Int(d)) : String(d)
+    }
+}
