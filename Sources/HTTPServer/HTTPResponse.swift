@@ -1,0 +1,43 @@
+import Foundation
+
+/// A complete response: status, headers and body.
+public struct HTTPResponse: Sendable {
+    /// The status code, e.g. 200.
+    public var status: Int
+    /// Extra headers, in order. `Content-Type` goes here too.
+    public var headers: [(name: String, value: String)]
+    /// The body bytes.
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A response with a UTF-8 text body and the given content type.
+    public init(status: Int, contentType: String, text: String, headers: [(name: String, value: String)] = []) {
+        self.status = status
+        self.headers = [("Content-Type", contentType)] + headers
+        self.body = Array(text.utf8)
+    }
+}
+
+/// What a handler does with a request.
+public enum HTTPHandlerResult: Sendable {
+    /// Answer now, on the server thread (no suspend/resume).
+    case respond(HTTPResponse)
+    /// Answer later: the connection is suspended (no server thread is held)
+    /// while the work runs as a task, then resumed with its response.
+    case deferred(@Sendable () async -> HTTPResponse)
+}
+
+/// The application side of the server.
+public protocol HTTPHandler: Sendable {
+    /// Called on a server thread once the whole body has arrived.
+    /// Must not block: return `.deferred` for anything that waits.
+    func handle(_ request: HTTPRequest) -> HTTPHandlerResult
+
+    /// The answer for a body over the configured limit (413).
+    func payloadTooLarge(limit: Int) -> HTTPResponse
+}

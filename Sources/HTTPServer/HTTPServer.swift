@@ -1,0 +1,275 @@
+import CMicroHTTPD
+import Foundation
+import Synchronization
+
+/// An HTTP/1.1 server on libmicrohttpd: one internal polling thread per
+/// pool member with epoll, and suspend/resume so that a request whose answer
+/// must wait holds no server thread.
+///
+/// This target is the only code that touches C.
+public final class HTTPServer: @unchecked Sendable {
+    /// Settings for the daemon. Every field has a default.
+    public struct Configuration: Sendable {
+        /// Address to bind (IPv4 or IPv6 literal, or `localhost`).
+        public var host: String = "127.0.0.1"
+        /// Port to bind; 0 picks a free one (see `HTTPServer.port`).
+        public var port: UInt16 = 8080
+        /// Larger bodies are refused with the handler's 413 without being buffered.
+        public var maxBodyBytes: Int = 65_536
+        /// Most connections open at once (libmicrohttpd's own default is only 1,020).
+        public var connectionLimit: Int = 10_000
+        /// Idle connections are closed after this many seconds.
+        public var idleTimeoutSeconds: Int = 90
+        /// Server threads, each with its own epoll loop.
+        public var threads: Int = 2
+        /// Per-connection memory pool in bytes (libmicrohttpd's default is 32 KiB).
+        public var connectionMemoryLimit: Int = 32 * 1024
+        /// Request headers copied into `HTTPRequest.headers` (lower-case names).
+        public var capturedHeaders: [String] = []
+
+        public init() {}
+    }
+
+    /// Why the server could not start.
+    public struct StartError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    private let configuration: Configuration
+    private let handler: any HTTPHandler
+    private var daemon: OpaquePointer?
+    private var boundPort: UInt16 = 0
+    private let counters = Mutex(Counters())
+
+    private struct Counters {
+        var active = 0
+        var suspended = 0
+    }
+
+    /// Creates a server; nothing is bound until `start()`.
+    public init(configuration: Configuration, handler: any HTTPHandler) {
+        self.configuration = configuration
+        self.handler = handler
+    }
+
+    deinit {
+        if let daemon { MHD_stop_daemon(daemon) }
+    }
+
+    /// The bound port (after `start()`).
+    public var port: UInt16 { boundPort }
+
+    /// Requests that have arrived and not finished.
+    public var activeRequests: Int { counters.withLock { $0.active } }
+
+    /// Requests parked while their deferred answer is produced.
+    public var suspendedRequests: Int { counters.withLock { $0.suspended } }
+
+    /// Binds and starts serving. Throws when the address cannot be bound.
+    public func start() throws(StartError) {
+        precondition(daemon == nil, "already started")
+        var address = try SocketAddress(host: configuration.host, port: configuration.port)
+        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+            | MHD_ALLOW_SUSPEND_RESUME.rawValue
+        if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+        let started: OpaquePointer? = address.withSockaddr { sockaddr in
+            var options: [MHD_OptionItem] = [
+                MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit, ptr_value: nil),
+                MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.idleTimeoutSeconds, ptr_value: nil),
+                MHD_OptionItem(option: .THREAD_POOL_SIZE, value: max(1, configuration.threads), ptr_value: nil),
+                MHD_OptionItem(option: .CONNECTION_MEMORY_LIMIT, value: configuration.connectionMemoryLimit, ptr_value: nil),
+                MHD_OptionItem(option: .LISTENING_ADDRESS_REUSE, value: 1, ptr_value: nil),
+                MHD_OptionItem(option: .SOCK_ADDR, value: 0, ptr_value: UnsafeMutableRawPointer(mutating: sockaddr)),
+                MHD_OptionItem(option: .END, value: 0, ptr_value: nil),
+            ]
+            let me = Unmanaged.passUnretained(self).toOpaque()
+            return options.withUnsafeMutableBufferPointer { buffer in
+                CUsherMHD_start_daemon(
+                    flags, configuration.port, accessHandler, me, requestCompleted, me, buffer.baseAddress)
+            }
+        }
+        guard let started else {
+            throw StartError(description: "cannot listen on \(configuration.host):\(configuration.port) (address in use, or not an address of this machine)")
+        }
+        daemon = started
+        boundPort = CUsherMHD_daemon_port(started)
+    }
+
+    /// Stops accepting new connections; open connections are served on.
+    public func quiesce() {
+        guard let daemon else { return }
+        let fd = MHD_quiesce_daemon(daemon)
+        if fd >= 0 { close(fd) }
+    }
+
+    /// Waits until no request is in progress, or until `deadline`. True when drained.
+    public func waitUntilIdle(deadline: Date) -> Bool {
+        while Date() < deadline {
+            if counters.withLock({ $0.active == 0 && $0.suspended == 0 }) { return true }
+            usleep(5_000)
+        }
+        return counters.withLock { $0.active == 0 && $0.suspended == 0 }
+    }
+
+    /// Stops the daemon and closes every connection. Call after parked requests
+    /// were answered (stopping with suspended connections is not allowed).
+    public func stop() {
+        guard let daemon else { return }
+        self.daemon = nil
+        MHD_stop_daemon(daemon)
+    }
+
+    // MARK: - Callbacks (on server threads)
+
+    fileprivate func handle(
+        connection: OpaquePointer, url: String, method: String,
+        uploadData: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+        slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        guard let raw = slot.pointee else {
+            // First call: headers only. Answering now would cost keep-alive
+            // (libmicrohttpd 0.9.75 closes the connection), so only refuse a
+            // body announced as too large here, where closing is wanted.
+            let context = RequestContext(method: method, path: url)
+            slot.pointee = Unmanaged.passRetained(context).toOpaque()
+            counters.withLock { $0.active += 1 }
+            if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
+               let declared = Int(String(cString: length)), declared > configuration.maxBodyBytes
+            {
+                context.phase = .tooLarge
+                return queue(handler.payloadTooLarge(limit: configuration.maxBodyBytes), on: connection)
+            }
+            return .YES
+        }
+        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+
+        if uploadSize.pointee > 0 {
+            let size = uploadSize.pointee
+            uploadSize.pointee = 0
+            switch context.phase {
+            case .receiving:
+                if context.body.count + size > configuration.maxBodyBytes {
+                    context.phase = .tooLarge
+                    context.body = Data()
+                    return queue(handler.payloadTooLarge(limit: configuration.maxBodyBytes), on: connection)
+                }
+                if let uploadData {
+                    uploadData.withMemoryRebound(to: UInt8.self, capacity: size) { context.body.append($0, count: size) }
+                }
+            case .tooLarge, .suspended:
+                break
+            }
+            return .YES
+        }
+
+        switch context.phase {
+        case .tooLarge:
+            return .YES
+        case .suspended:
+            // Called again after resume: the deferred answer is ready.
+            guard let response = context.pending.withLock({ $0.take() }) else { return .NO }
+            context.phase = .receiving
+            return queue(response, on: connection)
+        case .receiving:
+            break
+        }
+
+        let request = HTTPRequest(
+            method: context.method, path: context.path, query: Self.queryArguments(connection),
+            headers: capturedHeaders(connection), body: context.body)
+        switch handler.handle(request) {
+        case .respond(let response):
+            return queue(response, on: connection)
+        case .deferred(let work):
+            context.phase = .suspended
+            counters.withLock { $0.suspended += 1 }
+            MHD_suspend_connection(connection)
+            let handle = ConnectionHandle(raw: connection)
+            Task { [self] in
+                let response = await work()
+                context.pending.withLock { $0 = response }
+                counters.withLock { $0.suspended -= 1 }
+                MHD_resume_connection(handle.raw)
+            }
+            return .YES
+        }
+    }
+
+    fileprivate func completed(slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
+        guard let slot, let raw = slot.pointee else { return }
+        Unmanaged<RequestContext>.fromOpaque(raw).release()
+        slot.pointee = nil
+        counters.withLock { $0.active -= 1 }
+    }
+
+    private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+        let created = response.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(
+                bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+        }
+        guard let mhdResponse = created else { return .NO }
+        for (name, value) in response.headers {
+            _ = MHD_add_response_header(mhdResponse, name, value)
+        }
+        let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+        MHD_destroy_response(mhdResponse)
+        return result
+    }
+
+    private func capturedHeaders(_ connection: OpaquePointer) -> [String: String] {
+        var headers: [String: String] = [:]
+        for name in configuration.capturedHeaders {
+            if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, name) {
+                headers[name] = String(cString: value)
+            }
+        }
+        return headers
+    }
+
+    private final class QueryBox {
+        var items: [(name: String, value: String)] = []
+    }
+
+    private static func queryArguments(_ connection: OpaquePointer) -> [(name: String, value: String)] {
+        let box = QueryBox()
+        let opaque = Unmanaged.passUnretained(box).toOpaque()
+        _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, opaque)
+        return withExtendedLifetime(box) { box.items }
+    }
+
+    fileprivate static func appendArgument(_ cls: UnsafeMutableRawPointer?, key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?) {
+        guard let cls, let key else { return }
+        let box = Unmanaged<QueryBox>.fromOpaque(cls).takeUnretainedValue()
+        box.items.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+    }
+}
+
+// Capture-free C callbacks: they find their owner through the `cls` pointer.
+
+private func accessHandler(
+    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?, url: UnsafePointer<CChar>?,
+    method: UnsafePointer<CChar>?, version: UnsafePointer<CChar>?, uploadData: UnsafePointer<CChar>?,
+    uploadSize: UnsafeMutablePointer<Int>?, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
+    guard let cls, let connection, let uploadSize, let slot else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    let path = slot.pointee == nil ? (url.map { String(cString: $0) } ?? "/") : ""
+    let verb = slot.pointee == nil ? (method.map { String(cString: $0) } ?? "GET") : ""
+    return server.handle(
+        connection: connection, url: path, method: verb, uploadData: uploadData, uploadSize: uploadSize, slot: slot)
+}
+
+private func requestCompleted(
+    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?,
+    slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, reason: MHD_RequestTerminationCode
+) {
+    guard let cls else { return }
+    Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().completed(slot: slot)
+}
+
+private func collectArgument(
+    cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind, key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?
+) -> MHD_Result {
+    HTTPServer.appendArgument(cls, key: key, value: value)
+    return .YES
+}

@@ -1,0 +1,79 @@
+/// Routes by method and path template, with `{name}` segments as parameters.
+///
+/// Lookup walks a tree of path segments, so its cost grows with the depth
+/// of the path, not the number of routes.
+public struct Router<Handler: Sendable>: Sendable {
+    /// The outcome of a lookup.
+    public enum Match: Sendable {
+        /// A route matched: its handler, template (e.g. `/v1/queues/{name}`) and parameters.
+        case found(Handler, template: String, parameters: [String: String])
+        /// The path exists but not for this method; `allowed` is for the `Allow` header.
+        case methodNotAllowed(allowed: [String])
+        /// No route has this path.
+        case notFound
+    }
+
+    private final class Node: @unchecked Sendable {
+        var literals: [String: Node] = [:]
+        var parameter: (name: String, node: Node)?
+        var handlers: [String: (Handler, String)] = [:]
+    }
+
+    private let root = Node()
+
+    public init() {}
+
+    /// Adds a route. Templates look like `/v1/queues/{name}/visitors/{id}`.
+    /// Call only while setting up, before the router is shared.
+    public mutating func add(_ method: String, _ template: String, _ handler: Handler) {
+        var node = root
+        for segment in Self.segments(template) {
+            if segment.hasPrefix("{") && segment.hasSuffix("}") {
+                let name = String(segment.dropFirst().dropLast())
+                if let existing = node.parameter {
+                    precondition(existing.name == name, "conflicting parameter names at \(template)")
+                    node = existing.node
+                } else {
+                    let next = Node()
+                    node.parameter = (name, next)
+                    node = next
+                }
+            } else if let next = node.literals[segment] {
+                node = next
+            } else {
+                let next = Node()
+                node.literals[segment] = next
+                node = next
+            }
+        }
+        precondition(node.handlers[method] == nil, "duplicate route \(method) \(template)")
+        node.handlers[method] = (handler, template)
+    }
+
+    /// Finds the route for a method and path. `HEAD` falls back to `GET`.
+    public func match(_ method: String, _ path: String) -> Match {
+        var node = root
+        var parameters: [String: String] = [:]
+        for segment in Self.segments(path) {
+            if let next = node.literals[segment] {
+                node = next
+            } else if let (name, next) = node.parameter {
+                parameters[name] = segment
+                node = next
+            } else {
+                return .notFound
+            }
+        }
+        if node.handlers.isEmpty { return .notFound }
+        if let (handler, template) = node.handlers[method] ?? (method == "HEAD" ? node.handlers["GET"] : nil) {
+            return .found(handler, template: template, parameters: parameters)
+        }
+        var allowed = Array(node.handlers.keys)
+        if allowed.contains("GET") { allowed.append("HEAD") }
+        return .methodNotAllowed(allowed: allowed.sorted())
+    }
+
+    private static func segments(_ path: String) -> [String] {
+        path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+    }
+}
