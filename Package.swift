@@ -28,8 +28,10 @@ let package = Package(
             dependencies: ["UsherCore"],
             path: "Benchmarks/EngineBench"
         ),
+        // A blocking HTTP/1.1 client for the live tests.
+        .target(name: "HTTPTestClient", path: "Tests/HTTPTestClient"),
         .testTarget(name: "UsherCoreTests", dependencies: ["UsherCore"]),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
-        .testTarget(name: "UsherAPITests", dependencies: ["UsherAPI", "HTTPServer", "UsherCore"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient"]),
+        .testTarget(name: "UsherAPITests", dependencies: ["UsherAPI", "HTTPServer", "UsherCore", "HTTPTestClient"]),
     ]
 )

@@ -136,7 +136,7 @@ public final class HTTPServer: @unchecked Sendable {
             if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
                let declared = Int(String(cString: length)), declared > configuration.maxBodyBytes
             {
-                context.phase = .tooLarge
+                context.phase = .refused
                 return queue(handler.payloadTooLarge(limit: configuration.maxBodyBytes), on: connection)
             }
             return .YES
@@ -149,22 +149,27 @@ public final class HTTPServer: @unchecked Sendable {
             switch context.phase {
             case .receiving:
                 if context.body.count + size > configuration.maxBodyBytes {
+                    // libmicrohttpd 0.9.75 cannot answer in the middle of an
+                    // upload: drop the rest as it comes and answer at the end.
                     context.phase = .tooLarge
                     context.body = Data()
-                    return queue(handler.payloadTooLarge(limit: configuration.maxBodyBytes), on: connection)
+                    return .YES
                 }
                 if let uploadData {
                     uploadData.withMemoryRebound(to: UInt8.self, capacity: size) { context.body.append($0, count: size) }
                 }
-            case .tooLarge, .suspended:
+            case .tooLarge, .refused, .suspended:
                 break
             }
             return .YES
         }
 
         switch context.phase {
-        case .tooLarge:
+        case .refused:
             return .YES
+        case .tooLarge:
+            context.phase = .refused
+            return queue(handler.payloadTooLarge(limit: configuration.maxBodyBytes), on: connection)
         case .suspended:
             // Called again after resume: the deferred answer is ready.
             guard let response = context.pending.withLock({ $0.take() }) else { return .NO }

@@ -16,7 +16,10 @@ final class RequestContext: @unchecked Sendable {
     /// the task that produces a deferred answer.
     enum Phase {
         case receiving
+        /// The body outgrew the limit: the rest is read and dropped, then 413.
         case tooLarge
+        /// Already answered (a declared oversize body).
+        case refused
         case suspended
     }
 

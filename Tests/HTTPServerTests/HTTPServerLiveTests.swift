@@ -1,0 +1,176 @@
+import Foundation
+import HTTPServer
+import HTTPTestClient
+import Synchronization
+import Testing
+
+/// A handler for exercising the server: answers at once, echoes, or defers.
+final class ToyHandler: HTTPHandler {
+    /// Deferred requests parked on `/park` until `release()`.
+    let parked = Mutex<[CheckedContinuation<Void, Never>]>([])
+
+    func handle(_ request: HTTPRequest) -> HTTPHandlerResult {
+        switch request.path {
+        case "/hello":
+            return .respond(HTTPResponse(status: 200, contentType: "text/plain", text: "hello"))
+        case "/echo":
+            let query = request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
+            return .respond(HTTPResponse(
+                status: 200, headers: [("Content-Type", "application/octet-stream"), ("X-Query", query),
+                                       ("X-Auth", request.header("Authorization") ?? "-")],
+                body: Array(request.body)))
+        case "/later":
+            return .deferred {
+                try? await Task.sleep(for: .milliseconds(20))
+                return HTTPResponse(status: 202, contentType: "text/plain", text: "later")
+            }
+        case "/park":
+            return .deferred { [self] in
+                await withCheckedContinuation { c in parked.withLock { $0.append(c) } }
+                return HTTPResponse(status: 200, contentType: "text/plain", text: "released")
+            }
+        default:
+            return .respond(HTTPResponse(status: 404))
+        }
+    }
+
+    func payloadTooLarge(limit: Int) -> HTTPResponse {
+        HTTPResponse(status: 413, headers: [("Connection", "close")], body: Array("too large: \(limit)".utf8))
+    }
+
+    var parkedCount: Int { parked.withLock { $0.count } }
+
+    func release() {
+        let all = parked.withLock { p in defer { p.removeAll() }; return p }
+        for c in all { c.resume() }
+    }
+}
+
+@Suite(.serialized) struct HTTPServerLiveTests {
+    private func startServer(maxBody: Int = 1024) throws -> (HTTPServer, ToyHandler) {
+        var config = HTTPServer.Configuration()
+        config.port = 0
+        config.maxBodyBytes = maxBody
+        config.capturedHeaders = ["authorization"]
+        let handler = ToyHandler()
+        let server = HTTPServer(configuration: config, handler: handler)
+        try server.start()
+        return (server, handler)
+    }
+
+    @Test func bindsPortZeroAndKeepsConnectionsAlive() throws {
+        let (server, _) = try startServer()
+        defer { server.stop() }
+        #expect(server.port != 0)
+        let client = TestHTTPClient(port: server.port)
+        for _ in 0..<3 {
+            let r = try client.request("GET", "/hello")
+            #expect(r.status == 200)
+            #expect(r.text == "hello")
+            #expect(r.headers["connection"]?.lowercased() != "close")
+            #expect(client.isConnected)
+        }
+    }
+
+    @Test func deliversBodyQueryAndCapturedHeaders() throws {
+        let (server, _) = try startServer()
+        defer { server.stop() }
+        let body = String(repeating: "x", count: 1000)
+        let r = try TestHTTPClient.once(port: server.port, "POST", "/echo?a=1&b=two%20words", body: body,
+                                        headers: ["Authorization": "Bearer t"])
+        #expect(r.status == 200)
+        #expect(r.text == body)
+        #expect(r.headers["x-query"] == "a=1&b=two words")
+        #expect(r.headers["x-auth"] == "Bearer t")
+    }
+
+    @Test func refusesDeclaredOversizeBodyWithoutReadingIt() throws {
+        let (server, _) = try startServer(maxBody: 1024)
+        defer { server.stop() }
+        let client = TestHTTPClient(port: server.port)
+        // Announce 10 MB but send only the head: the answer must not wait for the body.
+        try client.sendRaw(Data("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n".utf8))
+        let r = try client.readResponse()
+        #expect(r.status == 413)
+        #expect(r.text == "too large: 1024")
+        // The server goes on serving.
+        #expect(try TestHTTPClient.once(port: server.port, "GET", "/hello").status == 200)
+    }
+
+    @Test func refusesChunkedOversizeBody() throws {
+        let (server, _) = try startServer(maxBody: 1024)
+        defer { server.stop() }
+        let client = TestHTTPClient(port: server.port)
+        let chunk = String(repeating: "y", count: 800)
+        let hex = String(chunk.utf8.count, radix: 16)
+        try client.sendRaw(Data("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".utf8))
+        try client.sendRaw(Data("\(hex)\r\n\(chunk)\r\n\(hex)\r\n\(chunk)\r\n0\r\n\r\n".utf8))
+        #expect(try client.readResponse().status == 413)
+        // A body just under the limit passes.
+        let ok = try TestHTTPClient.once(port: server.port, "POST", "/echo", body: String(repeating: "z", count: 1024))
+        #expect(ok.status == 200)
+        #expect(ok.body.count == 1024)
+    }
+
+    @Test func deferredAnswersKeepTheConnection() throws {
+        let (server, _) = try startServer()
+        defer { server.stop() }
+        let client = TestHTTPClient(port: server.port)
+        for _ in 0..<3 {
+            let r = try client.request("GET", "/later")
+            #expect(r.status == 202)
+            #expect(r.text == "later")
+        }
+        #expect(client.isConnected)
+    }
+
+    @Test func parkedRequestsHoldNoServerThread() throws {
+        let (server, handler) = try startServer()
+        defer { server.stop() }
+        // Far more parked requests than server threads (2): if a parked request
+        // held a thread, /hello below could not be answered.
+        let count = 200
+        let results = Mutex<[Int]>([])
+        let group = DispatchGroup()
+        for _ in 0..<count {
+            group.enter()
+            Thread {
+                let status = (try? TestHTTPClient.once(port: server.port, "GET", "/park").status) ?? -1
+                results.withLock { $0.append(status) }
+                group.leave()
+            }.start()
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while handler.parkedCount < count && Date() < deadline { usleep(10_000) }
+        #expect(handler.parkedCount == count)
+        #expect(server.suspendedRequests == count)
+        #expect(try TestHTTPClient.once(port: server.port, "GET", "/hello").status == 200)
+        handler.release()
+        #expect(group.wait(timeout: .now() + 10) == .success)
+        #expect(results.withLock { $0 }.allSatisfy { $0 == 200 })
+        #expect(results.withLock { $0.count } == count)
+        #expect(server.suspendedRequests == 0)
+    }
+
+    @Test func quiesceDrainsThenStops() throws {
+        let (server, handler) = try startServer()
+        let port = server.port
+        let done = DispatchSemaphore(value: 0)
+        let status = Mutex(0)
+        Thread {
+            status.withLock { $0 = (try? TestHTTPClient.once(port: port, "GET", "/park").status) ?? -1 }
+            done.signal()
+        }.start()
+        let deadline = Date().addingTimeInterval(5)
+        while handler.parkedCount < 1 && Date() < deadline { usleep(5_000) }
+        server.quiesce()
+        // New connections are refused once quiesced.
+        #expect(throws: (any Error).self) { try TestHTTPClient.once(port: port, "GET", "/hello") }
+        #expect(!server.waitUntilIdle(deadline: Date().addingTimeInterval(0.1)))
+        handler.release()
+        #expect(server.waitUntilIdle(deadline: Date().addingTimeInterval(5)))
+        #expect(done.wait(timeout: .now() + 5) == .success)
+        #expect(status.withLock { $0 } == 200)
+        server.stop()
+    }
+}
