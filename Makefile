@@ -1,0 +1,41 @@
+# Usher: `make run` serves the demo config, `make test` runs every test.
+# Both install the system packages they need on Debian when missing.
+
+SWIFT ?= swift
+CONFIG ?= Config/usher.json
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := libmicrohttpd-dev pkg-config curl
+
+.PHONY: deps build release run test bench clean
+
+## deps: install libmicrohttpd-dev (and pkg-config, curl) with apt-get when missing
+deps:
+	@command -v $(SWIFT) >/dev/null || { echo "Swift 6 is needed: install a toolchain from swift.org and put swift on PATH"; exit 1; }
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  command -v apt-get >/dev/null || { echo "not Debian: install$$missing (libmicrohttpd with headers, pkg-config, curl) yourself"; exit 1; }; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+## run: serve with the demo config on 127.0.0.1:8080 (Ctrl-C stops it gracefully)
+run: release
+	.build/release/usher --config $(CONFIG)
+
+## test: build with warnings as errors, then run the whole suite
+test: deps
+	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
+	$(SWIFT) test -Xswiftc -warnings-as-errors
+
+## bench: the queue benchmarks (Benchmarks/README.md)
+bench: deps
+	Benchmarks/run-queue
+
+clean:
+	rm -rf .build
