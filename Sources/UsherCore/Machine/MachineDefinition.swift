@@ -1,0 +1,190 @@
+/// What a machine can do: its states, the events that move it between them,
+/// and the timeouts that fire events by themselves. Always valid: every way of
+/// making one checks it.
+///
+/// Normalized form (what `json()` shows and `==` compares):
+/// - `states` is always present: as declared, or, when the input leaves it
+///   out, the states that `initial` and the transitions name, in order of first
+///   mention (`initial`, then each transition's `from` states, then its `to`);
+/// - `from` is always a list, even when the input gave a single state.
+public struct MachineDefinition: Sendable, Equatable {
+    /// `event` moves the machine from any state in `from` to `to`.
+    public struct Transition: Sendable, Equatable {
+        /// The event's name.
+        public var event: String
+        /// The states the event is allowed from (at least one).
+        public var from: [String]
+        /// The state the event leads to.
+        public var to: String
+
+        /// A transition allowed from several states.
+        public init(event: String, from: [String], to: String) {
+            self.event = event
+            self.from = from
+            self.to = to
+        }
+
+        /// A transition allowed from one state.
+        public init(event: String, from: String, to: String) {
+            self.init(event: event, from: [from], to: to)
+        }
+    }
+
+    /// Fires `event` when the machine has stayed in `state` for `afterSeconds`.
+    public struct Timeout: Sendable, Equatable {
+        /// The state whose entry starts the timer.
+        public var state: String
+        /// The delay, in seconds (greater than 0, at most `maxAfterSeconds`).
+        public var afterSeconds: Double
+        /// The event to fire; it must be allowed from `state`.
+        public var event: String
+
+        /// Creates a timeout entry.
+        public init(state: String, afterSeconds: Double, event: String) {
+            self.state = state
+            self.afterSeconds = afterSeconds
+            self.event = event
+        }
+    }
+
+    /// Most states a definition may have.
+    public static let maxStates = 1000
+    /// Most entries in `transitions`.
+    public static let maxTransitions = 1000
+    /// Most entries in `timeouts`.
+    public static let maxTimeouts = 1000
+    /// Most (event, from) pairs over all transitions.
+    public static let maxPairs = 10_000
+    /// Longest timeout: one year.
+    public static let maxAfterSeconds: Double = 31_536_000
+
+    /// The state a new machine starts in.
+    public let initial: String
+    /// Every state, in normalized order (see the type's documentation).
+    public let states: [String]
+    /// The transitions, in definition order, each `from` a list.
+    public let transitions: [Transition]
+    /// The timeouts, in definition order.
+    public let timeouts: [Timeout]
+    /// Every event, in order of first mention in `transitions`.
+    public let events: [String]
+
+    /// event → from → to.
+    private let targets: [String: [String: String]]
+    /// state → events allowed from it, in definition order.
+    private let eventsByState: [String: [String]]
+    /// state → indices into `timeouts`.
+    private let timeoutsByState: [String: [Int]]
+
+    /// Validates and builds a definition. Without `states`, the states are
+    /// those that `initial` and the transitions name. Errors name the field as
+    /// it would appear in JSON (`transitions[1].from[0]`).
+    public init(
+        initial: String, states: [String]? = nil, transitions: [Transition], timeouts: [Timeout] = []
+    ) throws(FieldError) {
+        try self.init(
+            validating: initial, states: states, transitions: transitions, timeouts: timeouts,
+            path: "", singleFrom: [])
+    }
+
+    /// The built-in `player` definition (seed 004):
+    /// NotReady → prepare → Ready → start → Running → teardown → NotReady, no timeouts.
+    public static let player: MachineDefinition = {
+        do throws(FieldError) {
+            return try MachineDefinition(
+                initial: "NotReady",
+                transitions: [
+                    Transition(event: "prepare", from: "NotReady", to: "Ready"),
+                    Transition(event: "start", from: "Ready", to: "Running"),
+                    Transition(event: "teardown", from: "Running", to: "NotReady"),
+                ])
+        } catch {
+            preconditionFailure("the built-in player definition is invalid: \(error.description)")
+        }
+    }()
+
+    /// The events allowed from `state`, in definition order (the order of the
+    /// transitions that allow them); empty for an unknown state.
+    public func allowedEvents(in state: String) -> [String] {
+        eventsByState[state] ?? []
+    }
+
+    /// True when some transition uses `event`.
+    public func knows(event: String) -> Bool {
+        targets[event] != nil
+    }
+
+    /// The state `event` leads to from `state`, or nil when it is not allowed there.
+    public func target(of event: String, from state: String) -> String? {
+        targets[event]?[state]
+    }
+
+    /// Indices into `timeouts` of the timers that entering `state` starts.
+    func timeoutIndices(in state: String) -> [Int] {
+        timeoutsByState[state] ?? []
+    }
+
+    public static func == (lhs: MachineDefinition, rhs: MachineDefinition) -> Bool {
+        lhs.initial == rhs.initial && lhs.states == rhs.states
+            && lhs.transitions == rhs.transitions && lhs.timeouts == rhs.timeouts
+    }
+
+    /// The normalized definition as JSON:
+    /// `{"initial", "states": [...], "transitions": [{"event", "from": [...], "to"}],
+    /// "timeouts": [{"state", "after_seconds", "event"}]}`.
+    public func json() -> JSONValue {
+        .object([
+            ("initial", .string(initial)),
+            ("states", .array(states.map(JSONValue.string))),
+            ("transitions", .array(transitions.map { t in
+                .object([
+                    ("event", .string(t.event)),
+                    ("from", .array(t.from.map(JSONValue.string))),
+                    ("to", .string(t.to)),
+                ])
+            })),
+            ("timeouts", .array(timeouts.map { t in
+                .object([
+                    ("state", .string(t.state)),
+                    ("after_seconds", Self.number(t.afterSeconds)),
+                    ("event", .string(t.event)),
+                ])
+            })),
+        ])
+    }
+
+    /// Whole seconds as an integer (`5`, not `5.0`), fractions as they are.
+    private static func number(_ d: Double) -> JSONValue {
+        d.rounded() == d && abs(d) < 1e15 ? .int(Int(d)) : .double(d)
+    }
+
+    /// The one place a definition is checked and its lookup tables built.
+    /// `path` prefixes every field name; `singleFrom` lists the transitions
+    /// whose `from` was written as a single string (named `from`, not `from[0]`).
+    init(
+        validating initial: String, states declared: [String]?, transitions: [Transition],
+        timeouts: [Timeout], path: String, singleFrom: Set<Int>
+    ) throws(FieldError) {
+        var v = DefinitionValidator(path: path, declared: declared != nil)
+        try v.check(count: transitions.count, max: Self.maxTransitions, field: "transitions")
+        try v.check(count: timeouts.count, max: Self.maxTimeouts, field: "timeouts")
+        if let declared {
+            try v.declare(states: declared)
+        }
+        try v.setInitial(initial)
+        for (i, t) in transitions.enumerated() {
+            try v.add(t, index: i, singleFrom: singleFrom.contains(i))
+        }
+        for (k, t) in timeouts.enumerated() {
+            try v.add(t, index: k)
+        }
+        self.initial = initial
+        self.states = v.states
+        self.transitions = transitions
+        self.timeouts = timeouts
+        self.events = v.events
+        self.targets = v.targets
+        self.eventsByState = v.eventsByState
+        self.timeoutsByState = v.timeoutsByState
+    }
+}
