@@ -1,0 +1,21 @@
+/// Why a machine refused a request. The core decides; the API layer maps each
+/// case to a status and a problem code.
+public enum MachineError: Error, Sendable, Equatable {
+    /// The definition does not know the event (404); lists what the current state allows.
+    case unknownEvent(allowedEvents: [String])
+    /// The event is known but not allowed from `state` (409 `invalid_transition`).
+    case invalidTransition(state: String, allowedEvents: [String])
+    /// The caller's expected version (`If-Match`) differs from `current` (412).
+    case versionMismatch(current: Int64)
+    /// The machine was deleted (410 `gone`).
+    case gone
+    /// The service is shutting down (503 `shutting_down`).
+    case shuttingDown
+    /// A definition or request field is invalid (400 `bad_request`).
+    case invalid(field: String, message: String)
+
+    /// Wraps a field error from parsing a definition or request.
+    public init(_ error: FieldError) {
+        self = .invalid(field: error.field, message: error.message)
+    }
+}

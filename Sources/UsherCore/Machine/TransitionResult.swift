@@ -1,0 +1,31 @@
+/// The answer to a fired event.
+public struct TransitionResult: Sendable, Equatable {
+    /// The state the machine is in now.
+    public let state: String
+    /// The state it left.
+    public let previousState: String
+    /// The event that was applied.
+    public let event: String
+    /// The machine's version after the transition (also its fence).
+    public let version: Int64
+
+    /// Built from the history entry the transition recorded.
+    init(_ transition: MachineTransition) {
+        state = transition.to
+        previousState = transition.from
+        event = transition.event
+        version = transition.version
+    }
+
+    /// `{"state", "previous_state", "event", "version", "fence"}`. `fence`
+    /// equals `version`: a transition is a grant, and every grant carries one.
+    public func json() -> JSONValue {
+        .object([
+            ("state", .string(state)),
+            ("previous_state", .string(previousState)),
+            ("event", .string(event)),
+            ("version", .int(Int(version))),
+            ("fence", .int(Int(version))),
+        ])
+    }
+}
