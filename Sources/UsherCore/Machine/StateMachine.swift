@@ -1,0 +1,185 @@
+/// A running machine: one instance of a definition whose events are
+/// transactions. The actor serializes them, so no two events (or an event and
+/// a timeout) ever interleave; an event applies only from a state that allows it.
+///
+/// It runs on its own `ResourceExecutor`: async callers `await` it, and an HTTP
+/// thread that needs no waiting runs isolated to it with `withIsolation { }`.
+/// Timeouts and long-poll deadlines go through the injected clock.
+public actor StateMachine: LockIsolatedActor {
+    /// The executor the actor's jobs run on, also taken by `withIsolation`.
+    public nonisolated let executor: ResourceExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    /// The machine's name.
+    public nonisolated let name: String
+    /// The configured definition's name, or nil for an inline definition.
+    public nonisolated let definitionName: String?
+    /// The definition the machine runs.
+    public nonisolated let definition: MachineDefinition
+
+    private enum Lifecycle { case open, closed, shuttingDown }
+
+    /// A parked `waitForVersion` call and its deadline timer.
+    private struct Waiter {
+        let continuation: CheckedContinuation<Result<MachineSnapshot, MachineError>, Never>
+        var deadline: (any ScheduledTimer)?
+    }
+
+    private let clock: any UsherClock
+    private var engine: MachineEngine
+    private var lifecycle = Lifecycle.open
+    /// The current state entry's timeout timers.
+    private var timers: [any ScheduledTimer] = []
+    private var waiters: [UInt64: Waiter] = [:]
+    private var nextWaiterID: UInt64 = 0
+
+    /// Creates a machine in the definition's initial state and starts that
+    /// state's timeouts. Its version starts at the clock's time in microseconds.
+    public init(name: String, definitionName: String?, definition: MachineDefinition, clock: any UsherClock) {
+        executor = ResourceExecutor(label: "usher.machine.\(name)")
+        self.name = name
+        self.definitionName = definitionName
+        self.definition = definition
+        self.clock = clock
+        engine = MachineEngine(definition: definition, createdAt: clock.now())
+        withIsolation { $0.scheduleTimeouts() }
+    }
+
+    deinit {
+        for timer in timers { timer.cancel() }
+    }
+
+    /// Applies `event` as one transaction and wakes every waiter.
+    ///
+    /// - Throws: `.unknownEvent` when the definition does not know the event;
+    ///   `.versionMismatch` when `expectedVersion` is given and differs;
+    ///   `.invalidTransition` when the current state does not allow it (checked
+    ///   in that order); `.gone` after `close()`; `.shuttingDown` after `shutdown()`.
+    @discardableResult
+    public func fire(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil)
+        throws(MachineError) -> TransitionResult
+    {
+        try checkOpen()
+        let transition = try engine.fire(event, expectedVersion: expectedVersion, data: data, at: clock.now())
+        didEnterState()
+        return TransitionResult(transition)
+    }
+
+    /// The machine as it is now (also after `close()` or `shutdown()`).
+    public func snapshot() -> MachineSnapshot {
+        engine.snapshot(name: name, definitionName: definitionName)
+    }
+
+    /// How many `waitForVersion` calls are parked.
+    public var waitingCount: Int { waiters.count }
+
+    /// Returns the snapshot as soon as the version differs from `version`:
+    /// at once if it already does (or `deadline` has passed), otherwise at the
+    /// next transition or at `deadline`, whichever comes first. A cancelled
+    /// task gets the current snapshot back.
+    ///
+    /// - Throws: `.gone` if the machine is or gets deleted, `.shuttingDown` at shutdown.
+    public func waitForVersion(other version: Int64, until deadline: Timestamp) async throws(MachineError)
+        -> MachineSnapshot
+    {
+        try checkOpen()
+        if engine.version != version || clock.now() >= deadline { return snapshot() }
+        let id = nextWaiterID
+        nextWaiterID &+= 1
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<MachineSnapshot, MachineError>, Never>) in
+                // Runs on the actor without a suspension since the check above;
+                // re-checked anyway, so a waiter can never park on a stale version.
+                if Task.isCancelled || engine.version != version {
+                    continuation.resume(returning: .success(snapshot()))
+                    return
+                }
+                waiters[id] = Waiter(continuation: continuation, deadline: nil)
+                waiters[id]?.deadline = clock.schedule(at: deadline) { [weak self] in
+                    self?.withIsolation { $0.resumeWaiter(id) }
+                }
+            }
+        } onCancel: {
+            // Never block here: the runtime holds the task's status lock while
+            // it runs cancellation handlers, and the resumed waiter needs that
+            // lock while holding ours.
+            Task { await self.resumeWaiter(id) }
+        }
+        return try result.get()
+    }
+
+    /// Deletes the machine: parked waiters get `.gone`, timers stop, and every
+    /// later call throws `.gone`.
+    public func close() {
+        end(.closed, error: .gone)
+    }
+
+    /// Shutdown: parked waiters get `.shuttingDown`, timers stop, and later
+    /// calls throw `.shuttingDown` (or `.gone` once closed).
+    public func shutdown() {
+        guard lifecycle == .open else { return }
+        end(.shuttingDown, error: .shuttingDown)
+    }
+
+    /// A timeout timer fired. Stale timers (the state was left or re-entered,
+    /// or the machine closed) and events not allowed from the current state do nothing.
+    func timeoutFired(_ token: TimeoutToken) {
+        guard lifecycle == .open, engine.fire(timeout: token, at: clock.now()) != nil else { return }
+        didEnterState()
+    }
+
+    private func checkOpen() throws(MachineError) {
+        if lifecycle != .open { throw closedError }
+    }
+
+    /// What a call gets once the machine is closed or shutting down.
+    private var closedError: MachineError {
+        lifecycle == .closed ? .gone : .shuttingDown
+    }
+
+    /// After every transition: the old state's timers stop (a self-transition
+    /// included), the new entry's start, and every waiter sees the new version.
+    private func didEnterState() {
+        cancelTimeouts()
+        scheduleTimeouts()
+        guard !waiters.isEmpty else { return }
+        let current = snapshot()
+        let woken = waiters
+        waiters = [:]
+        for waiter in woken.values {
+            waiter.deadline?.cancel()
+            waiter.continuation.resume(returning: .success(current))
+        }
+    }
+
+    private func scheduleTimeouts() {
+        timers = engine.plannedTimeouts().map { plan in
+            clock.schedule(at: plan.deadline) { [weak self] in
+                self?.withIsolation { $0.timeoutFired(plan.token) }
+            }
+        }
+    }
+
+    private func cancelTimeouts() {
+        for timer in timers { timer.cancel() }
+        timers = []
+    }
+
+    /// Answers one waiter with the current snapshot (its deadline passed or its task was cancelled).
+    private func resumeWaiter(_ id: UInt64) {
+        guard let waiter = waiters.removeValue(forKey: id) else { return }
+        waiter.deadline?.cancel()
+        waiter.continuation.resume(returning: .success(snapshot()))
+    }
+
+    private func end(_ next: Lifecycle, error: MachineError) {
+        lifecycle = next
+        cancelTimeouts()
+        let parked = waiters
+        waiters = [:]
+        for waiter in parked.values {
+            waiter.deadline?.cancel()
+            waiter.continuation.resume(returning: .failure(error))
+        }
+    }
+}
