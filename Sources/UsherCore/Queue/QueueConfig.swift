@@ -1,0 +1,144 @@
+/// How a queue merges duplicates and cancels opposite pairs (SPEC §2).
+public enum DedupMode: String, Sendable, Equatable, CaseIterable {
+    /// Against every waiting visitor with the same key (the default).
+    case key
+    /// Only against the most recent arrival still waiting in the whole queue.
+    case adjacent
+    /// Neither merging nor cancelling.
+    case off
+}
+
+/// A queue's configuration. Every field has a default, so `{}` is a valid config.
+public struct QueueConfig: Sendable, Equatable {
+    /// `capacity` (1): slots; 0 closes the resource (nobody is granted, visitors still wait).
+    public var capacity: Int
+    /// `max_waiting` (10000): waiting plus delayed visitors allowed; more is 429 `queue_full`.
+    public var maxWaiting: Int
+    /// `hold_seconds` (30): a holder not completed by then expires; 0 = no limit.
+    public var holdSeconds: Double
+    /// `dedup` (`key`): see `DedupMode`.
+    public var dedup: DedupMode
+    /// `opposites` (`[]`): pairs of actions that cancel each other.
+    public var opposites: [[String]]
+    /// `history` (1000): finished visitors kept visible, and their client ids remembered.
+    public var history: Int
+
+    public init(
+        capacity: Int = 1, maxWaiting: Int = 10_000, holdSeconds: Double = 30,
+        dedup: DedupMode = .key, opposites: [[String]] = [], history: Int = 1000
+    ) {
+        self.capacity = capacity
+        self.maxWaiting = maxWaiting
+        self.holdSeconds = holdSeconds
+        self.dedup = dedup
+        self.opposites = opposites
+        self.history = history
+    }
+
+    /// Allowed ranges, shared by the config, the patch and visitor requests.
+    public enum Limits {
+        public static let capacity = 0...1_000_000
+        public static let maxWaiting = 0...10_000_000
+        /// Also the range of a visitor's `hold_seconds` and `delay_seconds` (one year).
+        public static let seconds = 0.0...31_536_000.0
+        public static let history = 0...100_000
+        public static let priority = -1_000_000...1_000_000
+    }
+
+    /// Reads a config object; missing fields take their defaults. The caller
+    /// calls `reader.finish()` to reject unknown fields.
+    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> QueueConfig {
+        let patch = try QueuePatch.parse(&reader)
+        return patch.applied(to: QueueConfig())
+    }
+
+    /// The config with every default filled in, keys in documented order.
+    public func json() -> JSONValue {
+        .object([
+            ("capacity", .int(capacity)),
+            ("max_waiting", .int(maxWaiting)),
+            ("hold_seconds", .seconds(holdSeconds)),
+            ("dedup", .string(dedup.rawValue)),
+            ("opposites", .array(opposites.map { .array($0.map(JSONValue.string)) })),
+            ("history", .int(history)),
+        ])
+    }
+}
+
+/// A change to a queue's config (`PATCH`): every field optional, all mutable.
+public struct QueuePatch: Sendable, Equatable {
+    public var capacity: Int?
+    public var maxWaiting: Int?
+    public var holdSeconds: Double?
+    public var dedup: DedupMode?
+    public var opposites: [[String]]?
+    public var history: Int?
+
+    public init(
+        capacity: Int? = nil, maxWaiting: Int? = nil, holdSeconds: Double? = nil,
+        dedup: DedupMode? = nil, opposites: [[String]]? = nil, history: Int? = nil
+    ) {
+        self.capacity = capacity
+        self.maxWaiting = maxWaiting
+        self.holdSeconds = holdSeconds
+        self.dedup = dedup
+        self.opposites = opposites
+        self.history = history
+    }
+
+    /// Reads the same keys as `QueueConfig.parse`, none required. The caller
+    /// calls `reader.finish()`.
+    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> QueuePatch {
+        var p = QueuePatch()
+        p.capacity = try reader.int("capacity", in: QueueConfig.Limits.capacity)
+        p.maxWaiting = try reader.int("max_waiting", in: QueueConfig.Limits.maxWaiting)
+        p.holdSeconds = try reader.number("hold_seconds", in: QueueConfig.Limits.seconds)
+        if let raw = try reader.string("dedup") {
+            guard let mode = DedupMode(rawValue: raw) else {
+                throw FieldError(field: reader.fieldPath("dedup"), message: "must be \"key\", \"adjacent\" or \"off\"")
+            }
+            p.dedup = mode
+        }
+        if let list = try reader.array("opposites") {
+            p.opposites = try parseOpposites(list, field: reader.fieldPath("opposites"))
+        }
+        p.history = try reader.int("history", in: QueueConfig.Limits.history)
+        return p
+    }
+
+    /// `config` with the fields present in the patch replaced.
+    public func applied(to config: QueueConfig) -> QueueConfig {
+        var c = config
+        if let capacity { c.capacity = capacity }
+        if let maxWaiting { c.maxWaiting = maxWaiting }
+        if let holdSeconds { c.holdSeconds = holdSeconds }
+        if let dedup { c.dedup = dedup }
+        if let opposites { c.opposites = opposites }
+        if let history { c.history = history }
+        return c
+    }
+
+    /// Each entry must be a pair of two different actions of 1–256 characters.
+    private static func parseOpposites(_ list: [JSONValue], field: String) throws(FieldError) -> [[String]] {
+        var pairs: [[String]] = []
+        for (i, entry) in list.enumerated() {
+            let path = "\(field)[\(i)]"
+            guard case .array(let items) = entry, items.count == 2,
+                case .string(let a) = items[0], case .string(let b) = items[1]
+            else { throw FieldError(field: path, message: "must be a pair of two actions, e.g. [\"like\",\"unlike\"]") }
+            guard Names.isValidKey(a), Names.isValidKey(b) else {
+                throw FieldError(field: path, message: "actions must be 1 to 256 characters")
+            }
+            guard a != b else { throw FieldError(field: path, message: "an action cannot be its own opposite") }
+            pairs.append([a, b])
+        }
+        return pairs
+    }
+}
+
+extension JSONValue {
+    /// A duration in seconds: an integer when it has no fraction (`30`, not `30.0`).
+    static func seconds(_ s: Double) -> JSONValue {
+        s.rounded() == s && abs(s) < 9e15 ? .int(Int(s)) : .double(s)
+    }
+}

@@ -1,0 +1,45 @@
+/// A request for a slot: the body of `POST /v1/queues/{q}/visitors`.
+public struct VisitorRequest: Sendable, Equatable {
+    /// Client-supplied id (a valid name); an id that already exists returns that visitor.
+    public var id: String?
+    /// Dedup key (1–256 characters); keyless visitors are never merged or cancelled.
+    public var key: String?
+    /// Action compared for duplicates and opposites (1–256 characters).
+    public var action: String?
+    /// Any JSON, echoed back.
+    public var payload: JSONValue?
+    /// Higher is granted first; FIFO within a priority.
+    public var priority: Int
+    /// A shorter hold than the queue's; 0 only when the queue has no limit.
+    public var holdSeconds: Double?
+    /// Join the waiting line only after this many seconds (0 = at once).
+    public var delaySeconds: Double?
+
+    public init(
+        id: String? = nil, key: String? = nil, action: String? = nil, payload: JSONValue? = nil,
+        priority: Int = 0, holdSeconds: Double? = nil, delaySeconds: Double? = nil
+    ) {
+        self.id = id
+        self.key = key
+        self.action = action
+        self.payload = payload
+        self.priority = priority
+        self.holdSeconds = holdSeconds
+        self.delaySeconds = delaySeconds
+    }
+
+    /// Reads `id, key, action, payload, priority, hold_seconds, delay_seconds`.
+    /// Whether the hold suits the queue is checked by the queue itself. The
+    /// caller calls `reader.finish()`.
+    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> VisitorRequest {
+        var r = VisitorRequest()
+        r.id = try reader.name("id")
+        r.key = try reader.key("key")
+        r.action = try reader.key("action")
+        r.payload = reader.value("payload")
+        r.priority = try reader.int("priority", in: QueueConfig.Limits.priority) ?? 0
+        r.holdSeconds = try reader.number("hold_seconds", in: QueueConfig.Limits.seconds)
+        r.delaySeconds = try reader.number("delay_seconds", in: QueueConfig.Limits.seconds)
+        return r
+    }
+}

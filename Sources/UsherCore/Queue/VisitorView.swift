@@ -1,0 +1,153 @@
+/// A snapshot of one visitor, as the API shows it.
+///
+/// JSON convention (`json()`): `key`, `action`, `payload`, `granted_at`,
+/// `expires_at`, `finished_at` and `fence` are always present and `null` when
+/// they have no value, so clients can rely on the shape; `position` and
+/// `estimated_wait_seconds` appear only while the visitor is `waiting`, and
+/// `merged_into`, `cancelled_with` and `reason` only where they apply
+/// (`merged`; `cancelled` by an opposite; `cancelled`).
+public struct VisitorView: Sendable, Equatable {
+    public var id: String
+    /// The queue's name.
+    public var queue: String
+    public var key: String?
+    public var action: String?
+    public var payload: JSONValue?
+    public var priority: Int
+    public var status: VisitorStatus
+    /// 1-based place in grant order, while waiting.
+    public var position: Int?
+    /// While waiting: position × recent mean hold ÷ capacity; nil when unknowable.
+    public var estimatedWaitSeconds: Double?
+    public var enqueuedAt: Timestamp
+    public var grantedAt: Timestamp?
+    /// When the hold runs out; nil for no limit (and before a grant).
+    public var expiresAt: Timestamp?
+    public var finishedAt: Timestamp?
+    /// The fencing token of its grant.
+    public var fence: Int64?
+    /// The waiting visitor this one was merged into.
+    public var mergedInto: String?
+    /// The opposite visitor this one cancelled with.
+    public var cancelledWith: String?
+    /// Why it was cancelled: `"opposite"` or `"client"` (`DELETE`).
+    public var reason: String?
+
+    public init(
+        id: String, queue: String, key: String? = nil, action: String? = nil, payload: JSONValue? = nil,
+        priority: Int = 0, status: VisitorStatus, position: Int? = nil, estimatedWaitSeconds: Double? = nil,
+        enqueuedAt: Timestamp, grantedAt: Timestamp? = nil, expiresAt: Timestamp? = nil,
+        finishedAt: Timestamp? = nil, fence: Int64? = nil, mergedInto: String? = nil,
+        cancelledWith: String? = nil, reason: String? = nil
+    ) {
+        self.id = id
+        self.queue = queue
+        self.key = key
+        self.action = action
+        self.payload = payload
+        self.priority = priority
+        self.status = status
+        self.position = position
+        self.estimatedWaitSeconds = estimatedWaitSeconds
+        self.enqueuedAt = enqueuedAt
+        self.grantedAt = grantedAt
+        self.expiresAt = expiresAt
+        self.finishedAt = finishedAt
+        self.fence = fence
+        self.mergedInto = mergedInto
+        self.cancelledWith = cancelledWith
+        self.reason = reason
+    }
+
+    /// The SPEC §2 visitor object, fields in documented order.
+    public func json() -> JSONValue {
+        var m: [(String, JSONValue)] = [
+            ("id", .string(id)),
+            ("queue", .string(queue)),
+            ("key", key.map(JSONValue.string) ?? .null),
+            ("action", action.map(JSONValue.string) ?? .null),
+            ("payload", payload ?? .null),
+            ("priority", .int(priority)),
+            ("status", .string(status.rawValue)),
+        ]
+        m.reserveCapacity(17)
+        if status == .waiting {
+            if let position { m.append(("position", .int(position))) }
+            m.append(("estimated_wait_seconds", estimatedWaitSeconds.map(JSONValue.seconds) ?? .null))
+        }
+        m.append(("enqueued_at", .string(enqueuedAt.rfc3339)))
+        m.append(("granted_at", grantedAt.map { .string($0.rfc3339) } ?? .null))
+        m.append(("expires_at", expiresAt.map { .string($0.rfc3339) } ?? .null))
+        m.append(("finished_at", finishedAt.map { .string($0.rfc3339) } ?? .null))
+        m.append(("fence", fence.map { .int(Int($0)) } ?? .null))
+        if let mergedInto { m.append(("merged_into", .string(mergedInto))) }
+        if let cancelledWith { m.append(("cancelled_with", .string(cancelledWith))) }
+        if let reason { m.append(("reason", .string(reason))) }
+        return .object(m)
+    }
+}
+
+/// Live counts and lifetime totals of one queue.
+///
+/// Invariant: `enqueuedTotal == waiting + holding + delayed + completedTotal +
+/// releasedTotal + expiredTotal + cancelledTotal + mergedTotal`.
+public struct QueueCounts: Sendable, Equatable {
+    public var waiting = 0
+    public var holding = 0
+    public var delayed = 0
+    public var enqueuedTotal = 0
+    public var grantedTotal = 0
+    public var completedTotal = 0
+    public var releasedTotal = 0
+    public var expiredTotal = 0
+    public var cancelledTotal = 0
+    public var mergedTotal = 0
+
+    public init() {}
+
+    /// `{waiting, holding, delayed, enqueued_total, …, merged_total}`.
+    public func json() -> JSONValue {
+        .object([
+            ("waiting", .int(waiting)),
+            ("holding", .int(holding)),
+            ("delayed", .int(delayed)),
+            ("enqueued_total", .int(enqueuedTotal)),
+            ("granted_total", .int(grantedTotal)),
+            ("completed_total", .int(completedTotal)),
+            ("released_total", .int(releasedTotal)),
+            ("expired_total", .int(expiredTotal)),
+            ("cancelled_total", .int(cancelledTotal)),
+            ("merged_total", .int(mergedTotal)),
+        ])
+    }
+}
+
+/// `GET /v1/queues/{q}`: the config, the holders, the head of the line, counts.
+public struct QueueState: Sendable, Equatable {
+    public var name: String
+    public var config: QueueConfig
+    /// Holders in grant order (at most `limit`).
+    public var holding: [VisitorView]
+    /// The first `limit` waiting visitors in grant order.
+    public var waiting: [VisitorView]
+    public var counts: QueueCounts
+
+    public init(name: String, config: QueueConfig, holding: [VisitorView], waiting: [VisitorView], counts: QueueCounts) {
+        self.name = name
+        self.config = config
+        self.holding = holding
+        self.waiting = waiting
+        self.counts = counts
+    }
+
+    /// `{"name", "config", "holding", "waiting", "counts"}`.
+    public func json() -> JSONValue {
+        .object([
+            ("name", .string(name)),
+            ("config", config.json()),
+            ("holding", .array(holding.map { $0.json() })),
+            ("waiting", .array(waiting.map { $0.json() })),
+            ("counts", counts.json()),
+        ])
+    }
+}
