@@ -1,0 +1,85 @@
+/// A min-heap of timed events (delay ends, hold expiries) with lazy deletion:
+/// an event that no longer applies stays until it reaches the top or the
+/// owner compacts the heap, and the owner decides which entries are stale.
+struct DeadlineHeap: Sendable {
+    struct Entry: Sendable {
+        /// When the event is due, in microseconds since the epoch.
+        var deadline: Int64
+        /// Tie-break among equal deadlines (smaller first), e.g. arrival order.
+        var order: Int64
+        /// The owner's handle for the subject of the event.
+        var handle: Int32
+    }
+
+    private(set) var entries: [Entry] = []
+
+    var count: Int { entries.count }
+
+    /// The earliest entry.
+    var min: Entry? { entries.first }
+
+    mutating func push(_ e: Entry) {
+        entries.append(e)
+        siftUp(entries.count - 1)
+    }
+
+    @discardableResult
+    mutating func popMin() -> Entry? {
+        guard !entries.isEmpty else { return nil }
+        let top = entries[0]
+        let last = entries.removeLast()
+        if !entries.isEmpty {
+            entries[0] = last
+            siftDown(0)
+        }
+        return top
+    }
+
+    /// Drops every entry `isStale` says no longer applies and rebuilds the heap: O(n).
+    mutating func compact(removingWhere isStale: (Entry) -> Bool) {
+        entries.removeAll(where: isStale)
+        if entries.count * 4 < entries.capacity {
+            // Give memory back after a burst (removeAll keeps the capacity).
+            var smaller: [Entry] = []
+            smaller.reserveCapacity(entries.count * 2)
+            smaller.append(contentsOf: entries)
+            entries = smaller
+        }
+        var i = entries.count / 2 - 1
+        while i >= 0 {
+            siftDown(i)
+            i -= 1
+        }
+    }
+
+    private static func less(_ a: Entry, _ b: Entry) -> Bool {
+        a.deadline != b.deadline ? a.deadline < b.deadline : a.order < b.order
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var i = start
+        let e = entries[i]
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard Self.less(e, entries[parent]) else { break }
+            entries[i] = entries[parent]
+            i = parent
+        }
+        entries[i] = e
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var i = start
+        let e = entries[i]
+        let n = entries.count
+        while true {
+            var child = 2 * i + 1
+            guard child < n else { break }
+            if child + 1 < n && Self.less(entries[child + 1], entries[child]) { child += 1 }
+            guard Self.less(entries[child], e) else { break }
+            entries[i] = entries[child]
+            i = child
+        }
+        entries[i] = e
+    }
+}
