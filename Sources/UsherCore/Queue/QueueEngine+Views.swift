@@ -1,0 +1,53 @@
+// Snapshots of visitors for answers and waiters.
+
+extension QueueEngine {
+    /// The view of `h`; a waiting visitor's position is its rank in the line (O(log n)).
+    func view(_ h: Int32) -> VisitorView {
+        view(h, position: records[Int(h)].status == .waiting ? line.rank(of: h) : nil)
+    }
+
+    /// The view of `h` when its position is already known.
+    func view(_ h: Int32, position: Int?) -> VisitorView {
+        let r = records[Int(h)]
+        var v = VisitorView(
+            id: r.id, queue: name, key: r.key, action: r.action, payload: r.payload,
+            priority: Int(r.priority), status: r.status, enqueuedAt: Timestamp(micros: r.enqueuedAt))
+        if r.status == .waiting, let position {
+            v.position = position
+            v.estimatedWaitSeconds = estimatedWait(position: position)
+        }
+        if r.grantedAt != VisitorRecord.noTime {
+            v.grantedAt = Timestamp(micros: r.grantedAt)
+            v.fence = r.fence
+            if r.deadline != VisitorRecord.noTime { v.expiresAt = Timestamp(micros: r.deadline) }
+        }
+        if r.finishedAt != VisitorRecord.noTime { v.finishedAt = Timestamp(micros: r.finishedAt) }
+        switch r.status {
+        case .merged: v.mergedInto = r.related
+        case .cancelled:
+            if r.reason == .opposite { v.cancelledWith = r.related }
+            v.reason = r.reason?.rawValue
+        default: break
+        }
+        return v
+    }
+
+    /// Seconds until a visitor at `position` is likely granted: slots free up
+    /// at about `capacity` per mean hold, the mean taken over this queue's last
+    /// 100 finished holds, or `hold_seconds` before any has finished. Nil when
+    /// nobody can be granted (capacity 0) or there is nothing to go on (no
+    /// finished hold and no hold limit). Rounded to milliseconds.
+    func estimatedWait(position: Int) -> Double? {
+        guard config.capacity > 0 else { return nil }
+        let mean: Double
+        if let m = holds.mean {
+            mean = m
+        } else if holdMicros > 0 {
+            mean = Double(holdMicros)
+        } else {
+            return nil
+        }
+        let micros = Double(position) * mean / Double(config.capacity)
+        return (micros / 1000).rounded() / 1000
+    }
+}

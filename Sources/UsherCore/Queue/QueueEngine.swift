@@ -1,0 +1,201 @@
+/// The queue as a value-type state machine (SPEC §2): no clock, no async.
+///
+/// Every operation takes `now` and first applies everything due by then, in
+/// deadline order (delays ending, with their dedup checks; holds expiring),
+/// granting free slots after each instant's events, then does its own work
+/// and grants again. Grants are stamped `now`; an expiry is stamped with its
+/// deadline, and so is a delay's end.
+///
+/// Costs: enqueue, grant, complete, remove, dedup lookups, position and the
+/// wait estimate are O(log n) or O(1); nothing scans the waiting line.
+/// Storage is a slab of `VisitorRecord`s with a free list, an id index, an
+/// order-statistic treap for the line, intrusive lists for "most recent
+/// waiting visitor with this key / key and action / at all", and one
+/// lazily-pruned min-heap of deadlines.
+public struct QueueEngine: Sendable {
+    /// The queue's name (shown in every visitor).
+    public let name: String
+    /// The current config.
+    public internal(set) var config: QueueConfig
+    /// Live counts and totals.
+    public internal(set) var counts = QueueCounts()
+    /// The fence the next grant gets: starts at the creation time in µs, +1 per grant.
+    public internal(set) var nextFence: Int64
+
+    var records: [VisitorRecord] = []
+    var vacant: [Int32] = []
+    var ids: [String: Int32] = [:]
+    /// Waiting visitors in grant order.
+    var line = OrderStatisticTree()
+    var lastWithKey: [String: Int32] = [:]
+    var lastWithPair: [KeyAction: Int32] = [:]
+    var firstArrival = VisitorRecord.none
+    var lastArrival = VisitorRecord.none
+    var firstHolder = VisitorRecord.none
+    var lastHolder = VisitorRecord.none
+    /// Delay ends and hold expiries; entries that no longer match their visitor are stale.
+    var timeline = DeadlineHeap()
+    /// Finished visitors still remembered, oldest first.
+    var finished = HandleFIFO()
+    var holds = HoldStatistics()
+    /// Handles whose status changed during the current operation.
+    var changed: [Int32] = []
+    var nextSeq: Int64 = 0
+    var serverIDs: UInt64 = 0
+    var holdMicros: Int64 = 0
+    var oppositesOf: [String: [String]] = [:]
+
+    /// A new, empty queue; fences start at `createdAt`.
+    public init(name: String, config: QueueConfig, createdAt: Timestamp) {
+        self.name = name
+        self.config = config
+        self.nextFence = createdAt.micros
+        configChanged()
+    }
+
+    /// The earliest pending delay end or hold expiry: when `advance` next has work.
+    public var nextDeadline: Timestamp? {
+        timeline.min.map { Timestamp(micros: $0.deadline) }
+    }
+
+    /// When the visitor that has waited longest entered the line (for metrics).
+    public var oldestWaitingSince: Timestamp? {
+        guard firstArrival != VisitorRecord.none else { return nil }
+        return Timestamp(micros: records[Int(firstArrival)].deadline)
+    }
+
+    /// Applies everything due by `now` (the manager's timer calls this).
+    public mutating func advance(to now: Timestamp) {
+        begin(now)
+        end()
+    }
+
+    /// Adds a visitor: granted at once if a slot is free, else waiting (or
+    /// delayed, or merged/cancelled by the dedup rules). An `id` that already
+    /// exists returns that visitor with `created == false`.
+    ///
+    /// Room: only a visitor that will wait or be delayed needs it. One that
+    /// is granted at once, merges, or cancels with an opposite never makes the
+    /// line longer, so it is accepted even when the line is full.
+    public mutating func enqueue(
+        _ r: VisitorRequest, now: Timestamp
+    ) throws(QueueError) -> (view: VisitorView, created: Bool) {
+        begin(now)
+        defer { end() }
+        if let id = r.id, let h = ids[id] { return (view(h), false) }
+        try check(r)
+        let delay = r.delaySeconds.map(Self.micros) ?? 0
+        if delay > 0 {
+            guard counts.waiting + counts.delayed < config.maxWaiting else { throw full() }
+            let h = create(r, status: .delayed, now: now)
+            records[Int(h)].deadline = now.micros + delay
+            counts.delayed += 1
+            timeline.push(.init(deadline: now.micros + delay, order: Int64(counts.enqueuedTotal), handle: h))
+            return (view(h), true)
+        }
+        if case .enter = dedup(key: r.key, action: r.action),
+            counts.holding >= config.capacity,
+            counts.waiting + counts.delayed >= config.maxWaiting
+        {
+            throw full()
+        }
+        let h = create(r, status: .waiting, now: now)
+        enterLine(h, at: now.micros)
+        grantFree(now)
+        return (view(h), true)
+    }
+
+    /// The holder finishes: `completed`, and its slot passes on.
+    public mutating func complete(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
+        begin(now)
+        defer { end() }
+        let h = try handle(id)
+        guard records[Int(h)].status == .granted else { throw .notGranted(current: records[Int(h)].status) }
+        finish(h, as: .completed, at: now.micros)
+        grantFree(now)
+        return view(h)
+    }
+
+    /// Moves a holder's expiry to `now + holdSeconds` (default: its own hold,
+    /// or the queue's); the same limits as a request's `hold_seconds`.
+    public mutating func extend(id: String, holdSeconds: Double?, now: Timestamp) throws(QueueError) -> VisitorView {
+        begin(now)
+        defer { end() }
+        let h = try handle(id)
+        guard records[Int(h)].status == .granted else { throw .notGranted(current: records[Int(h)].status) }
+        try checkHold(holdSeconds)
+        let hold = holdSeconds.map(Self.micros) ?? effectiveHold(h)
+        if hold > 0 {
+            records[Int(h)].deadline = now.micros + hold
+            timeline.push(.init(deadline: now.micros + hold, order: records[Int(h)].fence, handle: h))
+        } else {
+            records[Int(h)].deadline = VisitorRecord.noTime
+        }
+        return view(h)
+    }
+
+    /// `DELETE`: a waiting or delayed visitor is `cancelled` (reason
+    /// `client`), a holder `released`; a finished one is returned as it is.
+    public mutating func remove(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
+        begin(now)
+        defer { end() }
+        let h = try handle(id)
+        switch records[Int(h)].status {
+        case .delayed, .waiting: finish(h, as: .cancelled, at: now.micros, reason: .client)
+        case .granted: finish(h, as: .released, at: now.micros)
+        default: break
+        }
+        grantFree(now)
+        return view(h)
+    }
+
+    /// One visitor, live or remembered.
+    public mutating func visitor(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
+        begin(now)
+        defer { end() }
+        return view(try handle(id))
+    }
+
+    /// The queue's state with at most `limit` holders and waiting visitors: O(limit + log n).
+    public mutating func state(limit: Int, now: Timestamp) -> QueueState {
+        begin(now)
+        defer { end() }
+        let limit = max(0, limit)
+        var holding: [VisitorView] = []
+        var h = firstHolder
+        while h != VisitorRecord.none && holding.count < limit {
+            holding.append(view(h))
+            h = records[Int(h)].lineNext
+        }
+        let waiting = line.prefix(limit).enumerated().map { i, h in view(h, position: i + 1) }
+        return QueueState(name: name, config: config, holding: holding, waiting: waiting, counts: counts)
+    }
+
+    /// Changes the config. Raising `capacity` grants at once; lowering it
+    /// takes no slot away. Other changes apply to what happens next.
+    @discardableResult
+    public mutating func apply(_ patch: QueuePatch, now: Timestamp) -> QueueConfig {
+        begin(now)
+        defer { end() }
+        config = patch.applied(to: config)
+        configChanged()
+        grantFree(now)
+        return config
+    }
+
+    /// The ids whose status changed during the last operation (each once).
+    /// Cleared when the next operation begins; so call it after each one.
+    public mutating func drainChanges() -> [String] {
+        guard !changed.isEmpty else { return [] }
+        var seen = Set<Int32>(minimumCapacity: changed.count)
+        var out: [String] = []
+        for h in changed where seen.insert(h).inserted { out.append(records[Int(h)].id) }
+        changed.removeAll(keepingCapacity: changed.count <= 1024)
+        return out
+    }
+
+    /// A visitor's view without applying time: for the manager, right after an operation.
+    public func currentView(id: String) -> VisitorView? {
+        ids[id].map { view($0) }
+    }
+}
