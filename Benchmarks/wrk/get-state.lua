@@ -1,0 +1,20 @@
+-- GET a queue's state.
+--   wrk -t2 -c64 -d10s --latency -s get-state.lua http://127.0.0.1:PORT [-- path=/v1/queues/q]
+-- Path: "path=..." script argument, else $STATE_PATH, else /v1/queues/$QUEUE
+-- (QUEUE defaults to q). The request is static (no request() function), so
+-- wrk does not enter Lua per request.
+
+local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local common = dofile(dir .. "common.lua")
+
+function init(args)
+   local queue = common.opt(args, "queue", "QUEUE", "q")
+   wrk.method = "GET"
+   wrk.path = common.opt(args, "path", "STATE_PATH", "/v1/queues/" .. queue)
+end
+
+setup = common.setup
+
+function done(summary, latency, requests)
+   common.report(summary, latency)
+end
