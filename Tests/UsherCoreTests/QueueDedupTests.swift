@@ -1,0 +1,172 @@
+import Testing
+@testable import UsherCore
+
+/// SPEC §2 dedup and opposites: `key`, `adjacent`, `off`, at POST and at a delay's end.
+@Suite struct QueueDedupTests {
+    typealias F = QueueFixtures
+
+    /// Capacity 1 with a holder, so everyone after it waits.
+    func busy(_ dedup: DedupMode = .key, opposites: [[String]] = [["like", "unlike"]]) throws -> QueueEngine {
+        var e = F.engine(QueueConfig(dedup: dedup, opposites: opposites))
+        try e.add("holder")
+        return e
+    }
+
+    @Test func keyModeMergesIntoTheWaitingDuplicateWhichKeepsItsPlace() throws {
+        var e = try busy()
+        try e.add("a", key: "k", action: "like")
+        try e.add("b", key: "other")
+        let dup = try e.enqueue(VisitorRequest(key: "k", action: "like", priority: 9), now: F.at(1))
+        #expect(dup.created)
+        #expect(dup.view.status == .merged)
+        #expect(dup.view.mergedInto == "a")
+        #expect(dup.view.finishedAt == F.at(1))
+        #expect(e.waitingIDs(at: 1) == ["a", "b"])
+        #expect(e.counts.mergedTotal == 1 && e.balanced)
+    }
+
+    @Test func keyWithoutActionMergesWithTheSameKeyWithoutAction() throws {
+        var e = try busy()
+        try e.add("a", key: "k")
+        #expect(try e.add("b", key: "k").mergedInto == "a")
+        #expect(try e.add("c", key: "k", action: "like").status == .waiting)
+    }
+
+    @Test func anOppositeCancelsTheMostRecentWaitingVisitorWithTheKey() throws {
+        var e = try busy()
+        try e.add("a", key: "k", action: "like")
+        let b = try e.add("b", key: "k", action: "unlike", at: 1)
+        #expect(b.status == .cancelled)
+        #expect(b.cancelledWith == "a")
+        #expect(b.reason == "opposite")
+        let a = try e.visitor(id: "a", now: F.at(1))
+        #expect(a.status == .cancelled && a.cancelledWith == "b" && a.reason == "opposite")
+        #expect(a.finishedAt == F.at(1))
+        #expect(e.counts.cancelledTotal == 2 && e.counts.waiting == 0 && e.balanced)
+    }
+
+    @Test func onlyTheMostRecentWaitingVisitorWithTheKeyIsCheckedForAnOpposite() throws {
+        var e = try busy()
+        try e.add("a", key: "k", action: "like")
+        try e.add("b", key: "k", action: "share")
+        #expect(try e.add("c", key: "k", action: "unlike").status == .waiting)
+        #expect(e.waitingIDs() == ["a", "b", "c"])
+    }
+
+    @Test func theDuplicateCheckComesBeforeTheOppositeCheck() throws {
+        var e = try busy()
+        try e.add("a", key: "k", action: "like")
+        try e.add("x", key: "k", action: "share")
+        try e.add("b", key: "k", action: "unlike")  // most recent with k is x: no opposite
+        // c duplicates a, and is also the opposite of b (the most recent): it merges.
+        let c = try e.add("c", key: "k", action: "like")
+        #expect(c.status == .merged && c.mergedInto == "a")
+        #expect(e.waitingIDs() == ["a", "x", "b"])
+    }
+
+    @Test func everyDeclaredOppositeCounts() throws {
+        var e = try busy(opposites: [["like", "unlike"], ["like", "dislike"]])
+        try e.add("a", key: "k", action: "dislike")
+        #expect(try e.add("b", key: "k", action: "like").cancelledWith == "a")
+        try e.add("c", key: "k", action: "unlike")
+        #expect(try e.add("d", key: "k", action: "dislike").status == .waiting)
+    }
+
+    @Test func grantedVisitorsAreNeverMergedIntoOrCancelled() throws {
+        var e = F.engine(QueueConfig(opposites: [["like", "unlike"]]))
+        try e.add("a", key: "k", action: "like")
+        #expect(try e.add("b", key: "k", action: "like").status == .waiting)
+        var f = F.engine(QueueConfig(opposites: [["like", "unlike"]]))
+        try f.add("a", key: "k", action: "like")
+        #expect(try f.add("b", key: "k", action: "unlike").status == .waiting)
+        #expect(try f.status("a") == .granted)
+    }
+
+    @Test func keylessVisitorsAreNeverMergedOrCancelled() throws {
+        for mode in DedupMode.allCases {
+            var e = try busy(mode)
+            try e.add("a", action: "like")
+            #expect(try e.add("b", action: "like").status == .waiting)
+            #expect(try e.add("c", action: "unlike").status == .waiting)
+            #expect(e.counts.waiting == 3)
+        }
+    }
+
+    @Test func adjacentComparesOnlyWithTheMostRecentArrivalStillWaiting() throws {
+        var e = try busy(.adjacent)
+        try e.add("a", key: "k", action: "like")
+        #expect(try e.add("b", key: "k", action: "like").mergedInto == "a")
+        try e.add("c", key: "j", action: "x")
+        #expect(try e.add("d", key: "k", action: "like").status == .waiting)  // c came last
+        #expect(try e.add("e", key: "k", action: "unlike").cancelledWith == "d")
+        // d is gone; the most recent arrival still waiting is c again.
+        #expect(try e.add("f", key: "j", action: "x").mergedInto == "c")
+        // Priority does not matter, arrival does.
+        try e.add("g", key: "p", priority: 10)
+        try e.add("h", key: "q", priority: -10)
+        #expect(try e.add("j2", key: "q").mergedInto == "h")
+        #expect(try e.add("i", key: "p").status == .waiting)
+    }
+
+    @Test func adjacentSkipsAnArrivalThatWasGranted() throws {
+        var e = F.engine(QueueConfig(dedup: .adjacent))
+        try e.add("h")
+        try e.add("a", key: "k")
+        try e.add("b", key: "j")
+        _ = try e.remove(id: "b", now: F.at(1))
+        #expect(try e.add("c", key: "k", at: 1).mergedInto == "a")
+        _ = try e.complete(id: "h", now: F.at(2))  // a is granted
+        #expect(try e.add("d", key: "k", at: 2).status == .waiting)
+    }
+
+    @Test func offNeitherMergesNorCancels() throws {
+        var e = try busy(.off)
+        try e.add("a", key: "k", action: "like")
+        #expect(try e.add("b", key: "k", action: "like").status == .waiting)
+        #expect(try e.add("c", key: "k", action: "unlike").status == .waiting)
+    }
+
+    @Test func dedupActsWhenADelayEnds() throws {
+        var e = try busy()
+        try e.add("a", key: "k", action: "like")
+        let d = try e.add("d", key: "k", action: "like", delay: 5)
+        #expect(d.status == .delayed)  // no check at POST for a delayed visitor
+        try e.add("o", key: "j", action: "like", delay: 5)
+        try e.add("w", key: "j", action: "unlike", at: 1)
+        e.advance(to: F.at(5))
+        #expect(Set(e.drainChanges()) == ["d", "o", "w"])
+        let merged = try e.visitor(id: "d", now: F.at(5))
+        #expect(merged.status == .merged && merged.mergedInto == "a" && merged.finishedAt == F.at(5))
+        #expect(try e.visitor(id: "o", now: F.at(5)).cancelledWith == "w")
+        #expect(e.waitingIDs(at: 5) == ["a"])
+        #expect(e.balanced)
+    }
+
+    @Test func delaysEndingTogetherDedupAgainstEachOther() throws {
+        var e = F.engine(QueueConfig(capacity: 0))
+        try e.add("d1", key: "k", delay: 3)
+        try e.add("d2", key: "k", delay: 3)
+        #expect(try e.status("d2", at: 3) == .merged)
+        #expect(try e.visitor(id: "d2", now: F.at(3)).mergedInto == "d1")
+    }
+
+    @Test func aDelayedVisitorWhoseTwinWasGrantedMeanwhileWaits() throws {
+        var e = try busy()
+        try e.add("a", key: "k")
+        try e.add("d", key: "k", delay: 5)
+        _ = try e.complete(id: "holder", now: F.at(1))  // a is granted
+        #expect(try e.status("d", at: 5) == .waiting)
+    }
+
+    @Test func afterSwitchingToKeyModeDuplicatesMergeIntoTheMostRecent() throws {
+        var e = try busy(.off)
+        try e.add("a", key: "k")
+        try e.add("b", key: "k")
+        e.apply(QueuePatch(dedup: .key), now: F.at(1))
+        #expect(try e.add("c", key: "k", at: 1).mergedInto == "b")
+        _ = try e.remove(id: "b", now: F.at(2))
+        #expect(try e.add("d", key: "k", at: 2).mergedInto == "a")
+        _ = try e.remove(id: "a", now: F.at(3))
+        #expect(try e.add("e", key: "k", at: 3).status == .waiting)
+    }
+}
