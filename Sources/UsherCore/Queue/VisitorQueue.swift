@@ -1,0 +1,162 @@
+/// One queue: its engine, its clock, its long-poll waiters and one timer.
+///
+/// Every operation is synchronous and isolated: it applies the clock's `now`,
+/// wakes the waiters of every visitor whose status changed (once, with the
+/// state after the whole operation), and re-arms the single timer at the
+/// engine's next deadline. The actor runs on a `ResourceExecutor`, so the
+/// HTTP layer can call these operations from its own thread through
+/// `withIsolation { }` without a task; only the waits are async.
+///
+/// Lifecycle: `close()` (the queue was deleted) answers parked waiters with
+/// `QueueError.gone` and makes every later operation throw it;
+/// `shutdown()` answers parked waiters with `QueueError.shuttingDown` and
+/// refuses new waits, while plain operations keep working so in-flight
+/// requests can finish.
+public actor VisitorQueue: LockIsolatedActor {
+    public nonisolated let executor: ResourceExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    /// The queue's name.
+    public nonisolated let name: String
+
+    enum Phase { case open, shuttingDown, closed }
+
+    let clock: any UsherClock
+    var engine: QueueEngine
+    var phase = Phase.open
+    /// The one timer for the engine's deadlines, and when it is set for.
+    var timer: (any ScheduledTimer)?
+    var timerDeadline: Timestamp?
+    /// Parked long-polls by visitor id, and the id of each token.
+    var waiters: [String: [Waiter]] = [:]
+    var waiterIDs: [UInt64: String] = [:]
+    var nextToken: UInt64 = 0
+
+    /// A new queue whose fences start at the clock's current time in µs.
+    public init(name: String, config: QueueConfig, clock: any UsherClock) {
+        self.name = name
+        self.clock = clock
+        self.executor = ResourceExecutor(label: "usher.queue.\(name)")
+        self.engine = QueueEngine(name: name, config: config, createdAt: clock.now())
+    }
+
+    deinit { timer?.cancel() }
+
+    /// The current config.
+    public var config: QueueConfig { engine.config }
+
+    /// Counts and totals, after applying `now` (the last ones once closed).
+    public var counts: QueueCounts {
+        if phase != .closed {
+            engine.advance(to: clock.now())
+            afterOperation()
+        }
+        return engine.counts
+    }
+
+    /// When the oldest visitor still waiting entered the line (for metrics).
+    public var oldestWaitingSince: Timestamp? { engine.oldestWaitingSince }
+
+    /// `POST …/visitors`: see `QueueEngine.enqueue`.
+    public func enqueue(_ r: VisitorRequest) throws(QueueError) -> (view: VisitorView, created: Bool) {
+        try perform { (e, now) throws(QueueError) in try e.enqueue(r, now: now) }
+    }
+
+    /// `POST …/complete`.
+    public func complete(id: String) throws(QueueError) -> VisitorView {
+        try perform { (e, now) throws(QueueError) in try e.complete(id: id, now: now) }
+    }
+
+    /// `POST …/extend`.
+    public func extend(id: String, holdSeconds: Double?) throws(QueueError) -> VisitorView {
+        try perform { (e, now) throws(QueueError) in try e.extend(id: id, holdSeconds: holdSeconds, now: now) }
+    }
+
+    /// `DELETE …/visitors/{id}`.
+    public func remove(id: String) throws(QueueError) -> VisitorView {
+        try perform { (e, now) throws(QueueError) in try e.remove(id: id, now: now) }
+    }
+
+    /// `GET …/visitors/{id}`.
+    public func visitor(id: String) throws(QueueError) -> VisitorView {
+        try perform { (e, now) throws(QueueError) in try e.visitor(id: id, now: now) }
+    }
+
+    /// `GET /v1/queues/{q}`: at most `limit` holders and waiting visitors.
+    public func state(limit: Int) throws(QueueError) -> QueueState {
+        try perform { (e, now) in e.state(limit: limit, now: now) }
+    }
+
+    /// `PATCH`: the config after the change.
+    public func apply(_ patch: QueuePatch) throws(QueueError) -> QueueConfig {
+        try perform { (e, now) in e.apply(patch, now: now) }
+    }
+
+    /// The queue was deleted: parked waiters get `gone`, timers stop, and
+    /// every later operation throws `gone`.
+    public func close() {
+        guard phase != .closed else { return }
+        phase = .closed
+        timer?.cancel()
+        timer = nil
+        timerDeadline = nil
+        failAllWaiters(.gone)
+    }
+
+    /// The server is stopping: parked waiters get `shuttingDown`, and so do new waits.
+    public func shutdown() {
+        guard phase == .open else { return }
+        phase = .shuttingDown
+        failAllWaiters(.shuttingDown)
+    }
+
+    /// Parked long-polls (for tests and metrics).
+    public var waiterCount: Int { waiterIDs.count }
+
+    // MARK: - Operation frame
+
+    /// Runs one engine operation at `now`, then wakes and re-arms, also when it throws
+    /// (applying `now` may have changed things before the operation failed).
+    func perform<T>(_ body: (inout QueueEngine, Timestamp) throws(QueueError) -> T) throws(QueueError) -> T {
+        guard phase != .closed else { throw .gone }
+        let result: Result<T, QueueError>
+        do {
+            result = .success(try body(&engine, clock.now()))
+        } catch {
+            result = .failure(error)
+        }
+        afterOperation()
+        return try result.get()
+    }
+
+    func afterOperation() {
+        let changes = engine.drainChanges()
+        if !waiters.isEmpty {
+            for id in changes where waiters[id] != nil { wake(id) }
+        }
+        rearm()
+    }
+
+    /// Keeps the one timer at the engine's next deadline.
+    func rearm() {
+        let next = phase == .closed ? nil : engine.nextDeadline
+        guard next != timerDeadline else { return }
+        timer?.cancel()
+        timer = nil
+        timerDeadline = next
+        guard let next else { return }
+        timer = clock.schedule(at: next) { [weak self] in
+            self?.withIsolation { $0.tick() }
+        }
+    }
+
+    /// The timer fired: apply what is due. (A timer that fires early, or a
+    /// cancelled one that already started, just re-arms.)
+    func tick() {
+        timer?.cancel()
+        timer = nil
+        timerDeadline = nil
+        guard phase != .closed else { return }
+        engine.advance(to: clock.now())
+        afterOperation()
+    }
+}
