@@ -1,0 +1,128 @@
+/// A pipeline's configuration (SPEC §5). Every field has a default, so `{}`
+/// is a valid config.
+public struct PipelineConfig: Sendable, Equatable {
+    /// `capacity` (1000): ready, delayed and in-flight items together; also
+    /// the most items the dead list keeps.
+    public var capacity: Int
+    /// `max_in_flight` (1): items handed out and not yet consumed or released;
+    /// with 1, the next item is not handed out until the previous one is consumed.
+    public var maxInFlight: Int
+    /// `ack_seconds` (30): an item not consumed by then is handed out again; 0 = never.
+    public var ackSeconds: Double
+    /// `max_deliveries` (5): an item handed out this many times that comes
+    /// back (by timeout or release) moves to the dead list.
+    public var maxDeliveries: Int
+    /// `filters` (`{}`): the filters the pipeline starts with, by name.
+    public var filters: [String: PipelineFilter]
+    /// `source` (none): where the pipeline pulls items by itself.
+    public var source: PipelineSourceConfig?
+
+    public init(
+        capacity: Int = 1000, maxInFlight: Int = 1, ackSeconds: Double = 30, maxDeliveries: Int = 5,
+        filters: [String: PipelineFilter] = [:], source: PipelineSourceConfig? = nil
+    ) {
+        self.capacity = capacity
+        self.maxInFlight = maxInFlight
+        self.ackSeconds = ackSeconds
+        self.maxDeliveries = maxDeliveries
+        self.filters = filters
+        self.source = source
+    }
+
+    /// Allowed ranges, shared by the config, the patch and item requests.
+    public enum Limits {
+        public static let capacity = 1...1_000_000
+        public static let maxInFlight = 1...1_000_000
+        public static let maxDeliveries = 1...1000
+        /// Also the range of `delay_seconds` (one year).
+        public static let seconds = 0.0...31_536_000.0
+        public static let priority = -1_000_000...1_000_000
+    }
+
+    /// Reads a config object; missing fields take their defaults. The caller
+    /// calls `reader.finish()` to reject unknown fields.
+    ///
+    /// - Parameter allowRemoteSources: `allow_remote_sources` from the service config.
+    public static func parse(_ reader: inout FieldReader, allowRemoteSources: Bool = false) throws(FieldError)
+        -> PipelineConfig
+    {
+        var config = try PipelinePatch.parse(&reader).applied(to: PipelineConfig())
+        if var f = try reader.object("filters") {
+            guard f.keys.count <= PipelineFilter.Limits.count else {
+                throw FieldError(field: f.path, message: "at most \(PipelineFilter.Limits.count) filters")
+            }
+            for name in f.keys {
+                guard Names.isValid(name) else {
+                    throw FieldError(field: f.fieldPath(name), message: "filter names must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+                }
+                var r = try FieldReader(f.value(name), path: f.fieldPath(name))
+                config.filters[name] = try PipelineFilter.parse(&r)
+                try r.finish()
+            }
+            try f.finish()
+        }
+        if var s = try reader.object("source") {
+            config.source = try PipelineSourceConfig.parse(&s, allowRemote: allowRemoteSources)
+            try s.finish()
+        }
+        return config
+    }
+
+    /// The config with every default filled in, keys in documented order;
+    /// `filters` by name (sorted), `source` only when there is one.
+    public func json() -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("capacity", .int(capacity)),
+            ("max_in_flight", .int(maxInFlight)),
+            ("ack_seconds", .durationSeconds(ackSeconds)),
+            ("max_deliveries", .int(maxDeliveries)),
+            ("filters", .object(filters.keys.sorted().map { ($0, filters[$0]!.json()) })),
+        ]
+        if let source { members.append(("source", source.json())) }
+        return .object(members)
+    }
+}
+
+/// A change to a pipeline's mutable config (`PATCH`): `capacity`,
+/// `max_in_flight`, `ack_seconds`, `max_deliveries`, each optional. Filters
+/// change through their own routes; the source cannot change.
+public struct PipelinePatch: Sendable, Equatable {
+    public var capacity: Int?
+    public var maxInFlight: Int?
+    public var ackSeconds: Double?
+    public var maxDeliveries: Int?
+
+    public init(capacity: Int? = nil, maxInFlight: Int? = nil, ackSeconds: Double? = nil, maxDeliveries: Int? = nil) {
+        self.capacity = capacity
+        self.maxInFlight = maxInFlight
+        self.ackSeconds = ackSeconds
+        self.maxDeliveries = maxDeliveries
+    }
+
+    /// Reads the four mutable keys, none required. The caller calls `reader.finish()`.
+    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> PipelinePatch {
+        var p = PipelinePatch()
+        p.capacity = try reader.int("capacity", in: PipelineConfig.Limits.capacity)
+        p.maxInFlight = try reader.int("max_in_flight", in: PipelineConfig.Limits.maxInFlight)
+        p.ackSeconds = try reader.number("ack_seconds", in: PipelineConfig.Limits.seconds)
+        p.maxDeliveries = try reader.int("max_deliveries", in: PipelineConfig.Limits.maxDeliveries)
+        return p
+    }
+
+    /// `config` with the fields present in the patch replaced.
+    public func applied(to config: PipelineConfig) -> PipelineConfig {
+        var c = config
+        if let capacity { c.capacity = capacity }
+        if let maxInFlight { c.maxInFlight = maxInFlight }
+        if let ackSeconds { c.ackSeconds = ackSeconds }
+        if let maxDeliveries { c.maxDeliveries = maxDeliveries }
+        return c
+    }
+}
+
+extension JSONValue {
+    /// A duration in seconds: an integer when it has no fraction (`30`, not `30.0`).
+    fileprivate static func durationSeconds(_ s: Double) -> JSONValue {
+        s.rounded() == s && abs(s) < 9e15 ? .int(Int(s)) : .double(s)
+    }
+}

@@ -1,0 +1,515 @@
+/// What changed in an engine since the manager last looked, so it wakes only
+/// the waiters that can now make progress.
+public struct PipelineChanges: OptionSet, Sendable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// A consumer may now get something: an item became ready, or an in-flight
+    /// slot freed up (consume, release, timeout, a larger `max_in_flight`).
+    public static let itemsAvailable = PipelineChanges(rawValue: 1)
+    /// A producer may now push: an item left the buffer or `capacity` grew.
+    public static let roomAvailable = PipelineChanges(rawValue: 2)
+}
+
+/// The value-type heart of a pipeline: the bounded buffer, the in-flight
+/// items, the dead list and the filters, with the rules that move items
+/// between them. No clock, no timers, no concurrency: every operation takes
+/// `now`, first applies every deadline that has passed (delays ending, ack
+/// deadlines), and `Pipeline` owns one engine and schedules one timer at
+/// `nextDeadline()`.
+///
+/// Order of hand-out: higher `priority` first, then arrival. Items that come
+/// back (released, or their ack deadline passed) go to the FRONT: ahead of
+/// every other item of their priority, behind every item of a higher one; the
+/// latest to come back is first. A delayed push arrives (joins the back) when
+/// its delay ends; a delayed release joins the front when its delay ends.
+/// Redriven dead items join the back.
+///
+/// Push and take are O(log n): ready items sit in an order-statistic treap
+/// (which also gives the position), deadlines in a lazy min-heap.
+struct PipelineEngine: Sendable {
+    /// The config, with patches applied (`filters` as created; the live set is `filters`).
+    private(set) var config: PipelineConfig
+    /// The filters that run now.
+    private(set) var filters: PipelineFilters
+    private(set) var counts = PipelineCounts()
+    /// The latest fence handed out; starts at the creation time in microseconds.
+    private(set) var fence: Int64
+    /// Accumulated since the last `takeChanges()`.
+    private(set) var changes: PipelineChanges = []
+    private(set) var delayedCount = 0
+    private(set) var inFlightCount = 0
+
+    /// Ready, delayed and in-flight items, addressed by handle.
+    private var slots: [PipelineItem?] = []
+    private var freeHandles: [Int32] = []
+    private var handles: [String: Int32] = [:]
+    private var ready: OrderStatisticTree
+    /// Delay ends and ack deadlines; entries whose token no longer matches the item are stale.
+    private var timers = DeadlineHeap()
+    private var dead = PipelineDeadList()
+    /// Decreases: items that come back go ahead of all others of their priority.
+    private var frontSeq: Int64 = 0
+    /// Increases: arrivals.
+    private var backSeq: Int64 = 0
+    private var timerSeq: Int64 = 0
+    /// Server-made ids count up from the creation time in microseconds.
+    private var nextID: Int64
+
+    /// An empty pipeline; `seed` fixes the treap's shape in tests.
+    init(config: PipelineConfig, createdAt: Timestamp, seed: UInt64? = nil) {
+        self.config = config
+        filters = PipelineFilters(config.filters)
+        fence = createdAt.micros
+        nextID = createdAt.micros
+        ready = seed.map { OrderStatisticTree(seed: $0) } ?? OrderStatisticTree()
+    }
+
+    // MARK: - Counts
+
+    var readyCount: Int { ready.count }
+    var deadCount: Int { dead.count }
+    /// Ready, delayed and in-flight items: what `capacity` bounds.
+    var count: Int { ready.count + delayedCount + inFlightCount }
+    /// Room for `n` more items now.
+    func hasRoom(for n: Int = 1) -> Bool { count + n <= config.capacity }
+    /// Whether `take` could hand something out now (before filters).
+    var canDeliver: Bool { !ready.isEmpty && inFlightCount < config.maxInFlight }
+
+    /// Returns and clears what changed since the last call.
+    mutating func takeChanges() -> PipelineChanges {
+        defer { changes = [] }
+        return changes
+    }
+
+    // MARK: - Push
+
+    /// Adds an item, ready or (with a delay) delayed. An id the pipeline holds
+    /// (live or dead) returns that item with `created == false`, even when full.
+    ///
+    /// - Throws: `.full` when there is no room; `.invalid` for a bad id,
+    ///   priority or delay.
+    mutating func push(_ request: PipelinePushRequest, now: Timestamp) throws(PipelineError) -> PipelinePushResult {
+        try Self.validate(request, field: "")
+        expire(now: now)
+        if let id = request.id, let existing = existingResult(id) { return existing }
+        guard hasRoom() else { throw .full(retryAfterSeconds: 1) }
+        return insert(request, now: now)
+    }
+
+    /// Adds every item or none.
+    ///
+    /// - Throws: `.invalid` when the batch holds more items than `capacity`
+    ///   (it could never fit) or an entry is invalid; `.full` when there is
+    ///   no room for all the new ones now. Entries whose id the pipeline
+    ///   already holds (or that repeat an id earlier in the batch) need no room
+    ///   and answer with the existing item.
+    mutating func pushBatch(_ requests: [PipelinePushRequest], now: Timestamp) throws(PipelineError)
+        -> [PipelinePushResult]
+    {
+        guard requests.count <= config.capacity else {
+            throw .invalid(
+                field: "items", message: "the batch has \(requests.count) items, more than the capacity \(config.capacity)")
+        }
+        var newIDs = Set<String>()
+        var needed = 0
+        for (i, r) in requests.enumerated() {
+            try Self.validate(r, field: "items[\(i)].")
+            if let id = r.id {
+                if handles[id] != nil || dead.contains(id) || !newIDs.insert(id).inserted { continue }
+            }
+            needed += 1
+        }
+        expire(now: now)
+        guard hasRoom(for: needed) else { throw .full(retryAfterSeconds: 1) }
+        var out: [PipelinePushResult] = []
+        out.reserveCapacity(requests.count)
+        for r in requests {
+            if let id = r.id, let existing = existingResult(id) {
+                out.append(existing)
+            } else {
+                out.append(insert(r, now: now))
+            }
+        }
+        return out
+    }
+
+    // MARK: - Take
+
+    /// Hands out up to `min(max, max_in_flight − in_flight)` items, running the
+    /// filters on each: a dropped item leaves the pipeline (`filtered_total`)
+    /// and does not count against `max`. Each hand-out increments
+    /// `deliveries`, gets the next fence and an ack deadline.
+    ///
+    /// - Parameter ackSeconds: a shorter ack limit than the pipeline's; 0 (no
+    ///   limit) only when the pipeline's `ack_seconds` is 0.
+    mutating func take(max: Int, ackSeconds: Double? = nil, now: Timestamp) throws(PipelineError)
+        -> [PipelineDelivery]
+    {
+        let ack = try effectiveAckSeconds(ackSeconds)
+        expire(now: now)
+        var out: [PipelineDelivery] = []
+        let limit = Swift.min(max, config.maxInFlight - inFlightCount)
+        while out.count < limit, let h = ready.first {
+            ready.remove(h)
+            guard var item = slots[Int(h)] else { preconditionFailure("ready handle without an item") }
+            guard let payload = filters.apply(to: item.payload) else {
+                vacate(h)
+                counts.filteredTotal += 1
+                changes.insert(.roomAvailable)
+                continue
+            }
+            fence += 1
+            item.status = .inFlight
+            item.deliveries += 1
+            item.takenAt = now
+            item.fence = fence
+            item.ackDeadline = ack > 0 ? now.adding(seconds: ack) : nil
+            if let deadline = item.ackDeadline { schedule(&item, handle: h, at: deadline) }
+            slots[Int(h)] = item
+            inFlightCount += 1
+            counts.deliveredTotal += 1
+            out.append(
+                PipelineDelivery(
+                    id: item.id, payload: payload, priority: item.priority, deliveries: item.deliveries,
+                    takenAt: now, ackDeadline: item.ackDeadline, fence: fence))
+        }
+        return out
+    }
+
+    /// Checks a requested ack limit and returns the one that applies.
+    func effectiveAckSeconds(_ requested: Double?) throws(PipelineError) -> Double {
+        guard let requested else { return config.ackSeconds }
+        guard PipelineConfig.Limits.seconds.contains(requested) else {
+            throw .invalid(field: "ack_seconds", message: "must be between 0 and 31536000")
+        }
+        if config.ackSeconds == 0 { return requested }
+        guard requested > 0 else {
+            throw .invalid(field: "ack_seconds", message: "0 (no limit) is only allowed when the pipeline's ack_seconds is 0")
+        }
+        return Swift.min(requested, config.ackSeconds)
+    }
+
+    // MARK: - Consume, release, cancel
+
+    /// The in-flight item is done and leaves the pipeline.
+    ///
+    /// - Parameter fence: when given, must be the item's latest hand-out.
+    /// - Throws: `.notFound`; `.notInFlight(current:)` when it is not in flight
+    ///   (or `fence` belongs to an earlier hand-out).
+    @discardableResult
+    mutating func consume(_ id: String, fence: Int64? = nil, now: Timestamp) throws(PipelineError) -> PipelineItem {
+        expire(now: now)
+        let h = try inFlightHandle(id, fence: fence)
+        var item = vacate(h)
+        inFlightCount -= 1
+        counts.consumedTotal += 1
+        changes.formUnion([.itemsAvailable, .roomAvailable])
+        item.ackDeadline = nil
+        return item
+    }
+
+    /// The in-flight item goes back to the front of the buffer, or with a
+    /// delay, to the front when the delay ends; an item already handed out
+    /// `max_deliveries` times moves to the dead list instead.
+    ///
+    /// - Throws: like `consume`; `.invalid` for a bad delay.
+    @discardableResult
+    mutating func release(
+        _ id: String, delaySeconds: Double? = nil, fence: Int64? = nil, now: Timestamp
+    ) throws(PipelineError) -> PipelineItem {
+        if let delaySeconds, !PipelineConfig.Limits.seconds.contains(delaySeconds) {
+            throw .invalid(field: "delay_seconds", message: "must be between 0 and 31536000")
+        }
+        expire(now: now)
+        let h = try inFlightHandle(id, fence: fence)
+        return giveBack(h, delaySeconds: delaySeconds ?? 0, now: now)
+    }
+
+    /// Removes a ready, delayed or dead item.
+    ///
+    /// - Throws: `.notFound`; `.inFlight` for an in-flight item.
+    @discardableResult
+    mutating func cancel(_ id: String, now: Timestamp) throws(PipelineError) -> PipelineItem {
+        expire(now: now)
+        if let item = dead.remove(id) {
+            counts.cancelledTotal += 1
+            return item
+        }
+        guard let h = handles[id], let item = slots[Int(h)] else { throw .notFound(id) }
+        switch item.status {
+        case .inFlight:
+            throw .inFlight
+        case .ready:
+            ready.remove(h)
+        case .delayed:
+            delayedCount -= 1
+        case .dead:
+            preconditionFailure("dead item in a slot")
+        }
+        counts.cancelledTotal += 1
+        changes.insert(.roomAvailable)
+        return vacate(h)
+    }
+
+    // MARK: - Dead list
+
+    /// Moves dead items back to the buffer (oldest first, to the back, with
+    /// `deliveries` reset) while there is room; returns how many moved.
+    mutating func redrive(now: Timestamp) -> Int {
+        expire(now: now)
+        var moved = 0
+        while hasRoom(), var item = dead.popOldest() {
+            item.deliveries = 0
+            item.deadAt = nil
+            item.takenAt = nil
+            item.fence = nil
+            item.ackDeadline = nil
+            item.availableAt = now
+            let h = allocate(item)
+            makeReady(h, front: false)
+            moved += 1
+        }
+        return moved
+    }
+
+    /// The oldest `limit` dead items, oldest first.
+    func deadItems(limit: Int) -> [PipelineItem] { dead.oldest(limit) }
+
+    // MARK: - Config and filters
+
+    /// Changes the mutable config. A larger capacity or `max_in_flight` takes
+    /// effect at once; a smaller capacity evicts nothing (pushes wait until the
+    /// buffer shrinks) but trims the dead list; a new `ack_seconds` applies to
+    /// later hand-outs and a new `max_deliveries` to later returns.
+    mutating func apply(_ patch: PipelinePatch, now: Timestamp) {
+        expire(now: now)
+        let old = config
+        config = patch.applied(to: config)
+        if config.capacity > old.capacity { changes.insert(.roomAvailable) }
+        if config.maxInFlight > old.maxInFlight { changes.insert(.itemsAvailable) }
+        counts.deadDroppedTotal += dead.trim(to: config.capacity)
+    }
+
+    /// Adds or replaces a filter; true when it is new.
+    ///
+    /// - Throws: `.invalid` for a bad name or beyond `PipelineFilter.Limits.count` filters.
+    mutating func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
+        guard Names.isValid(name) else {
+            throw .invalid(field: "name", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+        }
+        guard filters[name] != nil || filters.count < PipelineFilter.Limits.count else {
+            throw .invalid(field: "filters", message: "a pipeline has at most \(PipelineFilter.Limits.count) filters")
+        }
+        return filters.put(name: name, filter)
+    }
+
+    /// Removes a filter.
+    ///
+    /// - Throws: `.notFound(name)` when there is none.
+    mutating func removeFilter(name: String) throws(PipelineError) {
+        guard filters.remove(name: name) else { throw .notFound(name) }
+    }
+
+    // MARK: - Reading
+
+    /// The item with this id (live or dead).
+    func item(_ id: String) -> PipelineItem? {
+        if let h = handles[id] { return slots[Int(h)] }
+        return dead.item(id)
+    }
+
+    /// 1-based place of a ready item in hand-out order.
+    func position(of id: String) -> Int? {
+        guard let h = handles[id], slots[Int(h)]?.status == .ready else { return nil }
+        return ready.rank(of: h)
+    }
+
+    /// The first `limit` ready items in hand-out order (stored payloads).
+    func readyItems(limit: Int) -> [PipelineItem] {
+        ready.prefix(Swift.max(0, limit)).compactMap { slots[Int($0)] }
+    }
+
+    // MARK: - Internals shared with the deadline code
+
+    /// Puts a delivered (`.inFlight`) item back: to the dead list when it has
+    /// had `max_deliveries` hand-outs, else to the front now or after `delaySeconds`.
+    mutating func giveBack(_ h: Int32, delaySeconds: Double, now: Timestamp) -> PipelineItem {
+        guard var item = slots[Int(h)] else { preconditionFailure("no item for handle") }
+        inFlightCount -= 1
+        changes.insert(.itemsAvailable)
+        item.ackDeadline = nil
+        if item.deliveries >= config.maxDeliveries {
+            slots[Int(h)] = item
+            return kill(h, now: now)
+        }
+        if delaySeconds > 0 {
+            item.status = .delayed
+            item.toFront = true
+            item.availableAt = now.adding(seconds: delaySeconds)
+            schedule(&item, handle: h, at: item.availableAt)
+            slots[Int(h)] = item
+            delayedCount += 1
+        } else {
+            item.availableAt = now
+            slots[Int(h)] = item
+            makeReady(h, front: true)
+        }
+        return slots[Int(h)]!
+    }
+
+    /// Makes a slotted item ready, at the front or the back of its priority.
+    mutating func makeReady(_ h: Int32, front: Bool) {
+        guard var item = slots[Int(h)] else { return }
+        if front {
+            frontSeq -= 1
+            item.seq = frontSeq
+        } else {
+            backSeq += 1
+            item.seq = backSeq
+        }
+        item.status = .ready
+        item.toFront = false
+        slots[Int(h)] = item
+        ready.insert(h, priority: Int32(item.priority), seq: item.seq)
+        changes.insert(.itemsAvailable)
+    }
+
+    /// Moves a slotted item (no longer ready, delayed or in flight) to the dead list.
+    mutating func kill(_ h: Int32, now: Timestamp) -> PipelineItem {
+        var item = vacate(h)
+        item.status = .dead
+        item.deadAt = now
+        item.ackDeadline = nil
+        dead.append(item)
+        counts.deadTotal += 1
+        counts.deadDroppedTotal += dead.trim(to: config.capacity)
+        changes.insert(.roomAvailable)
+        return item
+    }
+
+    /// Files a heap entry for the item's current deadline.
+    mutating func schedule(_ item: inout PipelineItem, handle: Int32, at deadline: Timestamp) {
+        timerSeq += 1
+        item.timerToken = timerSeq
+        timers.push(DeadlineHeap.Entry(deadline: deadline.micros, order: timerSeq, handle: handle))
+    }
+
+    /// Applies every deadline at or before `now`, in deadline order.
+    mutating func expire(now: Timestamp) {
+        while let top = timers.min, top.deadline <= now.micros {
+            timers.popMin()
+            guard isLive(top), let item = slots[Int(top.handle)] else { continue }
+            switch item.status {
+            case .delayed:
+                delayedCount -= 1
+                makeReady(top.handle, front: item.toFront)
+            case .inFlight:
+                let wasDelivered = item.deliveries < config.maxDeliveries
+                _ = giveBack(top.handle, delaySeconds: 0, now: Timestamp(micros: top.deadline))
+                if wasDelivered { counts.redeliveredTotal += 1 }
+            case .ready, .dead:
+                break
+            }
+        }
+        if timers.count > 64 && timers.count > 2 * (delayedCount + inFlightCount) {
+            let slots = self.slots
+            timers.compact { entry in
+                guard let item = slots[Int(entry.handle)] else { return true }
+                return item.timerToken != entry.order || (item.status != .delayed && item.status != .inFlight)
+            }
+        }
+    }
+
+    /// The earliest pending deadline (a delay ending or an ack deadline).
+    mutating func nextDeadline() -> Timestamp? {
+        while let top = timers.min {
+            if isLive(top) { return Timestamp(micros: top.deadline) }
+            timers.popMin()
+        }
+        return nil
+    }
+
+    private func isLive(_ entry: DeadlineHeap.Entry) -> Bool {
+        guard Int(entry.handle) < slots.count, let item = slots[Int(entry.handle)] else { return false }
+        return item.timerToken == entry.order && (item.status == .delayed || item.status == .inFlight)
+    }
+
+    // MARK: - Private
+
+    private static func validate(_ r: PipelinePushRequest, field prefix: String) throws(PipelineError) {
+        if let id = r.id, !Names.isValid(id) {
+            throw .invalid(field: prefix + "id", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+        }
+        guard PipelineConfig.Limits.priority.contains(r.priority) else {
+            throw .invalid(field: prefix + "priority", message: "must be between -1000000 and 1000000")
+        }
+        if let d = r.delaySeconds, !PipelineConfig.Limits.seconds.contains(d) {
+            throw .invalid(field: prefix + "delay_seconds", message: "must be between 0 and 31536000")
+        }
+    }
+
+    private func existingResult(_ id: String) -> PipelinePushResult? {
+        guard let item = item(id) else { return nil }
+        return PipelinePushResult(item: item, position: position(of: id), created: false)
+    }
+
+    private mutating func insert(_ r: PipelinePushRequest, now: Timestamp) -> PipelinePushResult {
+        let id = r.id ?? makeID()
+        let delay = r.delaySeconds ?? 0
+        var item = PipelineItem(
+            id: id, payload: r.payload, priority: r.priority, status: .delayed, deliveries: 0, pushedAt: now,
+            availableAt: delay > 0 ? now.adding(seconds: delay) : now)
+        counts.pushedTotal += 1
+        let h = allocate(item)
+        if delay > 0 {
+            schedule(&item, handle: h, at: item.availableAt)
+            slots[Int(h)] = item
+            delayedCount += 1
+            return PipelinePushResult(item: item, position: nil, created: true)
+        }
+        makeReady(h, front: false)
+        return PipelinePushResult(item: slots[Int(h)]!, position: ready.rank(of: h), created: true)
+    }
+
+    private mutating func makeID() -> String {
+        while true {
+            nextID += 1
+            let id = String(nextID)
+            if handles[id] == nil && !dead.contains(id) { return id }
+        }
+    }
+
+    private mutating func allocate(_ item: PipelineItem) -> Int32 {
+        let h: Int32
+        if let reused = freeHandles.popLast() {
+            h = reused
+            slots[Int(h)] = item
+        } else {
+            h = Int32(slots.count)
+            slots.append(item)
+        }
+        handles[item.id] = h
+        return h
+    }
+
+    /// Frees the item's slot and returns the item.
+    @discardableResult
+    private mutating func vacate(_ h: Int32) -> PipelineItem {
+        guard let item = slots[Int(h)] else { preconditionFailure("no item for handle") }
+        slots[Int(h)] = nil
+        freeHandles.append(h)
+        handles[item.id] = nil
+        return item
+    }
+
+    private func inFlightHandle(_ id: String, fence: Int64?) throws(PipelineError) -> Int32 {
+        guard let h = handles[id], let item = slots[Int(h)] else {
+            if dead.contains(id) { throw .notInFlight(current: PipelineItemStatus.dead.rawValue) }
+            throw .notFound(id)
+        }
+        guard item.status == .inFlight else { throw .notInFlight(current: item.status.rawValue) }
+        if let fence, fence != item.fence { throw .notInFlight(current: item.status.rawValue) }
+        return h
+    }
+}

@@ -1,0 +1,89 @@
+/// A pipeline's filters by name, kept in the order they run: descending
+/// `priority`, ties by name (byte order).
+public struct PipelineFilters: Sendable, Equatable {
+    /// One named filter.
+    public struct Entry: Sendable, Equatable {
+        public var name: String
+        public var filter: PipelineFilter
+
+        public init(name: String, filter: PipelineFilter) {
+            self.name = name
+            self.filter = filter
+        }
+
+        /// `{"name", "priority", "when"?, "action", "field"?, "value"?}`.
+        public func json() -> JSONValue {
+            guard case .object(let members) = filter.json() else { return filter.json() }
+            return .object([("name", .string(name))] + members)
+        }
+    }
+
+    /// The filters in the order they run.
+    public private(set) var ordered: [Entry] = []
+
+    /// No filters.
+    public init() {}
+
+    /// The given filters, ordered.
+    public init(_ filters: [String: PipelineFilter]) {
+        ordered = filters.map { Entry(name: $0.key, filter: $0.value) }
+        ordered.sort(by: Self.runsBefore)
+    }
+
+    public var count: Int { ordered.count }
+    public var isEmpty: Bool { ordered.isEmpty }
+
+    /// The filter named `name`.
+    public subscript(name: String) -> PipelineFilter? {
+        ordered.first(where: { $0.name == name })?.filter
+    }
+
+    /// The filters as `{name: filter}`.
+    public var byName: [String: PipelineFilter] {
+        Dictionary(ordered.map { ($0.name, $0.filter) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// Adds or replaces a filter; true when it is new.
+    @discardableResult
+    public mutating func put(name: String, _ filter: PipelineFilter) -> Bool {
+        let isNew: Bool
+        if let i = ordered.firstIndex(where: { $0.name == name }) {
+            ordered.remove(at: i)
+            isNew = false
+        } else {
+            isNew = true
+        }
+        let entry = Entry(name: name, filter: filter)
+        let at = ordered.firstIndex(where: { Self.runsBefore(entry, $0) }) ?? ordered.count
+        ordered.insert(entry, at: at)
+        return isNew
+    }
+
+    /// Removes a filter; false when there is none of that name.
+    @discardableResult
+    public mutating func remove(name: String) -> Bool {
+        guard let i = ordered.firstIndex(where: { $0.name == name }) else { return false }
+        ordered.remove(at: i)
+        return true
+    }
+
+    /// Runs every filter in order on a payload being handed out; nil means a
+    /// filter dropped it (the filters after it do not run).
+    public func apply(to payload: JSONValue) -> JSONValue? {
+        var current = payload
+        for entry in ordered {
+            guard let next = entry.filter.apply(to: current) else { return nil }
+            current = next
+        }
+        return current
+    }
+
+    /// The filters in running order, as JSON.
+    public func json() -> JSONValue {
+        .array(ordered.map { $0.json() })
+    }
+
+    private static func runsBefore(_ a: Entry, _ b: Entry) -> Bool {
+        a.filter.priority != b.filter.priority ? a.filter.priority > b.filter.priority : a.name < b.name
+    }
+}

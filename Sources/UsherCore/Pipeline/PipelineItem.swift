@@ -1,0 +1,195 @@
+/// Where an item is.
+public enum PipelineItemStatus: String, Sendable, Equatable {
+    /// Waiting to be handed out.
+    case ready
+    /// Pushed or released with a delay; ready at `available_at`.
+    case delayed
+    /// Handed out and not yet consumed or released.
+    case inFlight = "in_flight"
+    /// Handed out `max_deliveries` times and came back; kept on the dead list.
+    case dead
+}
+
+/// One item of a pipeline, as stored: the payload is the one pushed, never
+/// the filtered one.
+public struct PipelineItem: Sendable, Equatable {
+    public internal(set) var id: String
+    /// The payload as pushed; filters never change it.
+    public internal(set) var payload: JSONValue
+    /// Higher is handed out first.
+    public internal(set) var priority: Int
+    public internal(set) var status: PipelineItemStatus
+    /// Hand-outs so far (reset by redrive).
+    public internal(set) var deliveries: Int
+    public internal(set) var pushedAt: Timestamp
+    /// When it became (or becomes, while delayed) ready.
+    public internal(set) var availableAt: Timestamp
+    /// The latest hand-out.
+    public internal(set) var takenAt: Timestamp?
+    /// While in flight: when it is handed out again unless consumed; nil for no limit.
+    public internal(set) var ackDeadline: Timestamp?
+    /// The fence of the latest hand-out.
+    public internal(set) var fence: Int64?
+    /// When it moved to the dead list.
+    public internal(set) var deadAt: Timestamp?
+
+    /// Place in hand-out order among ready items: lower first within a priority.
+    var seq: Int64 = 0
+    /// Matches the item's live entry in the engine's deadline heap.
+    var timerToken: Int64 = 0
+    /// A delayed release: goes to the front when the delay ends.
+    var toFront = false
+
+    /// `{"id", "payload", "priority", "status", "deliveries", "pushed_at",
+    /// "available_at", "taken_at", "ack_deadline", "fence", "dead_at"}`; every
+    /// member is always present, `null` when it has no value.
+    public func json() -> JSONValue {
+        .object([
+            ("id", .string(id)),
+            ("payload", payload),
+            ("priority", .int(priority)),
+            ("status", .string(status.rawValue)),
+            ("deliveries", .int(deliveries)),
+            ("pushed_at", .string(pushedAt.rfc3339)),
+            ("available_at", .string(availableAt.rfc3339)),
+            ("taken_at", takenAt.map { .string($0.rfc3339) } ?? .null),
+            ("ack_deadline", ackDeadline.map { .string($0.rfc3339) } ?? .null),
+            ("fence", fence.map { .int(Int($0)) } ?? .null),
+            ("dead_at", deadAt.map { .string($0.rfc3339) } ?? .null),
+        ])
+    }
+}
+
+/// One hand-out: what `take` returns for each item.
+public struct PipelineDelivery: Sendable, Equatable {
+    public var id: String
+    /// The payload after the filters ran.
+    public var payload: JSONValue
+    public var priority: Int
+    /// Hand-outs so far, this one included.
+    public var deliveries: Int
+    public var takenAt: Timestamp
+    /// When it is handed out again unless consumed; nil for no limit.
+    public var ackDeadline: Timestamp?
+    /// The fencing token of this hand-out.
+    public var fence: Int64
+
+    /// `{"id", "payload", "deliveries", "taken_at", "ack_deadline", "fence"}`;
+    /// `ack_deadline` is `null` when there is no limit.
+    public func json() -> JSONValue {
+        .object([
+            ("id", .string(id)),
+            ("payload", payload),
+            ("deliveries", .int(deliveries)),
+            ("taken_at", .string(takenAt.rfc3339)),
+            ("ack_deadline", ackDeadline.map { .string($0.rfc3339) } ?? .null),
+            ("fence", .int(Int(fence))),
+        ])
+    }
+}
+
+/// A push: the body of `POST /v1/pipelines/{p}/items`, or one entry of a batch.
+public struct PipelinePushRequest: Sendable, Equatable {
+    /// Client-supplied id (a valid name); an id the pipeline holds returns that item.
+    public var id: String?
+    /// Any JSON, `null` included.
+    public var payload: JSONValue
+    /// Higher is handed out first (0).
+    public var priority: Int
+    /// Ready only after this many seconds (0 or nil = at once).
+    public var delaySeconds: Double?
+
+    public init(id: String? = nil, payload: JSONValue, priority: Int = 0, delaySeconds: Double? = nil) {
+        self.id = id
+        self.payload = payload
+        self.priority = priority
+        self.delaySeconds = delaySeconds
+    }
+
+    /// Reads `id, payload, priority, delay_seconds`; `payload` is required (an
+    /// explicit `null` is a null payload). The caller calls `reader.finish()`.
+    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> PipelinePushRequest {
+        let id = try reader.name("id")
+        guard reader.keys.contains("payload") else {
+            throw FieldError(field: reader.fieldPath("payload"), message: "is required (any JSON value)")
+        }
+        let payload = reader.value("payload") ?? .null
+        let priority = try reader.int("priority", in: PipelineConfig.Limits.priority) ?? 0
+        let delay = try reader.number("delay_seconds", in: PipelineConfig.Limits.seconds)
+        return PipelinePushRequest(id: id, payload: payload, priority: priority, delaySeconds: delay)
+    }
+
+    /// Reads `{"items": [push, …]}`, each entry finished here (unknown fields
+    /// are errors naming `items[i].field`). The caller calls `reader.finish()`.
+    public static func parseBatch(_ reader: inout FieldReader) throws(FieldError) -> [PipelinePushRequest] {
+        guard let entries = try reader.array("items") else {
+            throw FieldError(field: reader.fieldPath("items"), message: "is required (an array of items)")
+        }
+        var out: [PipelinePushRequest] = []
+        out.reserveCapacity(entries.count)
+        for (i, entry) in entries.enumerated() {
+            let path = "\(reader.fieldPath("items"))[\(i)]"
+            guard case .object = entry else { throw FieldError(field: path, message: "must be an object") }
+            var r = try FieldReader(entry, path: path)
+            out.append(try parse(&r))
+            try r.finish()
+        }
+        return out
+    }
+}
+
+/// The answer to a push.
+public struct PipelinePushResult: Sendable, Equatable {
+    /// The item as stored now.
+    public var item: PipelineItem
+    /// 1-based place in hand-out order while ready; nil otherwise.
+    public var position: Int?
+    /// False when the id already existed and this is that item (200, not 201).
+    public var created: Bool
+
+    /// `{"id", "status", "position"}`; `position` is `null` unless ready.
+    public func json() -> JSONValue {
+        .object([
+            ("id", .string(item.id)),
+            ("status", .string(item.status.rawValue)),
+            ("position", position.map(JSONValue.int) ?? .null),
+        ])
+    }
+}
+
+/// A pipeline's running totals.
+public struct PipelineCounts: Sendable, Equatable {
+    /// Items that entered the pipeline (pushes, batches and source pulls; not
+    /// a push that found its id already there).
+    public var pushedTotal = 0
+    /// Hand-outs (redeliveries included).
+    public var deliveredTotal = 0
+    public var consumedTotal = 0
+    /// Items a filter dropped.
+    public var filteredTotal = 0
+    /// In-flight items whose ack deadline passed and that went back to the buffer.
+    public var redeliveredTotal = 0
+    /// Items that moved to the dead list.
+    public var deadTotal = 0
+    /// Dead items dropped because the dead list was full (oldest first).
+    public var deadDroppedTotal = 0
+    /// Items cancelled by a client (ready, delayed or dead).
+    public var cancelledTotal = 0
+
+    public init() {}
+
+    /// `{"pushed_total", "delivered_total", "consumed_total", "filtered_total",
+    /// "redelivered_total", "dead_total", "dead_dropped_total", "cancelled_total"}`.
+    public func json() -> JSONValue {
+        .object([
+            ("pushed_total", .int(pushedTotal)),
+            ("delivered_total", .int(deliveredTotal)),
+            ("consumed_total", .int(consumedTotal)),
+            ("filtered_total", .int(filteredTotal)),
+            ("redelivered_total", .int(redeliveredTotal)),
+            ("dead_total", .int(deadTotal)),
+            ("dead_dropped_total", .int(deadDroppedTotal)),
+            ("cancelled_total", .int(cancelledTotal)),
+        ])
+    }
+}
