@@ -405,9 +405,10 @@ struct PipelineEngine: Sendable {
                 delayedCount -= 1
                 makeReady(top.handle, front: item.toFront)
             case .inFlight:
-                let wasDelivered = item.deliveries < config.maxDeliveries
+                // Back to the front for another hand-out, or dead after the last one.
+                let comesBack = item.deliveries < config.maxDeliveries
                 _ = giveBack(top.handle, delaySeconds: 0, now: Timestamp(micros: top.deadline))
-                if wasDelivered { counts.redeliveredTotal += 1 }
+                if comesBack { counts.redeliveredTotal += 1 }
             case .ready, .dead:
                 break
             }

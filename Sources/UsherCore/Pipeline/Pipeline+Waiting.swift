@@ -1,0 +1,128 @@
+extension Pipeline {
+    /// Takes items, waiting until `deadline` when there are none: parked
+    /// consumers are served first come, first served, woken by anything that
+    /// makes an item deliverable (a push, a release, a redelivery, a delay
+    /// ending, a source pull, a consume freeing an in-flight slot). Returns
+    /// `[]` at the deadline (the API answers 204), when the task is cancelled,
+    /// or at once when `maxWaiters` consumers are already parked.
+    ///
+    /// - Throws: `.invalid` for a bad `ackSeconds`; `.gone` if the pipeline is
+    ///   or gets deleted; `.shuttingDown` at shutdown.
+    public func takeWaiting(max: Int, ackSeconds: Double? = nil, until deadline: Timestamp) async throws(PipelineError)
+        -> [PipelineDelivery]
+    {
+        try checkOpen()
+        let now = clock.now()
+        let items = try engine.take(max: max, ackSeconds: ackSeconds, now: now)
+        if !items.isEmpty || max <= 0 || now >= deadline || consumers.count >= Self.maxWaiters {
+            settle()
+            return items
+        }
+        let id = consumers.reserveID()
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<[PipelineDelivery], PipelineError>, Never>) in
+                if Task.isCancelled {
+                    continuation.resume(returning: .success([]))
+                    settle()
+                    return
+                }
+                consumers.insert(Consumer(continuation: continuation, max: max, ackSeconds: ackSeconds), id: id)
+                let timer = clock.schedule(at: deadline) { [weak self] in
+                    self?.withIsolation { $0.consumerLeft(id) }
+                }
+                consumers.update(id) { $0.timer = timer }
+                // Park first, then settle: the take above may have dropped
+                // filtered items and let a producer in, whose item is ours.
+                settle()
+            }
+        } onCancel: {
+            // Never block here: the runtime holds the task's status lock while
+            // it runs cancellation handlers.
+            Task { await self.consumerLeft(id) }
+        }
+        return try result.get()
+    }
+
+    /// Pushes an item, waiting until `deadline` for room (back-pressure);
+    /// parked producers get room first come, first served.
+    ///
+    /// - Throws: `.full` at the deadline, when the task is cancelled, or at
+    ///   once when `maxWaiters` producers are already parked; `.invalid`;
+    ///   `.gone`; `.shuttingDown`.
+    public func pushWaiting(_ request: PipelinePushRequest, until deadline: Timestamp) async throws(PipelineError)
+        -> PipelinePushResult
+    {
+        try checkOpen()
+        do throws(PipelineError) {
+            defer { settle() }
+            return try engine.push(request, now: clock.now())
+        } catch .full {
+            guard clock.now() < deadline, producers.count < Self.maxWaiters else { throw .full(retryAfterSeconds: 1) }
+        }
+        let id = producers.reserveID()
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<PipelinePushResult, PipelineError>, Never>) in
+                if Task.isCancelled {
+                    continuation.resume(returning: .failure(.full(retryAfterSeconds: 1)))
+                    return
+                }
+                producers.insert(Producer(continuation: continuation, request: request), id: id)
+                let timer = clock.schedule(at: deadline) { [weak self] in
+                    self?.withIsolation { $0.producerLeft(id) }
+                }
+                producers.update(id) { $0.timer = timer }
+                settle()
+            }
+        } onCancel: {
+            Task { await self.producerLeft(id) }
+        }
+        return try result.get()
+    }
+
+    /// Deletes the pipeline: parked callers get `.gone`, the timer and the
+    /// source stop, and every later call throws `.gone`.
+    public func close() {
+        end(.closed, error: .gone)
+    }
+
+    /// Shutdown: parked callers get `.shuttingDown`, the timer and the source
+    /// stop, and later calls throw `.shuttingDown` (or `.gone` once closed).
+    public func shutdown() {
+        guard lifecycle == .open else { return }
+        end(.shuttingDown, error: .shuttingDown)
+    }
+
+    /// A parked consumer's deadline passed or its task was cancelled: it gets `[]`.
+    func consumerLeft(_ id: UInt64) {
+        guard let c = consumers.remove(id) else { return }
+        c.timer?.cancel()
+        c.continuation.resume(returning: .success([]))
+    }
+
+    /// A parked producer's deadline passed or its task was cancelled: it gets `.full`.
+    func producerLeft(_ id: UInt64) {
+        guard let p = producers.remove(id) else { return }
+        p.timer?.cancel()
+        p.continuation.resume(returning: .failure(.full(retryAfterSeconds: 1)))
+    }
+
+    private func end(_ next: Lifecycle, error: PipelineError) {
+        lifecycle = next
+        timer?.cancel()
+        timer = nil
+        timerDeadline = nil
+        pullTask?.cancel()
+        pullTask = nil
+        source?.reader = nil
+        for c in consumers.removeAll() {
+            c.timer?.cancel()
+            c.continuation.resume(returning: .failure(error))
+        }
+        for p in producers.removeAll() {
+            p.timer?.cancel()
+            p.continuation.resume(returning: .failure(error))
+        }
+    }
+}

@@ -1,0 +1,285 @@
+/// A bounded producer-consumer buffer with acknowledgement, redelivery,
+/// filters and a pull source (SPEC §5, seed 002).
+///
+/// The actor owns a `PipelineEngine`, the clock, one timer at the engine's
+/// next deadline (or the source's next retry), the parked consumers and
+/// producers, and the source pump. After every operation it settles: parked
+/// producers get room first (FIFO), then parked consumers get items (FIFO),
+/// then the source is pulled if it runs low, then the timer is re-armed.
+///
+/// It runs on its own `ResourceExecutor`: async callers `await` it, and an
+/// HTTP thread that needs no waiting runs isolated to it with
+/// `withIsolation { }`.
+public actor Pipeline: LockIsolatedActor {
+    /// The executor the actor's jobs run on, also taken by `withIsolation`.
+    public nonisolated let executor: ResourceExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    /// The pipeline's name.
+    public nonisolated let name: String
+    /// Parked consumers, and parked producers, allowed at once; beyond it a
+    /// consumer gets `[]` and a producer `.full` at once.
+    public static let maxWaiters = 10_000
+
+    enum Lifecycle { case open, closed, shuttingDown }
+
+    /// A parked `takeWaiting`.
+    struct Consumer {
+        let continuation: CheckedContinuation<Result<[PipelineDelivery], PipelineError>, Never>
+        let max: Int
+        let ackSeconds: Double?
+        var timer: (any ScheduledTimer)?
+    }
+
+    /// A parked `pushWaiting`.
+    struct Producer {
+        let continuation: CheckedContinuation<Result<PipelinePushResult, PipelineError>, Never>
+        let request: PipelinePushRequest
+        var timer: (any ScheduledTimer)?
+    }
+
+    /// The source and its pull state.
+    struct SourcePump {
+        var status: PipelineSourceStatus
+        var reader: (any PipelineSourceReader)?
+        /// A pull is running (one at a time).
+        var pulling = false
+        /// The next back-off, in seconds (0 until a pull comes back empty or fails).
+        var backoff = 0.0
+        /// A pulled payload that found the pipeline full; pushed when room appears.
+        var pending: JSONValue?
+    }
+
+    /// The first back-off after an empty or failed pull, and the longest.
+    static let backoffRange = 0.1...5.0
+
+    let clock: any UsherClock
+    var engine: PipelineEngine
+    var lifecycle = Lifecycle.open
+    /// The one timer, and the deadline it is armed for.
+    var timer: (any ScheduledTimer)?
+    var timerDeadline: Timestamp?
+    var consumers = WaitLine<Consumer>()
+    var producers = WaitLine<Producer>()
+    var source: SourcePump?
+    let sourceFactory: SourceReaderFactory?
+    var pullTask: Task<Void, Never>?
+
+    /// Creates an empty pipeline whose fences start at the clock's time in
+    /// microseconds, and starts pulling its source (if any) through `sourceFactory`.
+    public init(
+        name: String, config: PipelineConfig, clock: any UsherClock, sourceFactory: SourceReaderFactory? = nil
+    ) {
+        executor = ResourceExecutor(label: "usher.pipeline.\(name)")
+        self.name = name
+        self.clock = clock
+        self.sourceFactory = sourceFactory
+        engine = PipelineEngine(config: config, createdAt: clock.now())
+        source = config.source.map { SourcePump(status: PipelineSourceStatus(config: $0)) }
+        withIsolation { $0.settle() }
+    }
+
+    deinit {
+        timer?.cancel()
+        pullTask?.cancel()
+    }
+
+    // MARK: - Operations that never wait
+
+    /// Adds an item (see `PipelineEngine.push`).
+    ///
+    /// - Throws: `.full` when there is no room; `.invalid`; `.gone`; `.shuttingDown`.
+    public func push(_ request: PipelinePushRequest) throws(PipelineError) -> PipelinePushResult {
+        try checkOpen()
+        defer { settle() }
+        return try engine.push(request, now: clock.now())
+    }
+
+    /// Adds every item or none (see `PipelineEngine.pushBatch`).
+    public func pushBatch(_ requests: [PipelinePushRequest]) throws(PipelineError) -> [PipelinePushResult] {
+        try checkOpen()
+        defer { settle() }
+        return try engine.pushBatch(requests, now: clock.now())
+    }
+
+    /// Hands out what can be handed out now; `[]` when nothing can.
+    public func take(max: Int, ackSeconds: Double? = nil) throws(PipelineError) -> [PipelineDelivery] {
+        try checkOpen()
+        defer { settle() }
+        return try engine.take(max: max, ackSeconds: ackSeconds, now: clock.now())
+    }
+
+    /// Finishes an in-flight item.
+    ///
+    /// - Throws: `.notFound`; `.notInFlight(current:)`.
+    @discardableResult
+    public func consume(_ id: String, fence: Int64? = nil) throws(PipelineError) -> PipelineItem {
+        try checkOpen()
+        defer { settle() }
+        return try engine.consume(id, fence: fence, now: clock.now())
+    }
+
+    /// Puts an in-flight item back at the front (after `delaySeconds`), or on
+    /// the dead list when it has had `max_deliveries` hand-outs.
+    @discardableResult
+    public func release(_ id: String, delaySeconds: Double? = nil, fence: Int64? = nil) throws(PipelineError)
+        -> PipelineItem
+    {
+        try checkOpen()
+        defer { settle() }
+        return try engine.release(id, delaySeconds: delaySeconds, fence: fence, now: clock.now())
+    }
+
+    /// Removes a ready, delayed or dead item.
+    ///
+    /// - Throws: `.notFound`; `.inFlight`.
+    @discardableResult
+    public func cancel(_ id: String) throws(PipelineError) -> PipelineItem {
+        try checkOpen()
+        defer { settle() }
+        return try engine.cancel(id, now: clock.now())
+    }
+
+    /// The item with this id, live or dead.
+    public func item(_ id: String) throws(PipelineError) -> PipelineItem {
+        try checkOpen()
+        settle()
+        guard let item = engine.item(id) else { throw .notFound(id) }
+        return item
+    }
+
+    /// The oldest `limit` dead items, oldest first.
+    public func dead(limit: Int = 100) -> [PipelineItem] {
+        engine.deadItems(limit: limit)
+    }
+
+    /// Moves dead items back, oldest first, while there is room; how many moved.
+    public func redrive() throws(PipelineError) -> Int {
+        try checkOpen()
+        defer { settle() }
+        return engine.redrive(now: clock.now())
+    }
+
+    /// The state, with the first `limit` ready items (also after `close()`).
+    public func state(limit: Int = 100) -> PipelineSnapshot {
+        settle()
+        return PipelineSnapshot(
+            name: name, config: engine.config, capacity: engine.config.capacity, ready: engine.readyCount,
+            inFlight: engine.inFlightCount, delayed: engine.delayedCount, dead: engine.deadCount, fence: engine.fence,
+            waitingConsumers: consumers.count, waitingProducers: producers.count, filters: engine.filters,
+            items: engine.readyItems(limit: limit), counts: engine.counts, source: source?.status)
+    }
+
+    /// The config: creation filters, patches applied. `PUT` compares against it.
+    public var config: PipelineConfig { engine.config }
+
+    /// Changes the mutable config; takes effect at once (a larger capacity
+    /// lets parked producers in). Returns the new config.
+    @discardableResult
+    public func apply(_ patch: PipelinePatch) throws(PipelineError) -> PipelineConfig {
+        try checkOpen()
+        defer { settle() }
+        engine.apply(patch, now: clock.now())
+        return engine.config
+    }
+
+    /// Adds or replaces a filter; true when it is new (201 rather than 200).
+    @discardableResult
+    public func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
+        try checkOpen()
+        return try engine.putFilter(name: name, filter)
+    }
+
+    /// Removes a filter.
+    ///
+    /// - Throws: `.notFound(name)`.
+    public func removeFilter(name: String) throws(PipelineError) {
+        try checkOpen()
+        try engine.removeFilter(name: name)
+    }
+
+    /// Parked consumers.
+    public var waitingConsumers: Int { consumers.count }
+    /// Parked producers.
+    public var waitingProducers: Int { producers.count }
+
+    // MARK: - Settling
+
+    func checkOpen() throws(PipelineError) {
+        switch lifecycle {
+        case .open: return
+        case .closed: throw .gone
+        case .shuttingDown: throw .shuttingDown
+        }
+    }
+
+    /// Applies passed deadlines, serves parked producers then consumers while
+    /// they can make progress, pumps the source, and re-arms the timer.
+    func settle() {
+        guard lifecycle == .open else { return }
+        let now = clock.now()
+        engine.expire(now: now)
+        var changes = engine.takeChanges()
+        while !changes.isEmpty {
+            if changes.contains(.roomAvailable) { serveProducers(now: now) }
+            if changes.contains(.itemsAvailable) { serveConsumers(now: now) }
+            changes = engine.takeChanges()
+        }
+        pumpSource(now: now)
+        rearm(now: now)
+    }
+
+    private func serveProducers(now: Timestamp) {
+        while engine.hasRoom(), let (id, _) = producers.first() {
+            guard let p = producers.remove(id) else { continue }
+            p.timer?.cancel()
+            let result: Result<PipelinePushResult, PipelineError>
+            do throws(PipelineError) {
+                result = .success(try engine.push(p.request, now: now))
+            } catch {
+                result = .failure(error)
+            }
+            p.continuation.resume(returning: result)
+        }
+    }
+
+    private func serveConsumers(now: Timestamp) {
+        while engine.canDeliver, let (id, c) = consumers.first() {
+            let result: Result<[PipelineDelivery], PipelineError>
+            do throws(PipelineError) {
+                let items = try engine.take(max: c.max, ackSeconds: c.ackSeconds, now: now)
+                // Every ready item was filtered out: stay parked.
+                if items.isEmpty { return }
+                result = .success(items)
+            } catch {
+                result = .failure(error)
+            }
+            consumers.remove(id)
+            c.timer?.cancel()
+            c.continuation.resume(returning: result)
+        }
+    }
+
+    /// Keeps one timer at the earliest of the engine's next deadline and the
+    /// source's next retry. An armed timer that is earlier than needed stays
+    /// (it fires, finds nothing, and re-arms), which saves a cancel and a
+    /// schedule on most operations.
+    private func rearm(now: Timestamp) {
+        var next = engine.nextDeadline()
+        if let retry = sourceRetryAt(), next.map({ retry < $0 }) ?? true { next = retry }
+        guard let next else { return }
+        if let armed = timerDeadline, armed <= next { return }
+        timer?.cancel()
+        timerDeadline = next
+        timer = clock.schedule(at: next) { [weak self] in
+            self?.withIsolation { $0.timerFired() }
+        }
+    }
+
+    /// The one timer went off.
+    func timerFired() {
+        timer = nil
+        timerDeadline = nil
+        settle()
+    }
+}

@@ -1,0 +1,45 @@
+/// A pipeline's state at one moment, as `GET /v1/pipelines/{name}` shows it.
+public struct PipelineSnapshot: Sendable, Equatable {
+    public var name: String
+    /// The config (creation filters; patches applied).
+    public var config: PipelineConfig
+    public var capacity: Int
+    public var ready: Int
+    public var inFlight: Int
+    public var delayed: Int
+    public var dead: Int
+    /// The latest fence handed out.
+    public var fence: Int64
+    /// Parked `takeWaiting` and `pushWaiting` calls.
+    public var waitingConsumers: Int
+    public var waitingProducers: Int
+    /// The live filters, in the order they run.
+    public var filters: PipelineFilters
+    /// The first ready items in hand-out order (stored payloads).
+    public var items: [PipelineItem]
+    public var counts: PipelineCounts
+    /// Nil when the pipeline has no source.
+    public var source: PipelineSourceStatus?
+
+    /// `{"name", "capacity", "ready", "in_flight", "delayed", "dead", "fence",
+    /// "waiting_consumers", "waiting_producers", "filters": [...], "items": [...],
+    /// "counts": {...}, "source": {...} | null, "config": {...}}`.
+    public func json() -> JSONValue {
+        .object([
+            ("name", .string(name)),
+            ("capacity", .int(capacity)),
+            ("ready", .int(ready)),
+            ("in_flight", .int(inFlight)),
+            ("delayed", .int(delayed)),
+            ("dead", .int(dead)),
+            ("fence", .int(Int(fence))),
+            ("waiting_consumers", .int(waitingConsumers)),
+            ("waiting_producers", .int(waitingProducers)),
+            ("filters", filters.json()),
+            ("items", .array(items.map { $0.json() })),
+            ("counts", counts.json()),
+            ("source", source?.json() ?? .null),
+            ("config", config.json()),
+        ])
+    }
+}

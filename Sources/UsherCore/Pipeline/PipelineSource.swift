@@ -1,0 +1,97 @@
+/// What one pull from a source gave.
+public enum SourcePull: Sendable, Equatable {
+    /// The next item's payload.
+    case item(JSONValue)
+    /// Nothing yet (HTTP 204): back off and try again later.
+    case nothing
+    /// The source has ended (end of file): it is not pulled again.
+    case exhausted
+}
+
+/// A passive producer (the seed's `RPipelineInputProtocol`): the pipeline
+/// calls `next()` when it runs low, one call at a time. The core does no
+/// networking: the HTTP reader lives in another target and comes in through a
+/// `SourceReaderFactory`.
+///
+/// A thrown `SourceRecordError` means one record was bad and skipped: it is
+/// counted and the next pull follows at once. Any other error is counted and
+/// the pipeline backs off. Errors are never fatal.
+public protocol PipelineSourceReader: Sendable {
+    /// The next pull.
+    func next() async throws -> SourcePull
+}
+
+/// Makes the reader for a pipeline's source. Thrown errors are counted like
+/// pull errors, and the pipeline tries again after a back-off.
+public typealias SourceReaderFactory = @Sendable (PipelineSourceConfig) throws -> any PipelineSourceReader
+
+/// One record of a source was bad (malformed JSON, an over-long line) and
+/// was skipped; the reader can go on at once.
+public struct SourceRecordError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// A source failure other than one bad record (a missing file, a path that
+/// leaves `data_dir`, an unreachable server).
+public struct SourceError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// Readers for the source kinds.
+public enum PipelineSources {
+    /// A factory that reads `file` sources under `dataDir` itself and hands
+    /// `http` sources to `http` (an error when there is none).
+    ///
+    /// - Parameter maxLineBytes: longer lines are skipped and counted as errors
+    ///   (use `max_body_bytes`).
+    public static func factory(
+        dataDir: String, maxLineBytes: Int = 65_536, http: SourceReaderFactory? = nil
+    ) -> SourceReaderFactory {
+        { config in
+            switch config.kind {
+            case .file(let path):
+                return FileSource(path: path, dataDir: dataDir, maxLineBytes: maxLineBytes)
+            case .http:
+                guard let http else { throw SourceError(message: "http sources are not available") }
+                return try http(config)
+            }
+        }
+    }
+}
+
+/// A source's state as `GET` shows it.
+public struct PipelineSourceStatus: Sendable, Equatable {
+    /// The configured source.
+    public var config: PipelineSourceConfig
+    /// Items pulled.
+    public var pulledTotal = 0
+    /// Failed pulls and skipped records.
+    public var errorsTotal = 0
+    public var lastError: String?
+    /// The source ended; it is not pulled again.
+    public var exhausted = false
+    /// While backing off: when the next pull may start.
+    public var nextRetryAt: Timestamp?
+
+    public init(config: PipelineSourceConfig) {
+        self.config = config
+    }
+
+    /// `{"kind", "path" | "url", "low_water", "pulled_total", "errors_total",
+    /// "last_error", "exhausted", "next_retry_at"}` (`null` where no value).
+    public func json() -> JSONValue {
+        guard case .object(var members) = config.json() else { return .null }
+        members += [
+            ("pulled_total", .int(pulledTotal)),
+            ("errors_total", .int(errorsTotal)),
+            ("last_error", lastError.map(JSONValue.string) ?? .null),
+            ("exhausted", .bool(exhausted)),
+            ("next_retry_at", nextRetryAt.map { .string($0.rfc3339) } ?? .null),
+        ]
+        return .object(members)
+    }
+}
