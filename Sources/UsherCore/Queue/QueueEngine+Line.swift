@@ -53,7 +53,7 @@ extension QueueEngine {
                     counts.delayed -= 1
                     records[Int(h)].status = .waiting
                     changed.append(h)
-                    enterLine(h, at: t)
+                    enterLine(h, at: t, dedup(key: records[Int(h)].key, action: records[Int(h)].action))
                 } else {
                     finish(h, as: .expired, at: t)
                 }
@@ -116,32 +116,37 @@ extension QueueEngine {
     }
 
     mutating func create(_ r: VisitorRequest, status: VisitorStatus, now: Timestamp) -> Int32 {
-        let id = r.id ?? nextServerID()
+        let h = vacant.popLast() ?? Int32(records.count)
+        let id: String
+        if let given = r.id {
+            id = given
+            ids[id] = h
+        } else {
+            id = assignServerID(h)
+        }
         var rec = VisitorRecord(id: id, enqueuedAt: now.micros, status: status)
         rec.key = r.key
         rec.action = r.action
         rec.payload = r.payload
         rec.priority = Int32(r.priority)
         rec.hold = r.holdSeconds.map(Self.micros) ?? -1
-        let h: Int32
-        if let reused = vacant.popLast() {
-            h = reused
-            records[Int(h)] = rec
-        } else {
-            h = Int32(records.count)
+        if Int(h) == records.count {
             records.append(rec)
+        } else {
+            records[Int(h)] = rec
         }
-        ids[id] = h
         counts.enqueuedTotal += 1
         return h
     }
 
-    /// `v` + a base-36 counter, skipping ids a client already took.
-    mutating func nextServerID() -> String {
+    /// Indexes `h` under the next free `v` + base-36 counter, skipping ids a
+    /// client already took (one hash lookup when the id is free).
+    mutating func assignServerID(_ h: Int32) -> String {
         while true {
             serverIDs += 1
             let id = "v" + String(serverIDs, radix: 36)
-            if ids[id] == nil { return id }
+            guard let taken = ids.updateValue(h, forKey: id) else { return id }
+            ids[id] = taken
         }
     }
 
@@ -181,18 +186,18 @@ extension QueueEngine {
     }
 
     /// `h` (status `waiting`, not yet in any list) enters the line at `t`,
-    /// unless it merges or cancels with a waiting visitor.
-    mutating func enterLine(_ h: Int32, at t: Int64) {
+    /// unless `outcome` (its `dedup` result, just computed) merges or cancels it.
+    mutating func enterLine(_ h: Int32, at t: Int64, _ outcome: Dedup) {
         records[Int(h)].deadline = t
-        switch dedup(key: records[Int(h)].key, action: records[Int(h)].action) {
+        switch outcome {
         case .enter:
             linkWaiting(h)
         case .merge(let into):
-            records[Int(h)].related = records[Int(into)].id
+            related[h] = records[Int(into)].id
             settle(h, as: .merged, at: t, reason: nil)
         case .cancel(let other):
-            records[Int(h)].related = records[Int(other)].id
-            records[Int(other)].related = records[Int(h)].id
+            related[h] = records[Int(other)].id
+            related[other] = records[Int(h)].id
             finish(other, as: .cancelled, at: t, reason: .opposite)
             settle(h, as: .cancelled, at: t, reason: .opposite)
         }
@@ -363,6 +368,7 @@ extension QueueEngine {
     /// Forgets a finished visitor: its id is free again and its slot reusable.
     mutating func evict(_ h: Int32) {
         ids.removeValue(forKey: records[Int(h)].id)
+        if records[Int(h)].status == .merged || records[Int(h)].reason == .opposite { related[h] = nil }
         records[Int(h)] = .vacant
         vacant.append(h)
     }

@@ -23,9 +23,9 @@ extension QueueEngine {
         }
         if r.finishedAt != VisitorRecord.noTime { v.finishedAt = Timestamp(micros: r.finishedAt) }
         switch r.status {
-        case .merged: v.mergedInto = r.related
+        case .merged: v.mergedInto = related[h]
         case .cancelled:
-            if r.reason == .opposite { v.cancelledWith = r.related }
+            if r.reason == .opposite { v.cancelledWith = related[h] }
             v.reason = r.reason?.rawValue
         default: break
         }

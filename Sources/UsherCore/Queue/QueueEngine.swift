@@ -35,6 +35,8 @@ public struct QueueEngine: Sendable {
     var lastHolder = VisitorRecord.none
     /// Delay ends and hold expiries; entries that no longer match their visitor are stale.
     var timeline = DeadlineHeap()
+    /// `merged_into` of merged visitors, `cancelled_with` of those cancelled by an opposite.
+    var related: [Int32: String] = [:]
     /// Finished visitors still remembered, oldest first.
     var finished = HandleFIFO()
     var holds = HoldStatistics()
@@ -93,14 +95,12 @@ public struct QueueEngine: Sendable {
             timeline.push(.init(deadline: now.micros + delay, order: Int64(counts.enqueuedTotal), handle: h))
             return (view(h), true)
         }
-        if case .enter = dedup(key: r.key, action: r.action),
-            counts.holding >= config.capacity,
-            counts.waiting + counts.delayed >= config.maxWaiting
-        {
+        let outcome = dedup(key: r.key, action: r.action)
+        if case .enter = outcome, counts.holding >= config.capacity, counts.waiting + counts.delayed >= config.maxWaiting {
             throw full()
         }
         let h = create(r, status: .waiting, now: now)
-        enterLine(h, at: now.micros)
+        enterLine(h, at: now.micros, outcome)
         grantFree(now)
         return (view(h), true)
     }

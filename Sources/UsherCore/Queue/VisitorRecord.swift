@@ -1,18 +1,22 @@
 /// One visitor as the engine stores it: a slab entry addressed by an `Int32`
 /// handle, with the intrusive links that put it in the engine's lists, so a
 /// waiting visitor costs one struct, one tree node and its index entries.
+/// (`merged_into`/`cancelled_with` live in the engine's `related` table: only
+/// finished visitors have one.)
 struct VisitorRecord: Sendable {
     /// Marks an absent time or fence.
     static let noTime = Int64.min
     /// The absent handle.
     static let none: Int32 = -1
 
+    // Field order packs the small fields into the payload's padding (160 bytes).
     var id: String
     var key: String?
     var action: String?
     var payload: JSONValue?
-    /// `merged_into` when merged; `cancelled_with` when cancelled by an opposite.
-    var related: String?
+    var status: VisitorStatus
+    var reason: CancelReason?
+    var priority: Int32 = 0
     var enqueuedAt: Int64
     var grantedAt: Int64 = noTime
     /// Delayed: when the delay ends. Waiting: when it entered the line (the
@@ -23,9 +27,6 @@ struct VisitorRecord: Sendable {
     var fence: Int64 = noTime
     /// The hold the visitor asked for, in µs; -1 when it asked for none.
     var hold: Int64 = -1
-    var priority: Int32 = 0
-    var status: VisitorStatus
-    var reason: CancelReason?
     /// Waiting visitors with the same key, in arrival order.
     var keyPrev: Int32 = none
     var keyNext: Int32 = none
