@@ -70,6 +70,21 @@ import Testing
         #expect(await q.waiterCount == 0)
     }
 
+    @Test func aDeadlineAndAChangeAtTheSameInstantResumeOnceWithTheChange() async throws {
+        let q = queue(QueueConfig(holdSeconds: 10))
+        _ = try await q.enqueue(VisitorRequest(id: "a"))
+        _ = try await q.enqueue(VisitorRequest(id: "b"))
+        let deadline = later(5)
+        let waiters = (0..<3).map { _ in Task { try await q.waitForChange(id: "b", from: .waiting, until: deadline) } }
+        await F.eventually { await q.waiterCount == 3 }
+        // The hold now ends exactly at the waiters' deadline, and the queue's
+        // timer is scheduled after theirs, so the deadline timers fire first.
+        _ = try await q.extend(id: "a", holdSeconds: 5)
+        clock.advance(by: 5)
+        for w in waiters { #expect(try await w.value.status == .granted) }
+        #expect(await q.waiterCount == 0)
+    }
+
     @Test func waitsReturnAtOnceWhenThereIsNothingToWaitFor() async throws {
         let q = queue()
         _ = try await q.enqueue(VisitorRequest(id: "a"))

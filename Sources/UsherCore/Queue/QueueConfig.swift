@@ -23,6 +23,7 @@ public struct QueueConfig: Sendable, Equatable {
     /// `history` (1000): finished visitors kept visible, and their client ids remembered.
     public var history: Int
 
+    /// A config; every argument defaults to the documented default.
     public init(
         capacity: Int = 1, maxWaiting: Int = 10_000, holdSeconds: Double = 30,
         dedup: DedupMode = .key, opposites: [[String]] = [], history: Int = 1000
@@ -37,11 +38,15 @@ public struct QueueConfig: Sendable, Equatable {
 
     /// Allowed ranges, shared by the config, the patch and visitor requests.
     public enum Limits {
+        /// `capacity`.
         public static let capacity = 0...1_000_000
+        /// `max_waiting`.
         public static let maxWaiting = 0...10_000_000
         /// Also the range of a visitor's `hold_seconds` and `delay_seconds` (one year).
         public static let seconds = 0.0...31_536_000.0
+        /// `history`.
         public static let history = 0...100_000
+        /// A visitor's `priority`.
         public static let priority = -1_000_000...1_000_000
     }
 
@@ -67,13 +72,20 @@ public struct QueueConfig: Sendable, Equatable {
 
 /// A change to a queue's config (`PATCH`): every field optional, all mutable.
 public struct QueuePatch: Sendable, Equatable {
+    /// `capacity`; nil leaves it as it is (and so for every field).
     public var capacity: Int?
+    /// `max_waiting`: lowering it refuses new visitors, it never removes any.
     public var maxWaiting: Int?
+    /// `hold_seconds`: applies to grants and extends from now on.
     public var holdSeconds: Double?
+    /// `dedup`: applies to visitors entering the line from now on.
     public var dedup: DedupMode?
+    /// `opposites`: replaces the whole list.
     public var opposites: [[String]]?
+    /// `history`: lowering it forgets the oldest finished visitors.
     public var history: Int?
 
+    /// A patch naming only the given fields.
     public init(
         capacity: Int? = nil, maxWaiting: Int? = nil, holdSeconds: Double? = nil,
         dedup: DedupMode? = nil, opposites: [[String]]? = nil, history: Int? = nil

@@ -4,7 +4,8 @@
 /// deadline order (delays ending, with their dedup checks; holds expiring),
 /// granting free slots after each instant's events, then does its own work
 /// and grants again. Grants are stamped `now`; an expiry is stamped with its
-/// deadline, and so is a delay's end.
+/// deadline, and so is a delay's end. A delayed visitor arrives (for FIFO and
+/// for `adjacent`) when its delay ends, behind those who came meanwhile.
 ///
 /// Costs: enqueue, grant, complete, remove, dedup lookups, position and the
 /// wait estimate are O(log n) or O(1); nothing scans the waiting line.
@@ -173,6 +174,7 @@ public struct QueueEngine: Sendable {
 
     /// Changes the config. Raising `capacity` grants at once; lowering it
     /// takes no slot away. Other changes apply to what happens next.
+    /// Returns the new config.
     @discardableResult
     public mutating func apply(_ patch: QueuePatch, now: Timestamp) -> QueueConfig {
         begin(now)

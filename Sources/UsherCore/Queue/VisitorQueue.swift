@@ -13,7 +13,9 @@
 /// refuses new waits, while plain operations keep working so in-flight
 /// requests can finish.
 public actor VisitorQueue: LockIsolatedActor {
+    /// The executor the actor runs on; `withIsolation` takes its lock.
     public nonisolated let executor: ResourceExecutor
+    /// Runs the actor's jobs on `executor`.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     /// The queue's name.
     public nonisolated let name: String

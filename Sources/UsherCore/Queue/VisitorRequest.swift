@@ -15,6 +15,7 @@ public struct VisitorRequest: Sendable, Equatable {
     /// Join the waiting line only after this many seconds (0 = at once).
     public var delaySeconds: Double?
 
+    /// A request; only what is given differs from `{}`.
     public init(
         id: String? = nil, key: String? = nil, action: String? = nil, payload: JSONValue? = nil,
         priority: Int = 0, holdSeconds: Double? = nil, delaySeconds: Double? = nil

@@ -46,6 +46,7 @@ public enum QueueError: Error, Sendable, Equatable, CustomStringConvertible {
     /// 503: the server is shutting down (answer to parked long-polls).
     case shuttingDown
 
+    /// A one-line explanation for logs and problem details.
     public var description: String {
         switch self {
         case .notFound(let what): "\(what) not found"

@@ -5,24 +5,34 @@
 /// they have no value, so clients can rely on the shape; `position` and
 /// `estimated_wait_seconds` appear only while the visitor is `waiting`, and
 /// `merged_into`, `cancelled_with` and `reason` only where they apply
-/// (`merged`; `cancelled` by an opposite; `cancelled`).
+/// (`merged`; `cancelled` by an opposite; `cancelled`). A waiting visitor's
+/// `estimated_wait_seconds` is `null` when it cannot be estimated.
 public struct VisitorView: Sendable, Equatable {
+    /// The visitor's id (client-supplied or `v` + base 36).
     public var id: String
     /// The queue's name.
     public var queue: String
+    /// Dedup key, as requested.
     public var key: String?
+    /// Action, as requested.
     public var action: String?
+    /// Payload, as requested.
     public var payload: JSONValue?
+    /// Priority, as requested (default 0).
     public var priority: Int
+    /// Where it stands now.
     public var status: VisitorStatus
     /// 1-based place in grant order, while waiting.
     public var position: Int?
     /// While waiting: position × recent mean hold ÷ capacity; nil when unknowable.
     public var estimatedWaitSeconds: Double?
+    /// When it was posted (for a delayed visitor, before its delay).
     public var enqueuedAt: Timestamp
+    /// When it was granted a slot.
     public var grantedAt: Timestamp?
     /// When the hold runs out; nil for no limit (and before a grant).
     public var expiresAt: Timestamp?
+    /// When it reached its final status.
     public var finishedAt: Timestamp?
     /// The fencing token of its grant.
     public var fence: Int64?
@@ -33,6 +43,7 @@ public struct VisitorView: Sendable, Equatable {
     /// Why it was cancelled: `"opposite"` or `"client"` (`DELETE`).
     public var reason: String?
 
+    /// A view; normally made by the engine.
     public init(
         id: String, queue: String, key: String? = nil, action: String? = nil, payload: JSONValue? = nil,
         priority: Int = 0, status: VisitorStatus, position: Int? = nil, estimatedWaitSeconds: Double? = nil,
@@ -92,17 +103,28 @@ public struct VisitorView: Sendable, Equatable {
 /// Invariant: `enqueuedTotal == waiting + holding + delayed + completedTotal +
 /// releasedTotal + expiredTotal + cancelledTotal + mergedTotal`.
 public struct QueueCounts: Sendable, Equatable {
+    /// Visitors in the waiting line now.
     public var waiting = 0
+    /// Visitors holding a slot now.
     public var holding = 0
+    /// Visitors whose delay has not ended.
     public var delayed = 0
+    /// Visitors ever created (not refused ones, not repeats of an existing id).
     public var enqueuedTotal = 0
+    /// Grants ever made (one per granted visitor).
     public var grantedTotal = 0
+    /// Holders that completed.
     public var completedTotal = 0
+    /// Holders removed with `DELETE`.
     public var releasedTotal = 0
+    /// Holders whose hold ran out.
     public var expiredTotal = 0
+    /// Waiting or delayed visitors removed, or cancelled by an opposite.
     public var cancelledTotal = 0
+    /// Visitors merged into a waiting duplicate.
     public var mergedTotal = 0
 
+    /// All zero.
     public init() {}
 
     /// `{waiting, holding, delayed, enqueued_total, …, merged_total}`.
@@ -124,14 +146,18 @@ public struct QueueCounts: Sendable, Equatable {
 
 /// `GET /v1/queues/{q}`: the config, the holders, the head of the line, counts.
 public struct QueueState: Sendable, Equatable {
+    /// The queue's name.
     public var name: String
+    /// Its config, defaults filled in.
     public var config: QueueConfig
     /// Holders in grant order (at most `limit`).
     public var holding: [VisitorView]
     /// The first `limit` waiting visitors in grant order.
     public var waiting: [VisitorView]
+    /// Counts and totals.
     public var counts: QueueCounts
 
+    /// A state; normally made by the engine.
     public init(name: String, config: QueueConfig, holding: [VisitorView], waiting: [VisitorView], counts: QueueCounts) {
         self.name = name
         self.config = config
