@@ -40,6 +40,7 @@ public final class HTTPServer: @unchecked Sendable {
     private var daemon: OpaquePointer?
     private var boundPort: UInt16 = 0
     private let counters = Mutex(Counters())
+    private let deferredExecutor = DeferredExecutor()
 
     private struct Counters {
         var active = 0
@@ -53,7 +54,7 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     deinit {
-        if let daemon { MHD_stop_daemon(daemon) }
+        stop()
     }
 
     /// The bound port (after `start()`).
@@ -115,6 +116,12 @@ public final class HTTPServer: @unchecked Sendable {
     /// were answered (stopping with suspended connections is not allowed).
     public func stop() {
         guard let daemon else { return }
+        // libmicrohttpd aborts when stopped with suspended connections: give
+        // deferred answers a moment, and if some never come, leave the daemon
+        // running rather than crash (the process is about to exit anyway).
+        let deadline = Date().addingTimeInterval(1)
+        while suspendedRequests > 0 && Date() < deadline { usleep(1_000) }
+        guard suspendedRequests == 0 else { return }
         self.daemon = nil
         MHD_stop_daemon(daemon)
     }
@@ -190,7 +197,7 @@ public final class HTTPServer: @unchecked Sendable {
             counters.withLock { $0.suspended += 1 }
             MHD_suspend_connection(connection)
             let handle = ConnectionHandle(raw: connection)
-            Task { [self] in
+            Task(executorPreference: deferredExecutor) { [self] in
                 let response = await work()
                 context.pending.withLock { $0 = response }
                 counters.withLock { $0.suspended -= 1 }

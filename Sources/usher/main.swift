@@ -1,1 +1,72 @@
-print("usher")
+import Foundation
+import UsherAPI
+import UsherCore
+
+// usher: read the config, serve until SIGTERM/SIGINT.
+
+let version = "0.1.0"
+let usage = """
+    usage: usher [--config PATH]          serve (config: --config, else $USHER_CONFIG, else Config/usher.json)
+           usher check-config [PATH]      validate a config file and exit 0 (valid) or 2 (not)
+           usher --version | --help
+    environment: USHER_CONFIG, USHER_HOST, USHER_PORT, USHER_TOKEN, USHER_LOG_LEVEL
+
+    """
+
+func fail(_ message: String, status: Int32) -> Never {
+    FileHandle.standardError.write(Data("usher: \(message)\n".utf8))
+    exit(status)
+}
+
+func loadConfig(_ path: String?) -> UsherConfig {
+    let environment = ProcessInfo.processInfo.environment
+    let chosen = path ?? environment["USHER_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+        ?? (FileManager.default.fileExists(atPath: "Config/usher.json") ? "Config/usher.json" : nil)
+    do {
+        return try UsherConfig.load(path: chosen, environment: environment)
+    } catch {
+        fail("config error: \(error.description)", status: 2)
+    }
+}
+
+Service.blockSignals()
+var arguments = Array(CommandLine.arguments.dropFirst())
+var configPath: String?
+var command = "serve"
+while let argument = arguments.first {
+    arguments.removeFirst()
+    switch argument {
+    case "--help", "-h":
+        print(usage, terminator: "")
+        exit(0)
+    case "--version":
+        print("usher \(version)")
+        exit(0)
+    case "--config":
+        guard let path = arguments.first else { fail("--config needs a path", status: 2) }
+        arguments.removeFirst()
+        configPath = path
+    case "serve":
+        command = "serve"
+    case "check-config":
+        command = "check-config"
+        if let path = arguments.first, !path.hasPrefix("-") {
+            arguments.removeFirst()
+            configPath = path
+        }
+    default:
+        fail("unknown argument \(argument)\n\(usage)", status: 2)
+    }
+}
+
+let config = loadConfig(configPath)
+switch command {
+case "check-config":
+    do { _ = try UsherApp(config: config, logger: Logger(level: .error)) } catch {
+        fail("config error: \(error.detail)", status: 2)
+    }
+    print("config ok")
+    exit(0)
+default:
+    exit(Service.run(config: config))
+}

@@ -1,0 +1,147 @@
+import Foundation
+import UsherCore
+
+/// The whole configuration: the config file's keys (SPEC §1 "Config file"),
+/// then the environment's overrides. Every field has its documented default.
+public struct UsherConfig: Sendable {
+    /// Address to listen on (`USHER_HOST` overrides). Default `127.0.0.1`.
+    public var host = "127.0.0.1"
+    /// Port to listen on, 0 for any free one (`USHER_PORT` overrides). Default 8080.
+    public var port = 8080
+    /// Bearer token required on `/v1` when set (`USHER_TOKEN` overrides). Default none.
+    public var authToken: String?
+    /// Larger request bodies are answered 413. Default 65536.
+    public var maxBodyBytes = 65_536
+    /// Cap on every `wait` query parameter, in seconds. Default 30.
+    public var maxWaitSeconds = 30.0
+    /// Cap on resources of all kinds together. Default 1000.
+    public var maxResources = 1000
+    /// Most open HTTP connections. Default 10000.
+    public var maxConnections = 10_000
+    /// Idle HTTP connections are closed after this many seconds. Default 90.
+    public var idleTimeoutSeconds = 90
+    /// Longest time from SIGTERM/SIGINT to exit, in seconds. Default 10.
+    public var shutdownGraceSeconds = 10.0
+    /// Root directory for pipeline file sources. Default `data`.
+    public var dataDir = "data"
+    /// Whether pipeline HTTP sources may reach beyond loopback. Default false.
+    public var allowRemoteSources = false
+    /// Queues created at start-up, in the order given.
+    public var queues: [(name: String, config: QueueConfig)] = []
+    /// Machine definitions by name; `player` is built in (the config may replace it).
+    public var definitions: [String: MachineDefinition] = ["player": .player]
+    /// Machines created at start-up, in the order given.
+    var machines: [(name: String, spec: MachineSpec)] = []
+    /// Log level (`USHER_LOG_LEVEL`): debug, info, warn or error. Default info.
+    public var logLevel = LogLevel.info
+
+    public init() {}
+
+    /// Reads a config object (usually the file's contents). Unknown keys and
+    /// bad values are errors naming the field.
+    public static func parse(_ value: JSONValue) throws(FieldError) -> UsherConfig {
+        var config = UsherConfig()
+        var r = try FieldReader(value)
+        if let host = try r.string("host") {
+            guard !host.isEmpty else { throw FieldError(field: "host", message: "must not be empty") }
+            config.host = host
+        }
+        if let port = try r.int("port", in: 0...65_535) { config.port = port }
+        if let token = try r.string("auth_token") {
+            guard !token.isEmpty else { throw FieldError(field: "auth_token", message: "must not be empty") }
+            config.authToken = token
+        }
+        if let v = try r.int("max_body_bytes", in: 1...(64 << 20)) { config.maxBodyBytes = v }
+        if let v = try r.number("max_wait_seconds", in: 0...3600) { config.maxWaitSeconds = v }
+        if let v = try r.int("max_resources", in: 1...1_000_000) { config.maxResources = v }
+        if let v = try r.int("max_connections", in: 1...1_000_000) { config.maxConnections = v }
+        if let v = try r.int("idle_timeout_seconds", in: 1...86_400) { config.idleTimeoutSeconds = v }
+        if let v = try r.number("shutdown_grace_seconds", in: 0...3600) { config.shutdownGraceSeconds = v }
+        if let v = try r.string("data_dir") {
+            guard !v.isEmpty else { throw FieldError(field: "data_dir", message: "must not be empty") }
+            config.dataDir = v
+        }
+        if let v = try r.bool("allow_remote_sources") { config.allowRemoteSources = v }
+        if var queues = try r.object("queues") {
+            for name in queues.keys {
+                let path = queues.fieldPath(name)
+                guard Names.isValid(name) else {
+                    throw FieldError(field: path, message: "is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)")
+                }
+                guard var q = try queues.object(name) else { throw FieldError(field: path, message: "must be an object") }
+                let queueConfig = try QueueConfig.parse(&q)
+                try q.finish()
+                config.queues.append((name, queueConfig))
+            }
+            try queues.finish()
+        }
+        if var definitions = try r.object("definitions") {
+            for name in definitions.keys {
+                let path = definitions.fieldPath(name)
+                guard Names.isValid(name) else {
+                    throw FieldError(field: path, message: "is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)")
+                }
+                guard let value = definitions.value(name) else { throw FieldError(field: path, message: "must be an object") }
+                config.definitions[name] = try MachineDefinition.parse(value, path: path)
+            }
+            try definitions.finish()
+        }
+        if var machines = try r.object("machines") {
+            for name in machines.keys {
+                let path = machines.fieldPath(name)
+                guard Names.isValid(name) else {
+                    throw FieldError(field: path, message: "is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)")
+                }
+                let spec = try MachineSpec.parse(machines.value(name), path: path, definitions: config.definitions)
+                config.machines.append((name, spec))
+            }
+            try machines.finish()
+        }
+        // Kinds that later versions add: accepted only empty until they exist.
+        for kind in ["windows", "pools", "pipelines"] {
+            if let reader = try r.object(kind), let first = reader.keys.first {
+                throw FieldError(field: reader.fieldPath(first), message: "\(kind) are not available in this version of Usher")
+            }
+        }
+        try r.finish()
+        if config.queues.count + config.machines.count > config.maxResources {
+            throw FieldError(field: "queues", message: "declares more resources than max_resources (\(config.maxResources))")
+        }
+        return config
+    }
+
+    /// Applies `USHER_HOST`, `USHER_PORT`, `USHER_TOKEN` and `USHER_LOG_LEVEL`.
+    public mutating func applyEnvironment(_ environment: [String: String]) throws(FieldError) {
+        if let host = environment["USHER_HOST"], !host.isEmpty { self.host = host }
+        if let port = environment["USHER_PORT"], !port.isEmpty {
+            guard let p = Int(port), (0...65_535).contains(p) else {
+                throw FieldError(field: "USHER_PORT", message: "must be a port number (0-65535)")
+            }
+            self.port = p
+        }
+        if let token = environment["USHER_TOKEN"], !token.isEmpty { authToken = token }
+        if let level = environment["USHER_LOG_LEVEL"], !level.isEmpty {
+            guard let l = LogLevel(rawValue: level.lowercased()) else {
+                throw FieldError(field: "USHER_LOG_LEVEL", message: "must be debug, info, warn or error")
+            }
+            logLevel = l
+        }
+    }
+
+    /// Reads the file at `path` (or no file: defaults) and the environment.
+    public static func load(path: String?, environment: [String: String]) throws(FieldError) -> UsherConfig {
+        var config = UsherConfig()
+        if let path {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw FieldError(field: "", message: "cannot read config file \(path)")
+            }
+            let value: JSONValue
+            do { value = try JSONValue.parse(data) } catch {
+                throw FieldError(field: "", message: "config file \(path): \(error.message)")
+            }
+            config = try parse(value)
+        }
+        try config.applyEnvironment(environment)
+        return config
+    }
+}

@@ -1,0 +1,59 @@
+import UsherCore
+
+// How the core's domain errors become HTTP problems: the one mapping table.
+
+extension APIError {
+    /// A field that failed validation.
+    public init(_ error: FieldError) {
+        self = .badRequest(error.description, field: error.field.isEmpty ? nil : error.field)
+    }
+
+    /// A body that is not JSON.
+    public init(_ error: JSONSyntaxError) {
+        self = .badRequest(error.message)
+    }
+
+    /// A queue operation that failed.
+    public init(_ error: QueueError) {
+        switch error {
+        case .notFound(let what):
+            self = .notFound("\(what) not found")
+        case .notGranted(let current):
+            self = .conflict("not_granted", "Not granted",
+                             "the visitor does not hold a slot (it is \(current.rawValue))",
+                             extra: [("current_status", .string(current.rawValue))])
+        case .full(let retryAfter):
+            self = .tooMany("queue_full", "Queue is full", "the waiting line is at max_waiting", retryAfter: retryAfter)
+        case .invalid(let field, let message):
+            self = .badRequest(field.isEmpty ? message : "\(field): \(message)", field: field.isEmpty ? nil : field)
+        case .gone:
+            self = .gone("the queue was deleted")
+        case .shuttingDown:
+            self = .shuttingDown()
+        }
+    }
+}
+
+extension APIError {
+    /// A machine operation that failed.
+    public init(_ error: MachineError) {
+        switch error {
+        case .unknownEvent(let allowed):
+            self = .notFound("the machine's definition has no such event")
+            extra = [("allowed_events", .array(allowed.map(JSONValue.string)))]
+        case .invalidTransition(let state, let allowed):
+            self = .conflict("invalid_transition", "Invalid transition",
+                             "the event is not allowed in state \(state)",
+                             extra: [("state", .string(state)), ("allowed_events", .array(allowed.map(JSONValue.string)))])
+        case .versionMismatch(let current):
+            self = .preconditionFailed("If-Match does not match the machine's version \(current)",
+                                       extra: [("version", .int(Int(current)))])
+        case .gone:
+            self = .gone("the machine was deleted")
+        case .shuttingDown:
+            self = .shuttingDown()
+        case .invalid(let field, let message):
+            self = .badRequest(field.isEmpty ? message : "\(field): \(message)", field: field.isEmpty ? nil : field)
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import HTTPServer
+import UsherCore
+
+/// An error as the client sees it: an HTTP status and a stable machine code,
+/// rendered as RFC 9457 problem details (`application/problem+json`).
+public struct APIError: Error, Sendable {
+    /// The HTTP status.
+    public var status: Int
+    /// The stable machine code, e.g. `queue_full`.
+    public var code: String
+    /// A short human title for the code.
+    public var title: String
+    /// What happened in this case.
+    public var detail: String
+    /// Extra members that help the client (e.g. `current_status`).
+    public var extra: [(String, JSONValue)] = []
+    /// Extra response headers (e.g. `Retry-After`, `Allow`).
+    public var headers: [(name: String, value: String)] = []
+
+    public init(status: Int, code: String, title: String, detail: String,
+                extra: [(String, JSONValue)] = [], headers: [(name: String, value: String)] = []) {
+        self.status = status
+        self.code = code
+        self.title = title
+        self.detail = detail
+        self.extra = extra
+        self.headers = headers
+    }
+
+    /// The problem document.
+    public var json: JSONValue {
+        .object([
+            ("type", .string("urn:usher:error:\(code)")),
+            ("title", .string(title)),
+            ("status", .int(status)),
+            ("detail", .string(detail)),
+            ("code", .string(code)),
+        ] + extra)
+    }
+
+    /// The HTTP response carrying the problem.
+    public var response: HTTPResponse {
+        HTTPResponse(status: status, contentType: "application/problem+json", text: json.jsonString, headers: headers)
+    }
+}
+
+// The error table: every code the API answers with, in one place.
+extension APIError {
+    public static func badRequest(_ detail: String, field: String? = nil) -> APIError {
+        APIError(status: 400, code: "bad_request", title: "Bad request", detail: detail,
+                 extra: field.map { [("field", JSONValue.string($0))] } ?? [])
+    }
+    public static func unauthorized() -> APIError {
+        APIError(status: 401, code: "unauthorized", title: "Unauthorized",
+                 detail: "this server requires Authorization: Bearer <token>",
+                 headers: [("WWW-Authenticate", "Bearer")])
+    }
+    public static func notFound(_ detail: String) -> APIError {
+        APIError(status: 404, code: "not_found", title: "Not found", detail: detail)
+    }
+    public static func methodNotAllowed(_ method: String, allowed: [String]) -> APIError {
+        APIError(status: 405, code: "method_not_allowed", title: "Method not allowed",
+                 detail: "\(method) is not allowed here; allowed: \(allowed.joined(separator: ", "))",
+                 headers: [("Allow", allowed.joined(separator: ", "))])
+    }
+    public static func conflict(_ code: String, _ title: String, _ detail: String, extra: [(String, JSONValue)] = []) -> APIError {
+        APIError(status: 409, code: code, title: title, detail: detail, extra: extra)
+    }
+    public static func alreadyExists(_ kind: String, _ name: String) -> APIError {
+        conflict("already_exists", "Already exists",
+                 "\(kind) \(name) exists with a different config; change it with PATCH or delete it first")
+    }
+    public static func gone(_ detail: String) -> APIError {
+        APIError(status: 410, code: "gone", title: "Gone", detail: detail)
+    }
+    public static func preconditionFailed(_ detail: String, extra: [(String, JSONValue)] = []) -> APIError {
+        APIError(status: 412, code: "precondition_failed", title: "Precondition failed", detail: detail, extra: extra)
+    }
+    public static func payloadTooLarge(limit: Int) -> APIError {
+        APIError(status: 413, code: "payload_too_large", title: "Payload too large",
+                 detail: "request bodies are limited to \(limit) bytes (max_body_bytes)")
+    }
+    public static func tooMany(_ code: String, _ title: String, _ detail: String, retryAfter: Int?) -> APIError {
+        APIError(status: 429, code: code, title: title, detail: detail,
+                 extra: retryAfter.map { [("retry_after_seconds", JSONValue.int($0))] } ?? [],
+                 headers: retryAfter.map { [("Retry-After", String($0))] } ?? [])
+    }
+    public static func shuttingDown() -> APIError {
+        APIError(status: 503, code: "shutting_down", title: "Shutting down",
+                 detail: "the server is shutting down", headers: [("Connection", "close")])
+    }
+    public static func internalError(_ detail: String) -> APIError {
+        APIError(status: 500, code: "internal_error", title: "Internal error", detail: detail)
+    }
+}

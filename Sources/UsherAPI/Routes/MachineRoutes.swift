@@ -1,0 +1,147 @@
+import HTTPServer
+import UsherCore
+
+extension StateMachine: ManagedResource {
+    public nonisolated func summary() -> JSONValue {
+        let snapshot = withIsolation { $0.snapshot() }
+        return .object([
+            ("name", .string(name)),
+            ("definition", definitionName.map { .string($0) } ?? .null),
+            ("state", .string(snapshot.state)),
+            ("version", .int(Int(snapshot.version))),
+        ])
+    }
+
+    public nonisolated func markDeleted() { withIsolation { $0.close() } }
+    public nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+}
+
+/// What a machine is made from: a named definition or an inline one.
+struct MachineSpec: Sendable, Equatable {
+    var definitionName: String?
+    var definition: MachineDefinition
+
+    /// Reads `{"definition": "player"}`, `{"definition": {…}}` or a bare inline
+    /// definition (`{"initial": …, "transitions": …}`).
+    static func parse(_ value: JSONValue?, path: String, definitions: [String: MachineDefinition]) throws(FieldError)
+        -> MachineSpec
+    {
+        var reader = try FieldReader(value, path: path)
+        guard reader.has("definition") else {
+            guard let value, reader.has("initial") else {
+                throw FieldError(field: reader.fieldPath("definition"),
+                                 message: "required: a definition name or an inline definition")
+            }
+            return MachineSpec(definitionName: nil, definition: try MachineDefinition.parse(value, path: path))
+        }
+        let field = reader.fieldPath("definition")
+        switch reader.value("definition") {
+        case .string(let name)?:
+            guard let definition = definitions[name] else {
+                let known = definitions.keys.sorted().joined(separator: ", ")
+                throw FieldError(field: field, message: "unknown definition '\(name)' (known: \(known))")
+            }
+            try reader.finish()
+            return MachineSpec(definitionName: name, definition: definition)
+        case let inline?:
+            let spec = MachineSpec(definitionName: nil, definition: try MachineDefinition.parse(inline, path: field))
+            try reader.finish()
+            return spec
+        case nil:
+            throw FieldError(field: field, message: "must be a definition name or an object")
+        }
+    }
+}
+
+/// `/v1/machines`: lifecycle, events, long-poll on version (SPEC §6).
+enum MachineRoutes {
+    static func add(to router: inout Router<Route>) {
+        router.add("GET", "/v1/machines") { call throws(APIError) in try ResourceRoutes.list(call, .machines) }
+        router.add("PUT", "/v1/machines/{name}", put)
+        router.add("GET", "/v1/machines/{name}", get)
+        router.add("DELETE", "/v1/machines/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .machines) }
+        router.add("POST", "/v1/machines/{name}/events/{event}", fire)
+    }
+
+    /// Creates a machine (PUT and the config file share this).
+    static func create(name: String, spec: MachineSpec, in app: UsherApp) throws(APIError) -> (StateMachine, Bool) {
+        try app.registry.create(
+            .machines, name,
+            make: {
+                StateMachine(name: name, definitionName: spec.definitionName, definition: spec.definition, clock: app.clock)
+            },
+            matches: { $0.definitionName == spec.definitionName && $0.definition == spec.definition })
+    }
+
+    private static func machine(_ call: Call) throws(APIError) -> StateMachine {
+        try call.app.registry.lookup(.machines, try call.name("name"), as: StateMachine.self)
+    }
+
+    private static func reply(_ snapshot: MachineSnapshot, status: Int = 200) -> HTTPResponse {
+        Reply.json(snapshot.json(), status: status, headers: [("ETag", "\"\(snapshot.version)\"")])
+    }
+
+    private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let name = try call.name("name")
+        let body = try call.bodyValue()
+        let spec: MachineSpec
+        do throws(FieldError) { spec = try MachineSpec.parse(body, path: "", definitions: call.app.config.definitions) } catch {
+            throw APIError(error)
+        }
+        let (machine, created) = try create(name: name, spec: spec, in: call.app)
+        return .respond(reply(machine.withIsolation { $0.snapshot() }, status: created ? 201 : 200))
+    }
+
+    private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let query = try call.query(allowing: ["wait", "version"])
+        let wait = try query.wait()
+        let version: Int64?
+        if let raw = query["version"] {
+            guard let v = Int64(raw) else { throw APIError.badRequest("version must be an integer", field: "version") }
+            version = v
+        } else {
+            version = nil
+        }
+        let machine = try machine(call)
+        let snapshot = machine.withIsolation { $0.snapshot() }
+        guard let wait, snapshot.version == (version ?? snapshot.version) else { return .respond(reply(snapshot)) }
+        let app = call.app
+        let deadline = app.deadline(after: wait)
+        return app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(MachineError) {
+                return reply(try await machine.waitForVersion(other: snapshot.version, until: deadline))
+            } catch { throw APIError(error) }
+        }
+    }
+
+    private static func fire(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let machine = try machine(call)
+        let event = try call.name("event")
+        var body = try call.body()
+        let data: JSONValue?
+        do throws(FieldError) {
+            data = body.value("data")
+            try body.finish()
+        } catch { throw APIError(error) }
+        let expected = try ifMatch(call.request.header("if-match"))
+        do throws(MachineError) {
+            let result = try machine.withIsolation { m throws(MachineError) in
+                try m.fire(event: event, expectedVersion: expected, data: data)
+            }
+            return .respond(Reply.json(result.json(), headers: [("ETag", "\"\(result.version)\"")]))
+        } catch { throw APIError(error) }
+    }
+
+    /// `If-Match: "7"` or `If-Match: 7`; nil when absent or `*`.
+    static func ifMatch(_ header: String?) throws(APIError) -> Int64? {
+        guard var value = header?.trimmingCharacters(in: .whitespaces), !value.isEmpty, value != "*" else { return nil }
+        if value.hasPrefix("W/") { value.removeFirst(2) }
+        if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+        guard let version = Int64(value) else {
+            throw APIError.badRequest("If-Match must be a version, quoted (\"7\") or bare (7)", field: "If-Match")
+        }
+        return version
+    }
+}

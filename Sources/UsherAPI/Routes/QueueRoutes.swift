@@ -1,0 +1,157 @@
+import HTTPServer
+import UsherCore
+
+extension VisitorQueue: ManagedResource {
+    public nonisolated func summary() -> JSONValue {
+        withIsolation { queue in
+            let counts = queue.counts
+            return .object([
+                ("name", .string(queue.name)),
+                ("capacity", .int(queue.config.capacity)),
+                ("holding", .int(counts.holding)),
+                ("waiting", .int(counts.waiting)),
+                ("delayed", .int(counts.delayed)),
+            ])
+        }
+    }
+
+    public nonisolated func markDeleted() { withIsolation { $0.close() } }
+    public nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+}
+
+/// `/v1/queues`: lifecycle and visitors (SPEC §2).
+enum QueueRoutes {
+    static func add(to router: inout Router<Route>) {
+        router.add("GET", "/v1/queues") { call throws(APIError) in try ResourceRoutes.list(call, .queues) }
+        router.add("PUT", "/v1/queues/{name}", put)
+        router.add("GET", "/v1/queues/{name}", get)
+        router.add("PATCH", "/v1/queues/{name}", patch)
+        router.add("DELETE", "/v1/queues/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .queues) }
+        router.add("POST", "/v1/queues/{name}/visitors", enqueue)
+        router.add("GET", "/v1/queues/{name}/visitors/{id}", getVisitor)
+        router.add("DELETE", "/v1/queues/{name}/visitors/{id}") { call throws(APIError) in
+            try visitorOperation(call) { queue, id throws(QueueError) in try queue.remove(id: id) }
+        }
+        router.add("POST", "/v1/queues/{name}/visitors/{id}/complete") { call throws(APIError) in
+            let body = try call.body()
+            do throws(FieldError) { try body.finish() } catch { throw APIError(error) }
+            return try visitorOperation(call) { queue, id throws(QueueError) in try queue.complete(id: id) }
+        }
+        router.add("POST", "/v1/queues/{name}/visitors/{id}/extend") { call throws(APIError) in
+            var body = try call.body()
+            let hold: Double?
+            do throws(FieldError) {
+                hold = try body.number("hold_seconds", in: 0...31_536_000)
+                try body.finish()
+            } catch { throw APIError(error) }
+            return try visitorOperation(call) { queue, id throws(QueueError) in
+                try queue.extend(id: id, holdSeconds: hold)
+            }
+        }
+    }
+
+    /// Creates a queue (PUT and the config file share this).
+    static func create(name: String, config: QueueConfig, in app: UsherApp) throws(APIError) -> (VisitorQueue, Bool) {
+        try app.registry.create(
+            .queues, name,
+            make: { VisitorQueue(name: name, config: config, clock: app.clock) },
+            matches: { existing in existing.withIsolation { $0.config } == config })
+    }
+
+    private static func queue(_ call: Call) throws(APIError) -> VisitorQueue {
+        try call.app.registry.lookup(.queues, try call.name("name"), as: VisitorQueue.self)
+    }
+
+    /// Runs a synchronous queue operation isolated to the queue, mapping its error.
+    private static func run<T: Sendable>(
+        _ queue: VisitorQueue, _ body: (isolated VisitorQueue) throws(QueueError) -> T
+    ) throws(APIError) -> T {
+        do throws(QueueError) { return try queue.withIsolation(body) } catch { throw APIError(error) }
+    }
+
+    private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let name = try call.name("name")
+        var body = try call.body()
+        let config: QueueConfig
+        do throws(FieldError) {
+            config = try QueueConfig.parse(&body)
+            try body.finish()
+        } catch { throw APIError(error) }
+        let (queue, created) = try create(name: name, config: config, in: call.app)
+        let state = try run(queue) { q throws(QueueError) in try q.state(limit: 100) }
+        return .respond(Reply.json(state.json(), status: created ? 201 : 200))
+    }
+
+    private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let query = try call.query(allowing: ["limit"])
+        let limit = try query.int("limit", in: 0...10_000) ?? 100
+        let queue = try queue(call)
+        return .respond(Reply.json(try run(queue) { q throws(QueueError) in try q.state(limit: limit) }.json()))
+    }
+
+    private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let queue = try queue(call)
+        var body = try call.body()
+        let patch: QueuePatch
+        do throws(FieldError) {
+            patch = try QueuePatch.parse(&body)
+            try body.finish()
+        } catch { throw APIError(error) }
+        let state = try run(queue) { q throws(QueueError) in
+            _ = try q.apply(patch)
+            return try q.state(limit: 100)
+        }
+        return .respond(Reply.json(state.json()))
+    }
+
+    private static func enqueue(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let wait = try call.query(allowing: ["wait"]).wait()
+        let queue = try queue(call)
+        var body = try call.body()
+        let request: VisitorRequest
+        do throws(FieldError) {
+            request = try VisitorRequest.parse(&body)
+            try body.finish()
+        } catch { throw APIError(error) }
+        let (view, created) = try run(queue) { q throws(QueueError) in try q.enqueue(request) }
+        let status = created ? 201 : 200
+        guard let wait, view.status == .waiting || view.status == .delayed else {
+            return .respond(Reply.json(view.json(), status: status))
+        }
+        let app = call.app
+        let deadline = app.deadline(after: wait)
+        return app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(QueueError) {
+                let final = try await queue.waitWhileWaiting(id: view.id, until: deadline)
+                return Reply.json(final.json(), status: status)
+            } catch { throw APIError(error) }
+        }
+    }
+
+    private static func getVisitor(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let wait = try call.query(allowing: ["wait"]).wait()
+        let queue = try queue(call)
+        let id = try call.name("id")
+        let view = try run(queue) { q throws(QueueError) in try q.visitor(id: id) }
+        guard let wait, !view.status.isFinished else { return .respond(Reply.json(view.json())) }
+        let app = call.app
+        let deadline = app.deadline(after: wait)
+        return app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(QueueError) {
+                return Reply.json(try await queue.waitForChange(id: id, from: view.status, until: deadline).json())
+            } catch { throw APIError(error) }
+        }
+    }
+
+    private static func visitorOperation(
+        _ call: Call, _ body: @Sendable (isolated VisitorQueue, String) throws(QueueError) -> VisitorView
+    ) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let queue = try queue(call)
+        let id = try call.name("id")
+        let view = try run(queue) { q throws(QueueError) in try body(q, id) }
+        return .respond(Reply.json(view.json()))
+    }
+}

@@ -1,0 +1,19 @@
+import HTTPServer
+import UsherCore
+
+/// The lifecycle routes every kind shares.
+enum ResourceRoutes {
+    /// `GET /v1/{kind}`: every resource of the kind with its summary.
+    static func list(_ call: Call, _ kind: ResourceKind) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let items = call.app.registry.list(kind).map { $0.summary() }
+        return .respond(Reply.json(.object([(kind.rawValue, .array(items))])))
+    }
+
+    /// `DELETE /v1/{kind}/{name}`: 204; requests waiting on it get 410.
+    static func delete(_ call: Call, _ kind: ResourceKind) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        try call.app.registry.remove(kind, try call.name("name"))
+        return .respond(Reply.noContent())
+    }
+}

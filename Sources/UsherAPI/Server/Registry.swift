@@ -1,0 +1,97 @@
+import Synchronization
+import UsherCore
+
+/// The resource kinds, as they appear in paths.
+public enum ResourceKind: String, Sendable, CaseIterable {
+    case queues, windows, pools, pipelines, machines
+
+    /// The singular noun, for messages.
+    public var noun: String { String(rawValue.dropLast()) }
+}
+
+/// What the registry needs from every resource manager.
+public protocol ManagedResource: AnyObject, Sendable {
+    /// The resource's name.
+    var name: String { get }
+    /// A short summary for list routes.
+    func summary() -> JSONValue
+    /// The resource is deleted: requests waiting on it get 410.
+    func markDeleted()
+    /// The server is stopping: requests waiting on it get 503.
+    func markShuttingDown()
+}
+
+/// Every resource by kind and name, with the `max_resources` cap.
+///
+/// A mutex, not an actor: a lookup happens on every request and is a
+/// dictionary read that never waits.
+public final class Registry: Sendable {
+    private struct State {
+        var resources: [ResourceKind: [String: any ManagedResource]] = [:]
+        var count = 0
+    }
+
+    private let state = Mutex(State())
+    /// The cap on resources of all kinds.
+    public let maxResources: Int
+
+    public init(maxResources: Int) {
+        self.maxResources = maxResources
+    }
+
+    /// The resource of this kind and name, as its concrete type, or 404.
+    public func lookup<R: ManagedResource>(_ kind: ResourceKind, _ name: String, as type: R.Type) throws(APIError) -> R {
+        guard let resource = state.withLock({ $0.resources[kind]?[name] }) as? R else {
+            throw APIError.notFound("\(kind.noun) \(name) not found")
+        }
+        return resource
+    }
+
+    /// Creates a resource unless one of that name exists. For an existing one,
+    /// `matches` decides between 200 (same config) and 409 `already_exists`.
+    /// Answers the resource and whether it was created.
+    public func create<R: ManagedResource>(
+        _ kind: ResourceKind, _ name: String, make: () -> R, matches: (R) -> Bool
+    ) throws(APIError) -> (resource: R, created: Bool) {
+        try state.withLock { (s: inout State) throws(APIError) -> (resource: R, created: Bool) in
+            if let existing = s.resources[kind]?[name] {
+                guard let typed = existing as? R, matches(typed) else { throw APIError.alreadyExists(kind.noun, name) }
+                return (typed, false)
+            }
+            guard s.count < maxResources else {
+                throw APIError.tooMany("too_many_resources", "Too many resources",
+                                       "at most \(maxResources) resources may exist (max_resources)", retryAfter: nil)
+            }
+            let resource = make()
+            s.resources[kind, default: [:]][name] = resource
+            s.count += 1
+            return (resource, true)
+        }
+    }
+
+    /// Removes a resource and closes it (its waiters get 410), or 404.
+    public func remove(_ kind: ResourceKind, _ name: String) throws(APIError) {
+        let removed = state.withLock { s -> (any ManagedResource)? in
+            guard let r = s.resources[kind]?.removeValue(forKey: name) else { return nil }
+            s.count -= 1
+            return r
+        }
+        guard let removed else { throw APIError.notFound("\(kind.noun) \(name) not found") }
+        removed.markDeleted()
+    }
+
+    /// The resources of a kind, sorted by name.
+    public func list(_ kind: ResourceKind) -> [any ManagedResource] {
+        state.withLock { s in (s.resources[kind] ?? [:]).values.sorted { $0.name < $1.name } }
+    }
+
+    /// How many resources of each kind exist.
+    public func counts() -> [ResourceKind: Int] {
+        state.withLock { s in s.resources.mapValues(\.count) }
+    }
+
+    /// Every resource of every kind.
+    public func all() -> [any ManagedResource] {
+        state.withLock { s in s.resources.values.flatMap(\.values) }
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import HTTPServer
+import UsherCore
+
+/// Runs Usher: binds, serves until SIGTERM/SIGINT, then shuts down gracefully.
+public enum Service {
+    /// Blocks SIGINT and SIGTERM in this thread and every thread started after,
+    /// so that only `waitForSignal` sees them. Call first thing in `main`.
+    public static func blockSignals() {
+        var set = signalSet()
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
+
+    private static func signalSet() -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        return set
+    }
+
+    /// The server settings that follow from the config.
+    public static func serverConfiguration(for config: UsherConfig) -> HTTPServer.Configuration {
+        var http = HTTPServer.Configuration()
+        http.host = config.host
+        http.port = UInt16(config.port)
+        http.maxBodyBytes = config.maxBodyBytes
+        http.connectionLimit = config.maxConnections
+        http.idleTimeoutSeconds = config.idleTimeoutSeconds
+        http.capturedHeaders = UsherApp.capturedHeaders
+        return http
+    }
+
+    /// Starts the app's server. Throws when the address cannot be bound.
+    public static func start(_ app: UsherApp) throws(HTTPServer.StartError) -> HTTPServer {
+        let server = HTTPServer(configuration: serverConfiguration(for: app.config), handler: app)
+        try server.start()
+        return server
+    }
+
+    /// Shuts down within the grace period: readiness 503, parked long-polls
+    /// answered 503, no new connections, in-flight requests finished, then
+    /// the daemon stopped. True when everything drained in time.
+    @discardableResult
+    public static func shutdown(_ app: UsherApp, _ server: HTTPServer) -> Bool {
+        let deadline = Date().addingTimeInterval(app.config.shutdownGraceSeconds)
+        app.beginShutdown()
+        server.quiesce()
+        let drained = server.waitUntilIdle(deadline: deadline)
+        // Stopping with suspended connections is not allowed; if some are still
+        // parked when the grace period ends, the process exits without it.
+        if server.suspendedRequests == 0 { server.stop() }
+        return drained
+    }
+
+    /// Serves until SIGTERM or SIGINT, then shuts down. Returns the exit status.
+    public static func run(config: UsherConfig) -> Int32 {
+        let logger = Logger(level: config.logLevel)
+        let app: UsherApp
+        do throws(APIError) { app = try UsherApp(config: config, logger: logger) } catch {
+            logger.error("config error", [("detail", .string(error.detail))])
+            return 2
+        }
+        let server: HTTPServer
+        do throws(HTTPServer.StartError) { server = try start(app) } catch {
+            logger.error("cannot start", [("detail", .string(error.description))])
+            return 1
+        }
+        let resources = ResourceKind.allCases.compactMap { kind -> (String, JSONValue)? in
+            let names = app.registry.list(kind).map { JSONValue.string($0.name) }
+            return names.isEmpty ? nil : (kind.rawValue, .array(names))
+        }
+        logger.info("listening", [
+            ("address", .string("http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(server.port)")),
+            ("resources", .object(resources)),
+        ])
+        var set = signalSet()
+        var signal: Int32 = 0
+        sigwait(&set, &signal)
+        logger.info("shutting down", [("signal", .string(signal == SIGTERM ? "SIGTERM" : "SIGINT")),
+                                      ("grace_seconds", .double(config.shutdownGraceSeconds))])
+        let drained = shutdown(app, server)
+        logger.info("stopped", [("drained", .bool(drained))])
+        return 0
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import HTTPServer
+import Synchronization
+import UsherCore
+
+/// A route's code: answers now, or defers work that waits.
+public struct Route: Sendable {
+    /// Handles a routed call.
+    public let run: @Sendable (Call) throws(APIError) -> HTTPHandlerResult
+}
+
+extension Router where Handler == Route {
+    /// Adds a route whose code is `run`.
+    mutating func add(_ method: String, _ template: String, _ run: @escaping @Sendable (Call) throws(APIError) -> HTTPHandlerResult) {
+        add(method, template, Route(run: run))
+    }
+}
+
+/// The application: routes every request, checks auth, maps errors to
+/// problems. Holds the registry of resources and the shared settings.
+public final class UsherApp: HTTPHandler {
+    /// The settings in force.
+    public let config: UsherConfig
+    /// Every resource.
+    public let registry: Registry
+    /// The source of time for every manager.
+    public let clock: any UsherClock
+    /// The structured logger.
+    public let logger: Logger
+    private let stopping = Atomic<Bool>(false)
+    private let router: Router<Route>
+
+    /// Headers the server must copy out for the routes.
+    public static let capturedHeaders = ["authorization", "if-match", "last-event-id"]
+
+    /// Builds the app and creates the resources the config declares.
+    public init(config: UsherConfig, clock: any UsherClock = SystemClock(), logger: Logger? = nil) throws(APIError) {
+        self.config = config
+        self.clock = clock
+        self.logger = logger ?? Logger(level: config.logLevel)
+        self.registry = Registry(maxResources: config.maxResources)
+        var router = Router<Route>()
+        Self.addOperationsRoutes(to: &router)
+        QueueRoutes.add(to: &router)
+        MachineRoutes.add(to: &router)
+        self.router = router
+        for (name, queueConfig) in config.queues {
+            _ = try QueueRoutes.create(name: name, config: queueConfig, in: self)
+        }
+        for (name, spec) in config.machines {
+            _ = try MachineRoutes.create(name: name, spec: spec, in: self)
+        }
+    }
+
+    /// True once shutdown has begun.
+    public var isStopping: Bool { stopping.load(ordering: .relaxed) }
+
+    /// Begins shutdown: readiness turns 503, and every parked long-poll is
+    /// answered 503 `shutting_down`; new waits are refused the same way.
+    public func beginShutdown() {
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        for resource in registry.all() { resource.markShuttingDown() }
+    }
+
+    // MARK: HTTPHandler
+
+    public func handle(_ request: HTTPRequest) -> HTTPHandlerResult {
+        switch router.match(request.method, request.path) {
+        case .notFound:
+            return .respond(APIError.notFound("no route for \(request.path)").response)
+        case .methodNotAllowed(let allowed):
+            return .respond(APIError.methodNotAllowed(request.method, allowed: allowed).response)
+        case .found(let route, _, let parameters):
+            if let token = config.authToken, request.path.hasPrefix("/v1"),
+               !Self.authorized(request.header("authorization"), token: token)
+            {
+                return .respond(APIError.unauthorized().response)
+            }
+            do throws(APIError) {
+                return try route.run(Call(request: request, parameters: parameters, app: self))
+            } catch {
+                return .respond(error.response)
+            }
+        }
+    }
+
+    public func payloadTooLarge(limit: Int) -> HTTPResponse {
+        var response = APIError.payloadTooLarge(limit: limit).response
+        response.headers.append(("Connection", "close"))
+        return response
+    }
+
+    /// Runs `work` with the connection parked, mapping its error to a problem.
+    /// Refused with 503 once shutdown has begun.
+    func later(_ work: @escaping @Sendable () async throws(APIError) -> HTTPResponse) -> HTTPHandlerResult {
+        if isStopping { return .respond(APIError.shuttingDown().response) }
+        return .deferred {
+            do throws(APIError) { return try await work() } catch { return error.response }
+        }
+    }
+
+    /// The deadline for a `wait` of `seconds` from now.
+    func deadline(after seconds: Double) -> Timestamp { clock.now().adding(seconds: seconds) }
+
+    /// Compares a bearer token in constant time (for equal lengths).
+    static func authorized(_ header: String?, token: String) -> Bool {
+        guard let header, header.hasPrefix("Bearer ") else { return false }
+        let given = Array(header.utf8.dropFirst(7))
+        let expected = Array(token.utf8)
+        var difference = UInt8(given.count == expected.count ? 0 : 1)
+        for i in 0..<expected.count {
+            difference |= expected[i] ^ (i < given.count ? given[i] : 0)
+        }
+        return difference == 0
+    }
+
+    // MARK: Operations routes
+
+    private static func addOperationsRoutes(to router: inout Router<Route>) {
+        router.add("GET", "/healthz") { _ throws(APIError) in
+            .respond(Reply.json(.object([("status", .string("ok"))])))
+        }
+        router.add("GET", "/readyz") { call throws(APIError) in
+            let app = call.app
+            if app.isStopping {
+                return .respond(APIError.shuttingDown().response)
+            }
+            return .respond(Reply.json(.object([("status", .string("ready"))])))
+        }
+        router.add("GET", "/v1") { call throws(APIError) in
+            _ = try call.query(allowing: [])
+            let counts = call.app.registry.counts()
+            let kinds = ResourceKind.allCases.map { kind in
+                JSONValue.object([
+                    ("kind", .string(kind.rawValue)),
+                    ("path", .string("/v1/\(kind.rawValue)")),
+                    ("count", .int(counts[kind] ?? 0)),
+                ])
+            }
+            return .respond(Reply.json(.object([("kinds", .array(kinds))])))
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import HTTPServer
+import UsherCore
+
+/// One routed request with its path parameters, and the parsing every route
+/// shares: names, query parameters (unknown ones are 400) and the JSON body.
+public struct Call: Sendable {
+    /// The request.
+    public let request: HTTPRequest
+    /// Path parameters by name.
+    public let parameters: [String: String]
+    /// The application serving it.
+    public let app: UsherApp
+
+    var maxWaitSeconds: Double { app.config.maxWaitSeconds }
+
+    /// A path parameter that must be a valid name, else 400.
+    public func name(_ parameter: String) throws(APIError) -> String {
+        let value = parameters[parameter] ?? ""
+        guard Names.isValid(value) else {
+            throw APIError.badRequest("'\(value)' is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)", field: parameter)
+        }
+        return value
+    }
+
+    /// The query parameters, checked against the ones this route accepts.
+    public func query(allowing allowed: Set<String>) throws(APIError) -> Query {
+        var values: [String: String] = [:]
+        for (name, value) in request.query {
+            guard allowed.contains(name) else {
+                let accepted = allowed.isEmpty ? "none" : allowed.sorted().joined(separator: ", ")
+                throw APIError.badRequest("unknown query parameter '\(name)' (accepted: \(accepted))", field: name)
+            }
+            guard values[name] == nil else { throw APIError.badRequest("query parameter '\(name)' given twice", field: name) }
+            values[name] = value
+        }
+        return Query(values: values, maxWaitSeconds: maxWaitSeconds)
+    }
+
+    /// The body as a JSON object reader; an empty body reads as `{}`.
+    public func body() throws(APIError) -> FieldReader {
+        let value = try bodyValue()
+        do throws(FieldError) { return try FieldReader(value) } catch { throw APIError(error) }
+    }
+
+    /// The body as JSON, or nil when empty.
+    public func bodyValue() throws(APIError) -> JSONValue? {
+        if request.body.isEmpty || request.body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            return nil
+        }
+        do throws(JSONSyntaxError) { return try JSONValue.parse(request.body) } catch { throw APIError(error) }
+    }
+}
+
+/// Checked query parameters.
+public struct Query: Sendable {
+    let values: [String: String]
+    let maxWaitSeconds: Double
+
+    /// The raw value.
+    public subscript(name: String) -> String? { values[name] }
+
+    /// `wait=S` in seconds, capped at `max_wait_seconds`; nil when absent or 0.
+    public func wait() throws(APIError) -> Double? {
+        guard let raw = values["wait"] else { return nil }
+        guard let s = Double(raw), s.isFinite, s >= 0 else {
+            throw APIError.badRequest("wait must be a number of seconds >= 0", field: "wait")
+        }
+        let capped = min(s, maxWaitSeconds)
+        return capped > 0 ? capped : nil
+    }
+
+    /// An integer parameter within `range`.
+    public func int(_ name: String, in range: ClosedRange<Int>) throws(APIError) -> Int? {
+        guard let raw = values[name] else { return nil }
+        guard let i = Int(raw), range.contains(i) else {
+            throw APIError.badRequest("\(name) must be an integer between \(range.lowerBound) and \(range.upperBound)", field: name)
+        }
+        return i
+    }
+
+    /// A boolean parameter (`true` or `false`).
+    public func bool(_ name: String) throws(APIError) -> Bool? {
+        guard let raw = values[name] else { return nil }
+        switch raw {
+        case "true", "1": return true
+        case "false", "0": return false
+        default: throw APIError.badRequest("\(name) must be true or false", field: name)
+        }
+    }
+}
+
+/// JSON responses.
+public enum Reply {
+    /// `application/json; charset=utf-8` with the given status.
+    public static func json(_ value: JSONValue, status: Int = 200, headers: [(name: String, value: String)] = []) -> HTTPResponse {
+        HTTPResponse(status: status, contentType: "application/json; charset=utf-8", text: value.jsonString, headers: headers)
+    }
+
+    /// 204 with no body.
+    public static func noContent() -> HTTPResponse { HTTPResponse(status: 204) }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+import UsherAPI
+import UsherCore
+
+@Suite struct ConfigTests {
+    private func parse(_ text: String) throws -> UsherConfig {
+        try UsherConfig.parse(try JSONValue.parse(text))
+    }
+
+    private func error(_ text: String) -> FieldError? {
+        do {
+            _ = try parse(text)
+            return nil
+        } catch let e as FieldError {
+            return e
+        } catch {
+            return FieldError(field: "?", message: "\(error)")
+        }
+    }
+
+    @Test func defaults() throws {
+        let c = try parse("{}")
+        #expect(c.host == "127.0.0.1")
+        #expect(c.port == 8080)
+        #expect(c.maxBodyBytes == 65_536)
+        #expect(c.maxWaitSeconds == 30)
+        #expect(c.maxResources == 1000)
+        #expect(c.maxConnections == 10_000)
+        #expect(c.idleTimeoutSeconds == 90)
+        #expect(c.shutdownGraceSeconds == 10)
+        #expect(c.dataDir == "data")
+        #expect(c.allowRemoteSources == false)
+        #expect(c.authToken == nil)
+    }
+
+    @Test func errorsNameTheField() {
+        #expect(error(#"{"prot": 1}"#)?.field == "prot")
+        #expect(error(#"{"port": "80"}"#)?.field == "port")
+        #expect(error(#"{"port": 70000}"#)?.field == "port")
+        #expect(error(#"{"max_body_bytes": 0}"#)?.field == "max_body_bytes")
+        #expect(error(#"{"queues": {"q": {"capactiy": 1}}}"#)?.field == "queues.q.capactiy")
+        #expect(error(#"{"queues": {"q": {"capacity": -1}}}"#)?.field == "queues.q.capacity")
+        #expect(error(#"{"queues": {"bad name": {}}}"#)?.field == "queues.bad name")
+        #expect(error(#"{"queues": []}"#)?.field == "queues")
+        #expect(error("[]")?.message.contains("object") == true)
+    }
+
+    @Test func environmentOverrides() throws {
+        var c = try parse(#"{"host": "0.0.0.0", "port": 1}"#)
+        try c.applyEnvironment(["USHER_HOST": "127.0.0.2", "USHER_PORT": "9090", "USHER_TOKEN": "t",
+                                "USHER_LOG_LEVEL": "debug"])
+        #expect(c.host == "127.0.0.2")
+        #expect(c.port == 9090)
+        #expect(c.authToken == "t")
+        #expect(c.logLevel == .debug)
+        #expect(throws: FieldError.self) { try c.applyEnvironment(["USHER_PORT": "eighty"]) }
+        #expect(throws: FieldError.self) { try c.applyEnvironment(["USHER_LOG_LEVEL": "loud"]) }
+    }
+
+    @Test func shippedConfigIsValid() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let c = try UsherConfig.load(path: root.appendingPathComponent("Config/usher.json").path, environment: [:])
+        #expect(c.host == "127.0.0.1")
+        #expect(c.port == 8080)
+        #expect(!c.queues.isEmpty)
+    }
+}
+
+/// The built `usher` binary: a bad config exits 2 before binding, naming the field.
+@Suite struct CommandLineTests {
+    static let binary: URL = {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/usher")
+    }()
+
+    private func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32, String) {
+        let p = Process()
+        p.executableURL = Self.binary
+        p.arguments = arguments
+        p.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+    func badConfigExitsTwoNamingTheField() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("usher-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bad = dir.appendingPathComponent("bad.json")
+        try Data(#"{"queues": {"q": {"capactiy": 2}}}"#.utf8).write(to: bad)
+        let (status, output) = try run(["--config", bad.path])
+        #expect(status == 2)
+        #expect(output.contains("queues.q.capactiy"))
+        let (checkStatus, _) = try run(["check-config", bad.path])
+        #expect(checkStatus == 2)
+        let good = dir.appendingPathComponent("good.json")
+        try Data(#"{"queues": {"q": {"capacity": 2}}}"#.utf8).write(to: good)
+        #expect(try run(["check-config", good.path]).0 == 0)
+        let (envStatus, envOutput) = try run(["check-config", good.path], environment: ["USHER_PORT": "x"])
+        #expect(envStatus == 2)
+        #expect(envOutput.contains("USHER_PORT"))
+    }
+}
