@@ -47,6 +47,31 @@ import Testing
         #expect(clock.pendingCount == 1)
     }
 
+    @Test func aConsumerIsWokenWhenADelayEnds() async throws {
+        let p = pipeline()
+        _ = try await p.push(PipelinePushRequest(id: "later", payload: .null, delaySeconds: 3))
+        let consumer = Task { try await p.takeWaiting(max: 1, until: later(30)) }
+        await PipelineFixtures.eventually { await p.waitingConsumers == 1 }
+        clock.advance(by: 3)
+        #expect(try await consumer.value.map(\.id) == ["later"])
+    }
+
+    @Test func oneTimerServesEveryDeadline() async throws {
+        let p = pipeline(PipelineConfig(maxInFlight: 3, ackSeconds: 10))
+        for id in ["a", "b", "c"] {
+            _ = try await p.push(PipelinePushRequest(id: id, payload: .null))
+            _ = try await p.take(max: 1)
+            clock.advance(by: 1)
+        }
+        _ = try await p.push(PipelinePushRequest(id: "d", payload: .null, delaySeconds: 1))
+        #expect(clock.pendingCount == 1)
+        clock.advance(by: 1)  // d ready
+        clock.advance(by: 6)  // a (taken at 0) comes back at 10
+        let s = await p.state()
+        #expect(s.ready == 2 && s.inFlight == 2 && s.counts.redeliveredTotal == 1)
+        #expect(clock.pendingCount == 1)
+    }
+
     @Test func aConsumerIsWokenByARelease() async throws {
         let p = pipeline(PipelineConfig(maxInFlight: 1))
         _ = try await p.push(PipelinePushRequest(id: "a", payload: .null))

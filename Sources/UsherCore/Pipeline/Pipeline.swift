@@ -272,12 +272,12 @@ public actor Pipeline: LockIsolatedActor {
         timer?.cancel()
         timerDeadline = next
         timer = clock.schedule(at: next) { [weak self] in
-            self?.withIsolation { $0.timerFired() }
+            self?.withIsolation { $0.tick() }
         }
     }
 
     /// The one timer went off.
-    func timerFired() {
+    func tick() {
         timer = nil
         timerDeadline = nil
         settle()

@@ -27,18 +27,18 @@ public struct PipelineChanges: OptionSet, Sendable {
 ///
 /// Push and take are O(log n): ready items sit in an order-statistic treap
 /// (which also gives the position), deadlines in a lazy min-heap.
-struct PipelineEngine: Sendable {
+public struct PipelineEngine: Sendable {
     /// The config, with patches applied (`filters` as created; the live set is `filters`).
-    private(set) var config: PipelineConfig
+    public private(set) var config: PipelineConfig
     /// The filters that run now.
-    private(set) var filters: PipelineFilters
-    private(set) var counts = PipelineCounts()
+    public private(set) var filters: PipelineFilters
+    public private(set) var counts = PipelineCounts()
     /// The latest fence handed out; starts at the creation time in microseconds.
-    private(set) var fence: Int64
+    public private(set) var fence: Int64
     /// Accumulated since the last `takeChanges()`.
-    private(set) var changes: PipelineChanges = []
-    private(set) var delayedCount = 0
-    private(set) var inFlightCount = 0
+    public private(set) var changes: PipelineChanges = []
+    public private(set) var delayedCount = 0
+    public private(set) var inFlightCount = 0
 
     /// Ready, delayed and in-flight items, addressed by handle.
     private var slots: [PipelineItem?] = []
@@ -57,7 +57,7 @@ struct PipelineEngine: Sendable {
     private var nextID: Int64
 
     /// An empty pipeline; `seed` fixes the treap's shape in tests.
-    init(config: PipelineConfig, createdAt: Timestamp, seed: UInt64? = nil) {
+    public init(config: PipelineConfig, createdAt: Timestamp, seed: UInt64? = nil) {
         self.config = config
         filters = PipelineFilters(config.filters)
         fence = createdAt.micros
@@ -67,17 +67,17 @@ struct PipelineEngine: Sendable {
 
     // MARK: - Counts
 
-    var readyCount: Int { ready.count }
-    var deadCount: Int { dead.count }
+    public var readyCount: Int { ready.count }
+    public var deadCount: Int { dead.count }
     /// Ready, delayed and in-flight items: what `capacity` bounds.
-    var count: Int { ready.count + delayedCount + inFlightCount }
+    public var count: Int { ready.count + delayedCount + inFlightCount }
     /// Room for `n` more items now.
-    func hasRoom(for n: Int = 1) -> Bool { count + n <= config.capacity }
+    public func hasRoom(for n: Int = 1) -> Bool { count + n <= config.capacity }
     /// Whether `take` could hand something out now (before filters).
-    var canDeliver: Bool { !ready.isEmpty && inFlightCount < config.maxInFlight }
+    public var canDeliver: Bool { !ready.isEmpty && inFlightCount < config.maxInFlight }
 
     /// Returns and clears what changed since the last call.
-    mutating func takeChanges() -> PipelineChanges {
+    public mutating func takeChanges() -> PipelineChanges {
         defer { changes = [] }
         return changes
     }
@@ -89,7 +89,7 @@ struct PipelineEngine: Sendable {
     ///
     /// - Throws: `.full` when there is no room; `.invalid` for a bad id,
     ///   priority or delay.
-    mutating func push(_ request: PipelinePushRequest, now: Timestamp) throws(PipelineError) -> PipelinePushResult {
+    public mutating func push(_ request: PipelinePushRequest, now: Timestamp) throws(PipelineError) -> PipelinePushResult {
         try Self.validate(request, field: "")
         expire(now: now)
         if let id = request.id, let existing = existingResult(id) { return existing }
@@ -104,7 +104,7 @@ struct PipelineEngine: Sendable {
     ///   no room for all the new ones now. Entries whose id the pipeline
     ///   already holds (or that repeat an id earlier in the batch) need no room
     ///   and answer with the existing item.
-    mutating func pushBatch(_ requests: [PipelinePushRequest], now: Timestamp) throws(PipelineError)
+    public mutating func pushBatch(_ requests: [PipelinePushRequest], now: Timestamp) throws(PipelineError)
         -> [PipelinePushResult]
     {
         guard requests.count <= config.capacity else {
@@ -143,7 +143,7 @@ struct PipelineEngine: Sendable {
     ///
     /// - Parameter ackSeconds: a shorter ack limit than the pipeline's; 0 (no
     ///   limit) only when the pipeline's `ack_seconds` is 0.
-    mutating func take(max: Int, ackSeconds: Double? = nil, now: Timestamp) throws(PipelineError)
+    public mutating func take(max: Int, ackSeconds: Double? = nil, now: Timestamp) throws(PipelineError)
         -> [PipelineDelivery]
     {
         let ack = try effectiveAckSeconds(ackSeconds)
@@ -178,7 +178,7 @@ struct PipelineEngine: Sendable {
     }
 
     /// Checks a requested ack limit and returns the one that applies.
-    func effectiveAckSeconds(_ requested: Double?) throws(PipelineError) -> Double {
+    public func effectiveAckSeconds(_ requested: Double?) throws(PipelineError) -> Double {
         guard let requested else { return config.ackSeconds }
         guard PipelineConfig.Limits.seconds.contains(requested) else {
             throw .invalid(field: "ack_seconds", message: "must be between 0 and 31536000")
@@ -198,7 +198,7 @@ struct PipelineEngine: Sendable {
     /// - Throws: `.notFound`; `.notInFlight(current:)` when it is not in flight
     ///   (or `fence` belongs to an earlier hand-out).
     @discardableResult
-    mutating func consume(_ id: String, fence: Int64? = nil, now: Timestamp) throws(PipelineError) -> PipelineItem {
+    public mutating func consume(_ id: String, fence: Int64? = nil, now: Timestamp) throws(PipelineError) -> PipelineItem {
         expire(now: now)
         let h = try inFlightHandle(id, fence: fence)
         var item = vacate(h)
@@ -215,7 +215,7 @@ struct PipelineEngine: Sendable {
     ///
     /// - Throws: like `consume`; `.invalid` for a bad delay.
     @discardableResult
-    mutating func release(
+    public mutating func release(
         _ id: String, delaySeconds: Double? = nil, fence: Int64? = nil, now: Timestamp
     ) throws(PipelineError) -> PipelineItem {
         if let delaySeconds, !PipelineConfig.Limits.seconds.contains(delaySeconds) {
@@ -230,7 +230,7 @@ struct PipelineEngine: Sendable {
     ///
     /// - Throws: `.notFound`; `.inFlight` for an in-flight item.
     @discardableResult
-    mutating func cancel(_ id: String, now: Timestamp) throws(PipelineError) -> PipelineItem {
+    public mutating func cancel(_ id: String, now: Timestamp) throws(PipelineError) -> PipelineItem {
         expire(now: now)
         if let item = dead.remove(id) {
             counts.cancelledTotal += 1
@@ -256,7 +256,7 @@ struct PipelineEngine: Sendable {
 
     /// Moves dead items back to the buffer (oldest first, to the back, with
     /// `deliveries` reset) while there is room; returns how many moved.
-    mutating func redrive(now: Timestamp) -> Int {
+    public mutating func redrive(now: Timestamp) -> Int {
         expire(now: now)
         var moved = 0
         while hasRoom(), var item = dead.popOldest() {
@@ -274,7 +274,7 @@ struct PipelineEngine: Sendable {
     }
 
     /// The oldest `limit` dead items, oldest first.
-    func deadItems(limit: Int) -> [PipelineItem] { dead.oldest(limit) }
+    public func deadItems(limit: Int) -> [PipelineItem] { dead.oldest(limit) }
 
     // MARK: - Config and filters
 
@@ -282,7 +282,7 @@ struct PipelineEngine: Sendable {
     /// effect at once; a smaller capacity evicts nothing (pushes wait until the
     /// buffer shrinks) but trims the dead list; a new `ack_seconds` applies to
     /// later hand-outs and a new `max_deliveries` to later returns.
-    mutating func apply(_ patch: PipelinePatch, now: Timestamp) {
+    public mutating func apply(_ patch: PipelinePatch, now: Timestamp) {
         expire(now: now)
         let old = config
         config = patch.applied(to: config)
@@ -294,7 +294,7 @@ struct PipelineEngine: Sendable {
     /// Adds or replaces a filter; true when it is new.
     ///
     /// - Throws: `.invalid` for a bad name or beyond `PipelineFilter.Limits.count` filters.
-    mutating func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
+    public mutating func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
         guard Names.isValid(name) else {
             throw .invalid(field: "name", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
         }
@@ -307,34 +307,34 @@ struct PipelineEngine: Sendable {
     /// Removes a filter.
     ///
     /// - Throws: `.notFound(name)` when there is none.
-    mutating func removeFilter(name: String) throws(PipelineError) {
+    public mutating func removeFilter(name: String) throws(PipelineError) {
         guard filters.remove(name: name) else { throw .notFound(name) }
     }
 
     // MARK: - Reading
 
     /// The item with this id (live or dead).
-    func item(_ id: String) -> PipelineItem? {
+    public func item(_ id: String) -> PipelineItem? {
         if let h = handles[id] { return slots[Int(h)] }
         return dead.item(id)
     }
 
     /// 1-based place of a ready item in hand-out order.
-    func position(of id: String) -> Int? {
+    public func position(of id: String) -> Int? {
         guard let h = handles[id], slots[Int(h)]?.status == .ready else { return nil }
         return ready.rank(of: h)
     }
 
     /// The first `limit` ready items in hand-out order (stored payloads).
-    func readyItems(limit: Int) -> [PipelineItem] {
+    public func readyItems(limit: Int) -> [PipelineItem] {
         ready.prefix(Swift.max(0, limit)).compactMap { slots[Int($0)] }
     }
 
-    // MARK: - Internals shared with the deadline code
+    // MARK: - Deadlines and moves
 
     /// Puts a delivered (`.inFlight`) item back: to the dead list when it has
     /// had `max_deliveries` hand-outs, else to the front now or after `delaySeconds`.
-    mutating func giveBack(_ h: Int32, delaySeconds: Double, now: Timestamp) -> PipelineItem {
+    private mutating func giveBack(_ h: Int32, delaySeconds: Double, now: Timestamp) -> PipelineItem {
         guard var item = slots[Int(h)] else { preconditionFailure("no item for handle") }
         inFlightCount -= 1
         changes.insert(.itemsAvailable)
@@ -359,7 +359,7 @@ struct PipelineEngine: Sendable {
     }
 
     /// Makes a slotted item ready, at the front or the back of its priority.
-    mutating func makeReady(_ h: Int32, front: Bool) {
+    private mutating func makeReady(_ h: Int32, front: Bool) {
         guard var item = slots[Int(h)] else { return }
         if front {
             frontSeq -= 1
@@ -376,7 +376,7 @@ struct PipelineEngine: Sendable {
     }
 
     /// Moves a slotted item (no longer ready, delayed or in flight) to the dead list.
-    mutating func kill(_ h: Int32, now: Timestamp) -> PipelineItem {
+    private mutating func kill(_ h: Int32, now: Timestamp) -> PipelineItem {
         var item = vacate(h)
         item.status = .dead
         item.deadAt = now
@@ -389,14 +389,14 @@ struct PipelineEngine: Sendable {
     }
 
     /// Files a heap entry for the item's current deadline.
-    mutating func schedule(_ item: inout PipelineItem, handle: Int32, at deadline: Timestamp) {
+    private mutating func schedule(_ item: inout PipelineItem, handle: Int32, at deadline: Timestamp) {
         timerSeq += 1
         item.timerToken = timerSeq
         timers.push(DeadlineHeap.Entry(deadline: deadline.micros, order: timerSeq, handle: handle))
     }
 
     /// Applies every deadline at or before `now`, in deadline order.
-    mutating func expire(now: Timestamp) {
+    public mutating func expire(now: Timestamp) {
         while let top = timers.min, top.deadline <= now.micros {
             timers.popMin()
             guard isLive(top), let item = slots[Int(top.handle)] else { continue }
@@ -423,7 +423,7 @@ struct PipelineEngine: Sendable {
     }
 
     /// The earliest pending deadline (a delay ending or an ack deadline).
-    mutating func nextDeadline() -> Timestamp? {
+    public mutating func nextDeadline() -> Timestamp? {
         while let top = timers.min {
             if isLive(top) { return Timestamp(micros: top.deadline) }
             timers.popMin()
