@@ -65,6 +65,7 @@ public final class FileSource: PipelineSourceReader {
     /// Lines read so far (blank and bad ones included).
     public var linesRead: Int { state.withLock { $0.lines } }
 
+    /// The next value: blocking file reads of one chunk at a time, done on the calling task.
     public func next() async throws -> SourcePull {
         try state.withLock { (s: inout State) throws -> SourcePull in try self.step(&s) }
     }

@@ -13,6 +13,7 @@
 public actor Pipeline: LockIsolatedActor {
     /// The executor the actor's jobs run on, also taken by `withIsolation`.
     public nonisolated let executor: ResourceExecutor
+    /// Runs the actor's jobs on `executor`.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     /// The pipeline's name.

@@ -17,6 +17,7 @@ public struct PipelineConfig: Sendable, Equatable {
     /// `source` (none): where the pipeline pulls items by itself.
     public var source: PipelineSourceConfig?
 
+    /// A config; every argument defaults to the documented default.
     public init(
         capacity: Int = 1000, maxInFlight: Int = 1, ackSeconds: Double = 30, maxDeliveries: Int = 5,
         filters: [String: PipelineFilter] = [:], source: PipelineSourceConfig? = nil
@@ -31,11 +32,15 @@ public struct PipelineConfig: Sendable, Equatable {
 
     /// Allowed ranges, shared by the config, the patch and item requests.
     public enum Limits {
+        /// `capacity`.
         public static let capacity = 1...1_000_000
+        /// `max_in_flight`.
         public static let maxInFlight = 1...1_000_000
+        /// `max_deliveries`.
         public static let maxDeliveries = 1...1000
         /// Also the range of `delay_seconds` (one year).
         public static let seconds = 0.0...31_536_000.0
+        /// An item's `priority`.
         public static let priority = -1_000_000...1_000_000
     }
 
@@ -87,11 +92,16 @@ public struct PipelineConfig: Sendable, Equatable {
 /// `max_in_flight`, `ack_seconds`, `max_deliveries`, each optional. Filters
 /// change through their own routes; the source cannot change.
 public struct PipelinePatch: Sendable, Equatable {
+    /// New `capacity`.
     public var capacity: Int?
+    /// New `max_in_flight`.
     public var maxInFlight: Int?
+    /// New `ack_seconds` (later hand-outs only).
     public var ackSeconds: Double?
+    /// New `max_deliveries` (later returns only).
     public var maxDeliveries: Int?
 
+    /// A patch changing the fields given.
     public init(capacity: Int? = nil, maxInFlight: Int? = nil, ackSeconds: Double? = nil, maxDeliveries: Int? = nil) {
         self.capacity = capacity
         self.maxInFlight = maxInFlight

@@ -1,7 +1,9 @@
 /// What changed in an engine since the manager last looked, so it wakes only
 /// the waiters that can now make progress.
 public struct PipelineChanges: OptionSet, Sendable {
+    /// The bits.
     public let rawValue: UInt8
+    /// Changes from bits.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// A consumer may now get something: an item became ready, or an in-flight
@@ -32,12 +34,15 @@ public struct PipelineEngine: Sendable {
     public private(set) var config: PipelineConfig
     /// The filters that run now.
     public private(set) var filters: PipelineFilters
+    /// Running totals.
     public private(set) var counts = PipelineCounts()
     /// The latest fence handed out; starts at the creation time in microseconds.
     public private(set) var fence: Int64
     /// Accumulated since the last `takeChanges()`.
     public private(set) var changes: PipelineChanges = []
+    /// Items waiting for their delay to end.
     public private(set) var delayedCount = 0
+    /// Items handed out and not yet consumed or released.
     public private(set) var inFlightCount = 0
 
     /// Ready, delayed and in-flight items, addressed by handle.
@@ -67,7 +72,9 @@ public struct PipelineEngine: Sendable {
 
     // MARK: - Counts
 
+    /// Items waiting to be handed out.
     public var readyCount: Int { ready.count }
+    /// Items on the dead list.
     public var deadCount: Int { dead.count }
     /// Ready, delayed and in-flight items: what `capacity` bounds.
     public var count: Int { ready.count + delayedCount + inFlightCount }

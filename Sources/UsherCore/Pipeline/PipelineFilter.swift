@@ -21,11 +21,13 @@ public struct PipelineFilter: Sendable, Equatable {
         /// Exactly one of `equals`, `not_equals`, `in`, `exists`.
         public var test: Test
 
+        /// A test on `field`.
         public init(field: JSONPointer, test: Test) {
             self.field = field
             self.test = test
         }
 
+        /// The comparison a condition makes.
         public enum Test: Sendable, Equatable {
             /// The field exists and equals the value (`1` equals `1.0`).
             case equals(JSONValue)
@@ -49,6 +51,7 @@ public struct PipelineFilter: Sendable, Equatable {
         }
     }
 
+    /// What a filter does when its condition holds.
     public enum Action: Sendable, Equatable {
         /// The item is never delivered: it leaves the pipeline, counted in `filtered_total`.
         case drop
@@ -58,6 +61,7 @@ public struct PipelineFilter: Sendable, Equatable {
         case remove(field: JSONPointer)
     }
 
+    /// A filter; no `when` means always.
     public init(priority: Int = 0, when: Condition? = nil, action: Action) {
         self.priority = priority
         self.when = when
@@ -66,6 +70,7 @@ public struct PipelineFilter: Sendable, Equatable {
 
     /// Allowed ranges.
     public enum Limits {
+        /// A filter's `priority`.
         public static let priority = -1_000_000...1_000_000
         /// Filters one pipeline may have.
         public static let count = 100

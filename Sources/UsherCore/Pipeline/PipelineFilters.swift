@@ -3,9 +3,12 @@
 public struct PipelineFilters: Sendable, Equatable {
     /// One named filter.
     public struct Entry: Sendable, Equatable {
+        /// The filter's name (its route segment).
         public var name: String
+        /// The filter itself.
         public var filter: PipelineFilter
 
+        /// A named filter.
         public init(name: String, filter: PipelineFilter) {
             self.name = name
             self.filter = filter
@@ -30,7 +33,9 @@ public struct PipelineFilters: Sendable, Equatable {
         ordered.sort(by: Self.runsBefore)
     }
 
+    /// How many filters there are.
     public var count: Int { ordered.count }
+    /// True when there are none.
     public var isEmpty: Bool { ordered.isEmpty }
 
     /// The filter named `name`.

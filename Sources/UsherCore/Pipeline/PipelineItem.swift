@@ -13,14 +13,17 @@ public enum PipelineItemStatus: String, Sendable, Equatable {
 /// One item of a pipeline, as stored: the payload is the one pushed, never
 /// the filtered one.
 public struct PipelineItem: Sendable, Equatable {
+    /// The client's or the server's id.
     public internal(set) var id: String
     /// The payload as pushed; filters never change it.
     public internal(set) var payload: JSONValue
     /// Higher is handed out first.
     public internal(set) var priority: Int
+    /// Where the item is.
     public internal(set) var status: PipelineItemStatus
     /// Hand-outs so far (reset by redrive).
     public internal(set) var deliveries: Int
+    /// When it was pushed (or pulled from the source).
     public internal(set) var pushedAt: Timestamp
     /// When it became (or becomes, while delayed) ready.
     public internal(set) var availableAt: Timestamp
@@ -62,12 +65,15 @@ public struct PipelineItem: Sendable, Equatable {
 
 /// One hand-out: what `take` returns for each item.
 public struct PipelineDelivery: Sendable, Equatable {
+    /// The item's id.
     public var id: String
     /// The payload after the filters ran.
     public var payload: JSONValue
+    /// The item's priority.
     public var priority: Int
     /// Hand-outs so far, this one included.
     public var deliveries: Int
+    /// When this hand-out happened.
     public var takenAt: Timestamp
     /// When it is handed out again unless consumed; nil for no limit.
     public var ackDeadline: Timestamp?
@@ -99,6 +105,7 @@ public struct PipelinePushRequest: Sendable, Equatable {
     /// Ready only after this many seconds (0 or nil = at once).
     public var delaySeconds: Double?
 
+    /// A push; only the payload is required.
     public init(id: String? = nil, payload: JSONValue, priority: Int = 0, delaySeconds: Double? = nil) {
         self.id = id
         self.payload = payload
@@ -164,6 +171,7 @@ public struct PipelineCounts: Sendable, Equatable {
     public var pushedTotal = 0
     /// Hand-outs (redeliveries included).
     public var deliveredTotal = 0
+    /// Items consumed.
     public var consumedTotal = 0
     /// Items a filter dropped.
     public var filteredTotal = 0
@@ -176,6 +184,7 @@ public struct PipelineCounts: Sendable, Equatable {
     /// Items cancelled by a client (ready, delayed or dead).
     public var cancelledTotal = 0
 
+    /// All zero.
     public init() {}
 
     /// `{"pushed_total", "delivered_total", "consumed_total", "filtered_total",

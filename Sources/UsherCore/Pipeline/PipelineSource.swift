@@ -28,16 +28,22 @@ public typealias SourceReaderFactory = @Sendable (PipelineSourceConfig) throws -
 /// One record of a source was bad (malformed JSON, an over-long line) and
 /// was skipped; the reader can go on at once.
 public struct SourceRecordError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong.
     public var message: String
+    /// An error with this message.
     public init(message: String) { self.message = message }
+    /// The message.
     public var description: String { message }
 }
 
 /// A source failure other than one bad record (a missing file, a path that
 /// leaves `data_dir`, an unreachable server).
 public struct SourceError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong.
     public var message: String
+    /// An error with this message.
     public init(message: String) { self.message = message }
+    /// The message.
     public var description: String { message }
 }
 
@@ -71,12 +77,14 @@ public struct PipelineSourceStatus: Sendable, Equatable {
     public var pulledTotal = 0
     /// Failed pulls and skipped records.
     public var errorsTotal = 0
+    /// The latest error's message.
     public var lastError: String?
     /// The source ended; it is not pulled again.
     public var exhausted = false
     /// While backing off: when the next pull may start.
     public var nextRetryAt: Timestamp?
 
+    /// A source that has not been pulled yet.
     public init(config: PipelineSourceConfig) {
         self.config = config
     }

@@ -10,6 +10,7 @@ import Foundation
 /// - `{"kind": "http", "url": "http://127.0.0.1:9000/next", "low_water"?: 1}`:
 ///   `GET` per item; loopback hosts only unless remote sources are allowed.
 public struct PipelineSourceConfig: Sendable, Equatable {
+    /// What kind of source, with its location.
     public enum Kind: Sendable, Equatable {
         /// `path` relative to the data directory.
         case file(path: String)
@@ -22,6 +23,7 @@ public struct PipelineSourceConfig: Sendable, Equatable {
     /// `low_water` (1): pull while fewer items than this are ready.
     public var lowWater: Int
 
+    /// A source config.
     public init(kind: Kind, lowWater: Int = 1) {
         self.kind = kind
         self.lowWater = lowWater
@@ -29,6 +31,7 @@ public struct PipelineSourceConfig: Sendable, Equatable {
 
     /// Allowed ranges.
     public enum Limits {
+        /// `low_water`.
         public static let lowWater = 1...1_000_000
         /// Longest `path` or `url`, in bytes.
         public static let locationBytes = 4096
