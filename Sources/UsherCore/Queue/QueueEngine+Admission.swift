@@ -1,0 +1,98 @@
+// Admission: what a request may ask for, and how a visitor gets its slot and id.
+
+extension QueueEngine {
+    static func micros(_ seconds: Double) -> Int64 {
+        seconds > 0 ? max(1, Timestamp.micros(fromSeconds: seconds)) : 0
+    }
+
+    func handle(_ id: String) throws(QueueError) -> Int32 {
+        guard let h = ids[id] else { throw .notFound("visitor \"\(id)\"") }
+        return h
+    }
+
+    /// Checks what `VisitorRequest.parse` checks (for callers that build requests
+    /// in code) and whether the hold suits this queue.
+    func check(_ r: VisitorRequest) throws(QueueError) {
+        if let id = r.id, !Names.isValid(id) {
+            throw .invalid(field: "id", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+        }
+        if let key = r.key, !Names.isValidKey(key) { throw .invalid(field: "key", message: "must be 1 to 256 characters") }
+        if let a = r.action, !Names.isValidKey(a) { throw .invalid(field: "action", message: "must be 1 to 256 characters") }
+        guard QueueConfig.Limits.priority.contains(r.priority) else {
+            throw .invalid(field: "priority", message: "must be between -1000000 and 1000000")
+        }
+        if let d = r.delaySeconds, !(d.isFinite && QueueConfig.Limits.seconds.contains(d)) {
+            throw .invalid(field: "delay_seconds", message: "must be between 0 and 31536000")
+        }
+        try checkHold(r.holdSeconds)
+    }
+
+    /// A client may ask for a shorter hold than the queue's, never a longer
+    /// one, and for 0 (no limit) only when the queue has no limit.
+    func checkHold(_ seconds: Double?) throws(QueueError) {
+        guard let s = seconds else { return }
+        guard s.isFinite, QueueConfig.Limits.seconds.contains(s) else {
+            throw .invalid(field: "hold_seconds", message: "must be between 0 and 31536000")
+        }
+        let limit = config.holdSeconds
+        guard limit > 0 else { return }
+        let shown = JSONValue.seconds(limit).jsonString
+        if s == 0 {
+            throw .invalid(field: "hold_seconds", message: "must be more than 0: this queue limits holds to \(shown) s")
+        }
+        if s > limit {
+            throw .invalid(field: "hold_seconds", message: "must be at most \(shown), the queue's hold_seconds")
+        }
+    }
+
+    /// 429 with a Retry-After of about one slot's turnover: mean hold ÷ capacity.
+    func full() -> QueueError {
+        let hold = holds.mean ?? Double(holdMicros)
+        let seconds = (hold / 1_000_000 / Double(max(1, config.capacity))).rounded(.up)
+        return .full(retryAfterSeconds: Int(min(3600, max(1, seconds))))
+    }
+
+    mutating func create(_ r: VisitorRequest, status: VisitorStatus, now: Timestamp) -> Int32 {
+        let h = vacant.popLast() ?? Int32(records.count)
+        let id: String
+        if let given = r.id {
+            id = given
+            ids[id] = h
+        } else {
+            id = assignServerID(h)
+        }
+        var rec = VisitorRecord(id: id, enqueuedAt: now.micros, status: status)
+        rec.key = r.key
+        rec.action = r.action
+        rec.payload = r.payload
+        rec.priority = Int32(r.priority)
+        rec.hold = r.holdSeconds.map(Self.micros) ?? -1
+        if Int(h) == records.count {
+            records.append(rec)
+        } else {
+            records[Int(h)] = rec
+        }
+        counts.enqueuedTotal += 1
+        return h
+    }
+
+    /// Indexes `h` under the next free `v` + base-36 counter, skipping ids a
+    /// client already took (one hash lookup when the id is free).
+    mutating func assignServerID(_ h: Int32) -> String {
+        while true {
+            serverIDs += 1
+            let id = "v" + String(serverIDs, radix: 36)
+            guard let taken = ids.updateValue(h, forKey: id) else { return id }
+            ids[id] = taken
+        }
+    }
+
+    mutating func configChanged() {
+        holdMicros = Self.micros(config.holdSeconds)
+        oppositesOf = [:]
+        for pair in config.opposites where pair.count == 2 {
+            oppositesOf[pair[0], default: []].append(pair[1])
+            oppositesOf[pair[1], default: []].append(pair[0])
+        }
+    }
+}

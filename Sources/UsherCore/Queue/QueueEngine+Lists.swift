@@ -1,0 +1,96 @@
+// The intrusive lists: the line (tree + arrival order + per key and per key/action), the holders.
+
+extension QueueEngine {
+    mutating func linkWaiting(_ h: Int32) {
+        let i = Int(h)
+        line.insert(h, priority: records[i].priority, seq: nextSeq)
+        nextSeq += 1
+        records[i].linePrev = lastArrival
+        if lastArrival != VisitorRecord.none {
+            records[Int(lastArrival)].lineNext = h
+        } else {
+            firstArrival = h
+        }
+        lastArrival = h
+        if let key = records[i].key {
+            if let prev = lastWithKey.updateValue(h, forKey: key) {
+                records[i].keyPrev = prev
+                records[Int(prev)].keyNext = h
+            }
+            if let prev = lastWithPair.updateValue(h, forKey: KeyAction(key: key, action: records[i].action)) {
+                records[i].pairPrev = prev
+                records[Int(prev)].pairNext = h
+            }
+        }
+        counts.waiting += 1
+    }
+
+    mutating func unlinkWaiting(_ h: Int32) {
+        let i = Int(h)
+        line.remove(h)
+        let r = records[i]
+        if r.linePrev != VisitorRecord.none {
+            records[Int(r.linePrev)].lineNext = r.lineNext
+        } else {
+            firstArrival = r.lineNext
+        }
+        if r.lineNext != VisitorRecord.none {
+            records[Int(r.lineNext)].linePrev = r.linePrev
+        } else {
+            lastArrival = r.linePrev
+        }
+        if let key = r.key {
+            if r.keyPrev != VisitorRecord.none { records[Int(r.keyPrev)].keyNext = r.keyNext }
+            if r.keyNext != VisitorRecord.none {
+                records[Int(r.keyNext)].keyPrev = r.keyPrev
+            } else if r.keyPrev != VisitorRecord.none {
+                lastWithKey[key] = r.keyPrev
+            } else {
+                lastWithKey.removeValue(forKey: key)
+            }
+            if r.pairPrev != VisitorRecord.none { records[Int(r.pairPrev)].pairNext = r.pairNext }
+            if r.pairNext != VisitorRecord.none {
+                records[Int(r.pairNext)].pairPrev = r.pairPrev
+            } else if r.pairPrev != VisitorRecord.none {
+                lastWithPair[KeyAction(key: key, action: r.action)] = r.pairPrev
+            } else {
+                lastWithPair.removeValue(forKey: KeyAction(key: key, action: r.action))
+            }
+        }
+        records[i].linePrev = VisitorRecord.none
+        records[i].lineNext = VisitorRecord.none
+        records[i].keyPrev = VisitorRecord.none
+        records[i].keyNext = VisitorRecord.none
+        records[i].pairPrev = VisitorRecord.none
+        records[i].pairNext = VisitorRecord.none
+        counts.waiting -= 1
+    }
+
+    mutating func linkHolder(_ h: Int32) {
+        records[Int(h)].linePrev = lastHolder
+        if lastHolder != VisitorRecord.none {
+            records[Int(lastHolder)].lineNext = h
+        } else {
+            firstHolder = h
+        }
+        lastHolder = h
+        counts.holding += 1
+    }
+
+    mutating func unlinkHolder(_ h: Int32) {
+        let r = records[Int(h)]
+        if r.linePrev != VisitorRecord.none {
+            records[Int(r.linePrev)].lineNext = r.lineNext
+        } else {
+            firstHolder = r.lineNext
+        }
+        if r.lineNext != VisitorRecord.none {
+            records[Int(r.lineNext)].linePrev = r.linePrev
+        } else {
+            lastHolder = r.linePrev
+        }
+        records[Int(h)].linePrev = VisitorRecord.none
+        records[Int(h)].lineNext = VisitorRecord.none
+        counts.holding -= 1
+    }
+}
