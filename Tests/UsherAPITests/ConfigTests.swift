@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import UsherAPI
+@testable import UsherAPI
 import UsherCore
 
 @Suite struct ConfigTests {
@@ -8,12 +8,17 @@ import UsherCore
         try UsherConfig.parse(try JSONValue.parse(text))
     }
 
+    /// The error a config gives at start-up (file parsing, then creating the
+    /// declared resources), as a field error; nil when it is valid.
     private func error(_ text: String) -> FieldError? {
         do {
-            _ = try parse(text)
+            _ = try UsherApp(config: try parse(text), logger: Logger(level: .error))
             return nil
         } catch let e as FieldError {
             return e
+        } catch let e as APIError {
+            let field: String? = e.extra.first { $0.0 == "field" }.flatMap { if case .string(let f) = $0.1 { f } else { nil } }
+            return FieldError(field: field ?? "?", message: e.detail)
         } catch {
             return FieldError(field: "?", message: "\(error)")
         }
@@ -64,7 +69,7 @@ import UsherCore
         let c = try UsherConfig.load(path: root.appendingPathComponent("Config/usher.json").path, environment: [:])
         #expect(c.host == "127.0.0.1")
         #expect(c.port == 8080)
-        #expect(!c.queues.isEmpty)
+        #expect(c.declared[.queues]?.isEmpty == false)
     }
 }
 

@@ -26,12 +26,12 @@ public struct UsherConfig: Sendable {
     public var dataDir = "data"
     /// Whether pipeline HTTP sources may reach beyond loopback. Default false.
     public var allowRemoteSources = false
-    /// Queues created at start-up, in the order given.
-    public var queues: [(name: String, config: QueueConfig)] = []
     /// Machine definitions by name; `player` is built in (the config may replace it).
     public var definitions: [String: MachineDefinition] = ["player": .player]
-    /// Machines created at start-up, in the order given.
-    var machines: [(name: String, spec: MachineSpec)] = []
+    /// Resources created at start-up: per kind, `(name, config)` in the order
+    /// given. Each kind's routes read its config (`ResourceAPI.createDeclared`),
+    /// so a bad one still stops start-up before the port is bound.
+    public var declared: [ResourceKind: [(name: String, config: JSONValue)]] = [:]
     /// Log level (`USHER_LOG_LEVEL`): debug, info, warn or error. Default info.
     public var logLevel = LogLevel.info
 
@@ -62,19 +62,6 @@ public struct UsherConfig: Sendable {
             config.dataDir = v
         }
         if let v = try r.bool("allow_remote_sources") { config.allowRemoteSources = v }
-        if var queues = try r.object("queues") {
-            for name in queues.keys {
-                let path = queues.fieldPath(name)
-                guard Names.isValid(name) else {
-                    throw FieldError(field: path, message: "is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)")
-                }
-                guard var q = try queues.object(name) else { throw FieldError(field: path, message: "must be an object") }
-                let queueConfig = try QueueConfig.parse(&q)
-                try q.finish()
-                config.queues.append((name, queueConfig))
-            }
-            try queues.finish()
-        }
         if var definitions = try r.object("definitions") {
             for name in definitions.keys {
                 let path = definitions.fieldPath(name)
@@ -86,26 +73,20 @@ public struct UsherConfig: Sendable {
             }
             try definitions.finish()
         }
-        if var machines = try r.object("machines") {
-            for name in machines.keys {
-                let path = machines.fieldPath(name)
+        for kind in ResourceKind.allCases {
+            guard var resources = try r.object(kind.rawValue) else { continue }
+            for name in resources.keys {
+                let path = resources.fieldPath(name)
                 guard Names.isValid(name) else {
                     throw FieldError(field: path, message: "is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)")
                 }
-                let spec = try MachineSpec.parse(machines.value(name), path: path, definitions: config.definitions)
-                config.machines.append((name, spec))
+                config.declared[kind, default: []].append((name, resources.value(name) ?? .object([])))
             }
-            try machines.finish()
-        }
-        // Kinds that later versions add: accepted only empty until they exist.
-        for kind in ["windows", "pools", "pipelines"] {
-            if let reader = try r.object(kind), let first = reader.keys.first {
-                throw FieldError(field: reader.fieldPath(first), message: "\(kind) are not available in this version of Usher")
-            }
+            try resources.finish()
         }
         try r.finish()
-        if config.queues.count + config.machines.count > config.maxResources {
-            throw FieldError(field: "queues", message: "declares more resources than max_resources (\(config.maxResources))")
+        if config.declared.values.map(\.count).reduce(0, +) > config.maxResources {
+            throw FieldError(field: "max_resources", message: "the config declares more resources than max_resources (\(config.maxResources))")
         }
         return config
     }

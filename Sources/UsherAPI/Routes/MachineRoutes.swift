@@ -54,7 +54,16 @@ struct MachineSpec: Sendable, Equatable {
 }
 
 /// `/v1/machines`: lifecycle, events, long-poll on version (SPEC §6).
-enum MachineRoutes {
+enum MachineRoutes: ResourceAPI {
+    static let kind = ResourceKind.machines
+
+    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+        let spec = try MachineSpec.parse(config, path: path, definitions: app.config.definitions)
+        do throws(APIError) { _ = try create(name: name, spec: spec, in: app) } catch {
+            throw FieldError(field: path, message: error.detail)
+        }
+    }
+
     static func add(to router: inout Router<Route>) {
         router.add("GET", "/v1/machines") { call throws(APIError) in try ResourceRoutes.list(call, .machines) }
         router.add("PUT", "/v1/machines/{name}", put)

@@ -20,7 +20,18 @@ extension VisitorQueue: ManagedResource {
 }
 
 /// `/v1/queues`: lifecycle and visitors (SPEC §2).
-enum QueueRoutes {
+enum QueueRoutes: ResourceAPI {
+    static let kind = ResourceKind.queues
+
+    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+        var reader = try FieldReader(config, path: path)
+        let queueConfig = try QueueConfig.parse(&reader)
+        try reader.finish()
+        do throws(APIError) { _ = try create(name: name, config: queueConfig, in: app) } catch {
+            throw FieldError(field: path, message: error.detail)
+        }
+    }
+
     static func add(to router: inout Router<Route>) {
         router.add("GET", "/v1/queues") { call throws(APIError) in try ResourceRoutes.list(call, .queues) }
         router.add("PUT", "/v1/queues/{name}", put)

@@ -1,6 +1,17 @@
 import HTTPServer
 import UsherCore
 
+/// What each kind's routes provide to the app.
+protocol ResourceAPI {
+    /// The kind these routes serve.
+    static var kind: ResourceKind { get }
+    /// Adds the kind's routes.
+    static func add(to router: inout Router<Route>)
+    /// Creates a resource the config file declares; errors name the field
+    /// under `path` (e.g. `queues.printer.capacity`).
+    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
+}
+
 /// The lifecycle routes every kind shares.
 enum ResourceRoutes {
     /// `GET /v1/{kind}`: every resource of the kind with its summary.

@@ -30,6 +30,9 @@ public final class UsherApp: HTTPHandler {
     private let stopping = Atomic<Bool>(false)
     private let router: Router<Route>
 
+    /// Every resource kind's routes, in the order of `GET /v1`.
+    static let kinds: [any ResourceAPI.Type] = [QueueRoutes.self, MachineRoutes.self]
+
     /// Headers the server must copy out for the routes.
     public static let capturedHeaders = ["authorization", "if-match", "last-event-id"]
 
@@ -41,14 +44,16 @@ public final class UsherApp: HTTPHandler {
         self.registry = Registry(maxResources: config.maxResources)
         var router = Router<Route>()
         Self.addOperationsRoutes(to: &router)
-        QueueRoutes.add(to: &router)
-        MachineRoutes.add(to: &router)
+        for kind in Self.kinds { kind.add(to: &router) }
         self.router = router
-        for (name, queueConfig) in config.queues {
-            _ = try QueueRoutes.create(name: name, config: queueConfig, in: self)
-        }
-        for (name, spec) in config.machines {
-            _ = try MachineRoutes.create(name: name, spec: spec, in: self)
+        for kind in Self.kinds {
+            for (name, value) in config.declared[kind.kind] ?? [] {
+                do throws(FieldError) {
+                    try kind.createDeclared(name: name, config: value, path: "\(kind.kind.rawValue).\(name)", in: self)
+                } catch {
+                    throw APIError(error)
+                }
+            }
         }
     }
 
