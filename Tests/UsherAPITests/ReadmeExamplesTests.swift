@@ -8,15 +8,22 @@ import UsherAPI
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// (command, expected fragment) pairs from the first ```sh block after `## Try it`.
+    /// (command, expected fragment) pairs from every ```sh block of the
+    /// `## Try it` section (up to the next `## ` heading).
     static func examples() throws -> [(command: String, expected: String)] {
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        guard let section = readme.range(of: "## Try it") else { return [] }
-        let rest = readme[section.upperBound...]
-        guard let open = rest.range(of: "```sh\n"), let close = rest[open.upperBound...].range(of: "```") else { return [] }
+        guard let start = readme.range(of: "\n## Try it") else { return [] }
+        var section = readme[start.upperBound...]
+        if let next = section.range(of: "\n## ") { section = section[..<next.lowerBound] }
         var pairs: [(String, String)] = []
         var pending: String?
-        for line in rest[open.upperBound..<close.lowerBound].split(separator: "\n") {
+        var inBlock = false
+        for line in section.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("```") {
+                inBlock = line == "```sh"
+                continue
+            }
+            guard inBlock else { continue }
             if line.hasPrefix("curl ") {
                 if let p = pending { pairs.append((p, "")) }
                 pending = String(line)
