@@ -2,7 +2,7 @@ import HTTPServer
 import UsherCore
 
 /// What each kind's routes provide to the app.
-protocol ResourceAPI {
+protocol ResourceAPI: Sendable {
     /// The kind these routes serve.
     static var kind: ResourceKind { get }
     /// Adds the kind's routes.

@@ -42,9 +42,32 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let days = secs >= 0 ? secs / 86_400 : (secs - 86_399) / 86_400
         let secOfDay = Int(secs - days * 86_400)
         let (y, m, d) = Timestamp.civil(fromDays: days)
-        return String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-            y, m, d, secOfDay / 3600, (secOfDay / 60) % 60, secOfDay % 60, millis)
+        // Written digit by digit: this runs several times per response, and
+        // String(format:) costs microseconds each time.
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            func put(_ value: Int, _ width: Int, at offset: Int) {
+                var v = value
+                for i in stride(from: offset + width - 1, through: offset, by: -1) {
+                    buffer[i] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
+                    v /= 10
+                }
+            }
+            put(y, 4, at: 0)
+            buffer[4] = 0x2D
+            put(m, 2, at: 5)
+            buffer[7] = 0x2D
+            put(d, 2, at: 8)
+            buffer[10] = 0x54
+            put(secOfDay / 3600, 2, at: 11)
+            buffer[13] = 0x3A
+            put((secOfDay / 60) % 60, 2, at: 14)
+            buffer[16] = 0x3A
+            put(secOfDay % 60, 2, at: 17)
+            buffer[19] = 0x2E
+            put(millis, 3, at: 20)
+            buffer[23] = 0x5A
+            return 24
+        }
     }
 
     public var description: String { rfc3339 }
