@@ -54,7 +54,16 @@ public struct Router<Handler: Sendable>: Sendable {
     public func match(_ method: String, _ path: String) -> Match {
         var node = root
         var parameters: [String: String] = [:]
-        for segment in Self.segments(path) {
+        // Walk the segments in place: no array of segments per request.
+        let utf8 = path.utf8
+        var index = utf8.startIndex
+        while index < utf8.endIndex {
+            if utf8[index] == 0x2F {
+                index = utf8.index(after: index)
+                continue
+            }
+            let end = utf8[index...].firstIndex(of: 0x2F) ?? utf8.endIndex
+            let segment = String(Substring(path.utf8[index..<end]))
             if let next = node.literals[segment] {
                 node = next
             } else if let (name, next) = node.parameter {
@@ -63,6 +72,7 @@ public struct Router<Handler: Sendable>: Sendable {
             } else {
                 return .notFound
             }
+            index = end
         }
         if node.handlers.isEmpty { return .notFound }
         if let (handler, template) = node.handlers[method] ?? (method == "HEAD" ? node.handlers["GET"] : nil) {

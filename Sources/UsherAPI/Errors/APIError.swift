@@ -40,7 +40,7 @@ public struct APIError: Error, Sendable {
 
     /// The HTTP response carrying the problem.
     public var response: HTTPResponse {
-        HTTPResponse(status: status, contentType: "application/problem+json", text: json.jsonString, headers: headers)
+        HTTPResponse(status: status, headers: [("Content-Type", "application/problem+json")] + headers, body: json.jsonBytes)
     }
 }
 

@@ -94,7 +94,8 @@ public struct Query: Sendable {
 public enum Reply {
     /// `application/json; charset=utf-8` with the given status.
     public static func json(_ value: JSONValue, status: Int = 200, headers: [(name: String, value: String)] = []) -> HTTPResponse {
-        HTTPResponse(status: status, contentType: "application/json; charset=utf-8", text: value.jsonString, headers: headers)
+        HTTPResponse(status: status, headers: [("Content-Type", "application/json; charset=utf-8")] + headers,
+                     body: value.jsonBytes)
     }
 
     /// 204 with no body.

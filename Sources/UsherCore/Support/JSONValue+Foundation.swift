@@ -56,68 +56,86 @@ extension JSONValue {
     }
 
     /// Compact JSON text.
-    public var jsonString: String {
-        var out = ""
+    public var jsonString: String { String(decoding: jsonBytes, as: UTF8.self) }
+
+    /// Compact JSON text as UTF-8 bytes (what responses carry).
+    public var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
         write(to: &out)
         return out
     }
 
     /// Appends compact JSON text to `out`.
-    public func write(to out: inout String) {
+    public func write(to out: inout [UInt8]) {
         switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .int(let i): out += String(i)
+        case .null: out.append(contentsOf: JSONValue.nullBytes)
+        case .bool(let b): out.append(contentsOf: b ? JSONValue.trueBytes : JSONValue.falseBytes)
+        case .int(let i): JSONValue.writeInt(i, to: &out)
         case .double(let d):
-            if d.isFinite { out += d.description } else { out += "null" }
+            if d.isFinite { out.append(contentsOf: d.description.utf8) } else { out.append(contentsOf: JSONValue.nullBytes) }
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let a):
-            out += "["
+            out.append(0x5B)
             for (i, v) in a.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(0x2C) }
                 v.write(to: &out)
             }
-            out += "]"
+            out.append(0x5D)
         case .object(let members):
-            out += "{"
+            out.append(0x7B)
             for (i, (k, v)) in members.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(0x2C) }
                 JSONValue.writeString(k, to: &out)
-                out += ":"
+                out.append(0x3A)
                 v.write(to: &out)
             }
-            out += "}"
+            out.append(0x7D)
+        }
+    }
+
+    private static let nullBytes: [UInt8] = Array("null".utf8)
+    private static let trueBytes: [UInt8] = Array("true".utf8)
+    private static let falseBytes: [UInt8] = Array("false".utf8)
+
+    /// Appends an integer in decimal without going through `String`.
+    static func writeInt(_ value: Int, to out: inout [UInt8]) {
+        if value == 0 {
+            out.append(0x30)
+            return
+        }
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                      UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        var magnitude = value.magnitude
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            while magnitude > 0 {
+                buffer[19 - count] = UInt8(truncatingIfNeeded: 0x30 + magnitude % 10)
+                magnitude /= 10
+                count += 1
+            }
+            if value < 0 { out.append(0x2D) }
+            out.append(contentsOf: buffer[(20 - count)...])
         }
     }
 
     /// Appends a JSON string literal, escaping what RFC 8259 requires.
-    public static func writeString(_ s: String, to out: inout String) {
-        out += "\""
-        var needsEscape = false
-        for b in s.utf8 where b < 0x20 || b == 0x22 || b == 0x5C {
-            needsEscape = true
-            break
-        }
-        if !needsEscape {
-            out += s
-        } else {
-            for scalar in s.unicodeScalars {
-                switch scalar {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\r": out += "\\r"
-                case "\t": out += "\\t"
-                default:
-                    if scalar.value < 0x20 {
-                        let hex = String(scalar.value, radix: 16)
-                        out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                    } else {
-                        out.unicodeScalars.append(scalar)
-                    }
-                }
+    public static func writeString(_ s: String, to out: inout [UInt8]) {
+        out.append(0x22)
+        for b in s.utf8 {
+            switch b {
+            case 0x22: out.append(0x5C); out.append(0x22)
+            case 0x5C: out.append(0x5C); out.append(0x5C)
+            case 0x0A: out.append(0x5C); out.append(0x6E)
+            case 0x0D: out.append(0x5C); out.append(0x72)
+            case 0x09: out.append(0x5C); out.append(0x74)
+            case 0..<0x20:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+            default: out.append(b)
             }
         }
-        out += "\""
+        out.append(0x22)
     }
 }
