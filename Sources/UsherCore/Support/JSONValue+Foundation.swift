@@ -27,30 +27,30 @@ extension JSONValue {
 
     /// Converts what `JSONSerialization` produced.
     init(foundation object: Any) {
-        switch object {
-        case is NSNull:
-            self = .null
-        case let s as String:
+        // Swift types first: testing a Swift dictionary against a class
+        // (`is NSNull`, `as? NSNumber`) bridges it to NSDictionary, which
+        // cost more than the parse itself.
+        if let d = object as? [String: Any] {
+            self = .object(d.keys.sorted().map { ($0, JSONValue(foundation: d[$0]!)) })
+        } else if let s = object as? String {
             self = .string(s)
-        case let n as NSNumber:
-            switch String(cString: n.objCType) {
-            case "c", "B":
+        } else if let a = object as? [Any] {
+            self = .array(a.map(JSONValue.init(foundation:)))
+        } else if let n = object as? NSNumber {
+            switch UInt8(bitPattern: n.objCType.pointee) {
+            case UInt8(ascii: "c"), UInt8(ascii: "B"):
                 self = .bool(n.boolValue)
-            case "d", "f":
-                let d = n.doubleValue
-                self = .double(d)
-            case "Q":
+            case UInt8(ascii: "d"), UInt8(ascii: "f"):
+                self = .double(n.doubleValue)
+            case UInt8(ascii: "Q"):
                 let u = n.uint64Value
                 self = u <= UInt64(Int.max) ? .int(Int(u)) : .double(n.doubleValue)
             default:
                 self = .int(n.intValue)
             }
-        case let a as [Any]:
-            self = .array(a.map(JSONValue.init(foundation:)))
-        case let d as [String: Any]:
-            // Foundation does not keep member order; sort for stable output.
-            self = .object(d.keys.sorted().map { ($0, JSONValue(foundation: d[$0]!)) })
-        default:
+        } else if object is NSNull {
+            self = .null
+        } else {
             self = .string(String(describing: object))
         }
     }
@@ -123,6 +123,11 @@ extension JSONValue {
     /// Appends a JSON string literal, escaping what RFC 8259 requires.
     public static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
+            out.append(contentsOf: s.utf8)
+            out.append(0x22)
+            return
+        }
         for b in s.utf8 {
             switch b {
             case 0x22: out.append(0x5C); out.append(0x22)

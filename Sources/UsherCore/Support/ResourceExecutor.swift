@@ -11,14 +11,30 @@ import Synchronization
 /// hops onto the actor as usual) while letting the common request path avoid a
 /// task, a thread hop and a suspend/resume round trip.
 public final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
-    private let lock = NSRecursiveLock()
-    /// The thread holding `lock`, or 0; only read to answer `checkIsolated`.
+    /// An adaptive mutex: under brief contention (two server threads on one
+    /// hot queue) it spins a little instead of sleeping in the kernel at once.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    /// The thread holding `mutex`, or 0: answers `checkIsolated` and makes
+    /// `withLock` re-entrant on the same thread.
     private let owner = Atomic<UInt>(0)
     private let queue: DispatchQueue
 
     /// Creates an executor whose jobs run on a serial queue with this label.
     public init(label: String = "usher.resource") {
         queue = DispatchQueue(label: label)
+        mutex = .allocate(capacity: 1)
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        #if os(Linux)
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+        #endif
+        pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
     }
 
     public func enqueue(_ job: consuming ExecutorJob) {
@@ -35,16 +51,18 @@ public final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
     /// Called by the runtime for `assumeIsolated` from a thread it does not know:
     /// isolated exactly when this thread holds the lock.
     public func checkIsolated() {
-        precondition(owner.load(ordering: .acquiring) == Self.currentThread, "not on the resource's executor")
+        precondition(owner.load(ordering: .relaxed) == Self.currentThread, "not on the resource's executor")
     }
 
     /// Runs `body` holding the executor's lock (re-entrant on the same thread).
     public func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        lock.lock()
-        let previous = owner.exchange(Self.currentThread, ordering: .acquiringAndReleasing)
+        let me = Self.currentThread
+        if owner.load(ordering: .relaxed) == me { return try body() }
+        pthread_mutex_lock(mutex)
+        owner.store(me, ordering: .relaxed)
         defer {
-            owner.store(previous, ordering: .releasing)
-            lock.unlock()
+            owner.store(0, ordering: .relaxed)
+            pthread_mutex_unlock(mutex)
         }
         return try body()
     }
