@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTestClient
 import Testing
 @testable import UsherAPI
 import UsherCore
@@ -113,5 +114,48 @@ import UsherCore
         let (envStatus, envOutput) = try run(["check-config", good.path], environment: ["USHER_PORT": "x"])
         #expect(envStatus == 2)
         #expect(envOutput.contains("USHER_PORT"))
+    }
+
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+    func sigtermStopsGracefullyWithExitZero() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("usher-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let config = dir.appendingPathComponent("usher.json")
+        try Data(#"{"queues": {"q": {"capacity": 0}}, "shutdown_grace_seconds": 5}"#.utf8).write(to: config)
+        let p = Process()
+        p.executableURL = Self.binary
+        p.arguments = ["--config", config.path]
+        p.environment = ["USHER_PORT": "0", "USHER_LOG_LEVEL": "info"]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        // The first log line says where it listens.
+        var line = Data()
+        while !line.contains(0x0A) {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let first = try #require(String(decoding: line, as: UTF8.self).split(separator: "\n").first)
+        let log = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
+        #expect(log["msg"] as? String == "listening")
+        let address = try #require(log["address"] as? String)
+        let port = try #require(UInt16(address.split(separator: ":").last ?? ""))
+        #expect(try TestHTTPClient.once(port: port, "GET", "/readyz").status == 200)
+        // A parked long-poll is answered 503 when the signal comes.
+        let parked = TestHTTPClient(port: port)
+        try parked.sendRaw(Data("POST /v1/queues/q/visitors?wait=30 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}".utf8))
+        usleep(200_000)
+        let started = Date()
+        p.terminate()  // SIGTERM
+        #expect(try parked.readResponse().status == 503)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+        #expect(p.terminationReason == .exit)
+        #expect(Date().timeIntervalSince(started) < 5)
+        let rest = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(rest.contains("\"msg\":\"shutting down\""))
+        #expect(rest.contains("\"msg\":\"stopped\""))
     }
 }
