@@ -1,0 +1,301 @@
+import HTTPServer
+import UsherCore
+
+extension Pipeline: ManagedResource {
+    public nonisolated func summary() -> JSONValue {
+        withIsolation { pipeline in
+            let state = pipeline.state(limit: 0)
+            return .object([
+                ("name", .string(pipeline.name)),
+                ("capacity", .int(state.capacity)),
+                ("ready", .int(state.ready)),
+                ("in_flight", .int(state.inFlight)),
+                ("delayed", .int(state.delayed)),
+                ("dead", .int(state.dead)),
+            ])
+        }
+    }
+
+    public nonisolated func markDeleted() { withIsolation { $0.close() } }
+    public nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+}
+
+/// `/v1/pipelines`: lifecycle, push, take, acknowledgement, the dead list and
+/// filters (SPEC §5). Requests that need no waiting are answered on the
+/// server thread; `wait` parks the connection (`UsherApp.later`).
+enum PipelineRoutes: ResourceAPI {
+    static let kind = ResourceKind.pipelines
+
+    /// Most items one `take` may ask for (`max`).
+    static let maxTake = 1...1000
+    /// `limit` on the state and the dead list.
+    static let listLimit = 0...10_000
+    /// An item id the routes cannot address: `…/items/batch` is the batch route.
+    static let reservedID = "batch"
+
+    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+        var reader = try FieldReader(config, path: path)
+        let pipelineConfig = try PipelineConfig.parse(&reader, allowRemoteSources: app.config.allowRemoteSources)
+        try reader.finish()
+        do throws(APIError) { _ = try create(name: name, config: pipelineConfig, in: app) } catch {
+            throw FieldError(field: path, message: error.detail)
+        }
+    }
+
+    static func add(to router: inout Router<Route>) {
+        router.add("GET", "/v1/pipelines") { call throws(APIError) in try ResourceRoutes.list(call, .pipelines) }
+        router.add("PUT", "/v1/pipelines/{name}", put)
+        router.add("GET", "/v1/pipelines/{name}", get)
+        router.add("PATCH", "/v1/pipelines/{name}", patch)
+        router.add("DELETE", "/v1/pipelines/{name}") { call throws(APIError) in
+            try ResourceRoutes.delete(call, .pipelines)
+        }
+        router.add("POST", "/v1/pipelines/{name}/items", push)
+        router.add("POST", "/v1/pipelines/{name}/items/batch", pushBatch)
+        router.add("POST", "/v1/pipelines/{name}/take", take)
+        router.add("GET", "/v1/pipelines/{name}/items/{id}", getItem)
+        router.add("DELETE", "/v1/pipelines/{name}/items/{id}", cancel)
+        router.add("POST", "/v1/pipelines/{name}/items/{id}/consume", consume)
+        router.add("POST", "/v1/pipelines/{name}/items/{id}/release", release)
+        router.add("GET", "/v1/pipelines/{name}/dead", dead)
+        router.add("POST", "/v1/pipelines/{name}/dead/redrive", redrive)
+        router.add("GET", "/v1/pipelines/{name}/filters/{filter}", getFilter)
+        router.add("PUT", "/v1/pipelines/{name}/filters/{filter}", putFilter)
+        router.add("DELETE", "/v1/pipelines/{name}/filters/{filter}", deleteFilter)
+    }
+
+    /// Creates a pipeline (PUT and the config file share this). Its source,
+    /// if any, reads files under `data_dir` and GETs through `HTTPClient`.
+    static func create(name: String, config: PipelineConfig, in app: UsherApp) throws(APIError) -> (Pipeline, Bool) {
+        let factory = PipelineSources.factory(
+            dataDir: app.config.dataDir, maxLineBytes: app.config.maxBodyBytes,
+            http: HTTPSourceReader.factory(maxBodyBytes: app.config.maxBodyBytes))
+        return try app.registry.create(
+            .pipelines, name,
+            make: { Pipeline(name: name, config: config, clock: app.clock, sourceFactory: factory) },
+            matches: { existing in existing.withIsolation { $0.config } == config })
+    }
+
+    // MARK: - Helpers
+
+    private static func pipeline(_ call: Call) throws(APIError) -> Pipeline {
+        try call.app.registry.lookup(.pipelines, try call.name("name"), as: Pipeline.self)
+    }
+
+    /// Runs a synchronous operation isolated to the pipeline, mapping its error.
+    private static func run<T: Sendable>(
+        _ pipeline: Pipeline, subject: String = "item", _ body: (isolated Pipeline) throws(PipelineError) -> T
+    ) throws(APIError) -> T {
+        do throws(PipelineError) { return try pipeline.withIsolation(body) } catch {
+            throw APIError(error, subject: subject)
+        }
+    }
+
+    /// Reads a body with `read`, then rejects unknown fields.
+    private static func parseBody<T>(_ call: Call, _ read: (inout FieldReader) throws(FieldError) -> T) throws(APIError) -> T {
+        var body = try call.body()
+        do throws(FieldError) {
+            let value = try read(&body)
+            try body.finish()
+            return value
+        } catch { throw APIError(error) }
+    }
+
+    /// An item as stored, with `status` replaced for items that have left
+    /// the pipeline (`consumed`, `cancelled`).
+    static func itemJSON(_ item: PipelineItem, status: String? = nil) -> JSONValue {
+        guard let status, case .object(var members) = item.json() else { return item.json() }
+        if let i = members.firstIndex(where: { $0.0 == "status" }) { members[i].1 = .string(status) }
+        return .object(members)
+    }
+
+    private static func checkNotReserved(_ request: PipelinePushRequest, field: String) throws(APIError) {
+        if request.id == reservedID {
+            throw APIError.badRequest(
+                "\(field): '\(reservedID)' is reserved (POST …/items/batch is the batch route)", field: field)
+        }
+    }
+
+    // MARK: - Lifecycle
+
+    private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let name = try call.name("name")
+        let allowRemote = call.app.config.allowRemoteSources
+        let config = try parseBody(call) { r throws(FieldError) in
+            try PipelineConfig.parse(&r, allowRemoteSources: allowRemote)
+        }
+        let (pipeline, created) = try create(name: name, config: config, in: call.app)
+        let state = pipeline.withIsolation { $0.state(limit: 100) }
+        return .respond(Reply.json(state.json(), status: created ? 201 : 200))
+    }
+
+    private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let limit = try call.query(allowing: ["limit"]).int("limit", in: listLimit) ?? 100
+        let pipeline = try pipeline(call)
+        return .respond(Reply.json(pipeline.withIsolation { $0.state(limit: limit) }.json()))
+    }
+
+    private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        let patch = try parseBody(call) { r throws(FieldError) in
+            if r.has("filters") {
+                throw FieldError(field: "filters", message: "change filters with PUT or DELETE /v1/pipelines/{name}/filters/{filter}")
+            }
+            if r.has("source") { throw FieldError(field: "source", message: "cannot change; delete and re-create the pipeline") }
+            return try PipelinePatch.parse(&r)
+        }
+        let state = try run(pipeline) { p throws(PipelineError) in
+            try p.apply(patch)
+            return p.state(limit: 100)
+        }
+        return .respond(Reply.json(state.json()))
+    }
+
+    // MARK: - Producers
+
+    private static func push(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let wait = try call.query(allowing: ["wait"]).wait()
+        let pipeline = try pipeline(call)
+        let request = try parseBody(call) { r throws(FieldError) in try PipelinePushRequest.parse(&r) }
+        try checkNotReserved(request, field: "id")
+        let deadline = wait.map { call.app.deadline(after: $0) }
+        do throws(PipelineError) {
+            let result = try pipeline.withIsolation { p throws(PipelineError) in try p.push(request) }
+            return .respond(Reply.json(result.json(), status: result.created ? 201 : 200))
+        } catch {
+            // Full, and the producer will wait: hold it until there is room (back-pressure).
+            guard case .full = error, deadline != nil else { throw APIError(error) }
+        }
+        guard let deadline else { throw APIError.internalError("no deadline") }
+        return call.app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(PipelineError) {
+                let result = try await pipeline.pushWaiting(request, until: deadline)
+                return Reply.json(result.json(), status: result.created ? 201 : 200)
+            } catch { throw APIError(error) }
+        }
+    }
+
+    private static func pushBatch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        let requests = try parseBody(call) { r throws(FieldError) in try PipelinePushRequest.parseBatch(&r) }
+        for (i, request) in requests.enumerated() { try checkNotReserved(request, field: "items[\(i)].id") }
+        let results = try run(pipeline) { p throws(PipelineError) in try p.pushBatch(requests) }
+        // A batch that only repeats items already there (a retried request) is 200.
+        let created = results.isEmpty || results.contains { $0.created }
+        return .respond(Reply.json(
+            .object([("ids", .array(results.map { .string($0.item.id) }))]), status: created ? 201 : 200))
+    }
+
+    // MARK: - Consumers
+
+    private static func take(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let query = try call.query(allowing: ["wait", "max"])
+        let wait = try query.wait()
+        let max = try query.int("max", in: maxTake) ?? 1
+        let pipeline = try pipeline(call)
+        let ack = try parseBody(call) { r throws(FieldError) in
+            try r.number("ack_seconds", in: PipelineConfig.Limits.seconds)
+        }
+        let items = try run(pipeline) { p throws(PipelineError) in try p.take(max: max, ackSeconds: ack) }
+        guard items.isEmpty, let wait else { return .respond(deliveries(items)) }
+        let deadline = call.app.deadline(after: wait)
+        return call.app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(PipelineError) {
+                return deliveries(try await pipeline.takeWaiting(max: max, ackSeconds: ack, until: deadline))
+            } catch { throw APIError(error) }
+        }
+    }
+
+    /// 200 `{items: […]}`, or 204 when there are none.
+    private static func deliveries(_ items: [PipelineDelivery]) -> HTTPResponse {
+        items.isEmpty ? Reply.noContent() : Reply.json(.object([("items", .array(items.map { $0.json() }))]))
+    }
+
+    private static func consume(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        let id = try call.name("id")
+        let fence = try parseBody(call) { r throws(FieldError) in try r.int("fence", in: 0...Int.max) }
+        let item = try run(pipeline) { p throws(PipelineError) in try p.consume(id, fence: fence.map(Int64.init)) }
+        return .respond(Reply.json(itemJSON(item, status: "consumed")))
+    }
+
+    private static func release(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        let id = try call.name("id")
+        let (delay, fence) = try parseBody(call) { r throws(FieldError) in
+            (try r.number("delay_seconds", in: PipelineConfig.Limits.seconds), try r.int("fence", in: 0...Int.max))
+        }
+        let item = try run(pipeline) { p throws(PipelineError) in
+            try p.release(id, delaySeconds: delay, fence: fence.map(Int64.init))
+        }
+        return .respond(Reply.json(itemJSON(item)))
+    }
+
+    // MARK: - Items
+
+    private static func getItem(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        let id = try call.name("id")
+        return .respond(Reply.json(itemJSON(try run(pipeline) { p throws(PipelineError) in try p.item(id) })))
+    }
+
+    private static func cancel(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        let id = try call.name("id")
+        let item = try run(pipeline) { p throws(PipelineError) in try p.cancel(id) }
+        return .respond(Reply.json(itemJSON(item, status: "cancelled")))
+    }
+
+    // MARK: - Dead list
+
+    private static func dead(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let limit = try call.query(allowing: ["limit"]).int("limit", in: listLimit) ?? 100
+        let pipeline = try pipeline(call)
+        let (count, items) = pipeline.withIsolation { p in (p.state(limit: 0).dead, p.dead(limit: limit)) }
+        return .respond(Reply.json(.object([("dead", .int(count)), ("items", .array(items.map { itemJSON($0) }))])))
+    }
+
+    private static func redrive(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        try parseBody(call) { _ throws(FieldError) in }
+        let (moved, left) = try run(pipeline) { p throws(PipelineError) in (try p.redrive(), p.state(limit: 0).dead) }
+        return .respond(Reply.json(.object([("moved", .int(moved)), ("dead", .int(left))])))
+    }
+
+    // MARK: - Filters
+
+    private static func getFilter(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        let name = try call.name("filter")
+        guard let filter = pipeline.withIsolation({ $0.state(limit: 0).filters[name] }) else {
+            throw APIError(PipelineError.notFound(name), subject: "filter")
+        }
+        return .respond(Reply.json(PipelineFilters.Entry(name: name, filter: filter).json()))
+    }
+
+    private static func putFilter(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        let name = try call.name("filter")
+        let filter = try parseBody(call) { r throws(FieldError) in try PipelineFilter.parse(&r) }
+        let created = try run(pipeline, subject: "filter") { p throws(PipelineError) in try p.putFilter(name: name, filter) }
+        return .respond(Reply.json(PipelineFilters.Entry(name: name, filter: filter).json(), status: created ? 201 : 200))
+    }
+
+    private static func deleteFilter(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        let name = try call.name("filter")
+        try run(pipeline, subject: "filter") { p throws(PipelineError) in try p.removeFilter(name: name) }
+        return .respond(Reply.noContent())
+    }
+}
