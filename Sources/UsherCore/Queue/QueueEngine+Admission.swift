@@ -28,21 +28,18 @@ extension QueueEngine {
     }
 
     /// A client may ask for a shorter hold than the queue's, never a longer
-    /// one, and for 0 (no limit) only when the queue has no limit.
+    /// one, and for 0 (no limit) only when the queue has no limit; under
+    /// `.ownOverrides` any hold in range is allowed.
     func checkHold(_ seconds: Double?) throws(QueueError) {
         guard let s = seconds else { return }
         guard s.isFinite, QueueConfig.Limits.seconds.contains(s) else {
             throw .invalid(field: "hold_seconds", message: "must be between 0 and 31536000")
         }
-        let limit = config.holdSeconds
-        guard limit > 0 else { return }
-        let shown = JSONValue.seconds(limit).jsonString
-        if s == 0 {
-            throw .invalid(field: "hold_seconds", message: "must be more than 0: this queue limits holds to \(shown) s")
-        }
-        if s > limit {
-            throw .invalid(field: "hold_seconds", message: "must be at most \(shown), the queue's hold_seconds")
-        }
+        guard holdPolicy == .atMostResource,
+            let problem = HoldPolicy.excess(
+                s, limit: config.holdSeconds, resource: "queue", holds: "holds", field: "hold_seconds")
+        else { return }
+        throw .invalid(field: "hold_seconds", message: problem)
     }
 
     /// 429 with a Retry-After of about one slot's turnover: mean hold ÷ capacity.
@@ -76,12 +73,12 @@ extension QueueEngine {
         return h
     }
 
-    /// Indexes `h` under the next free `v` + base-36 counter, skipping ids a
+    /// Indexes `h` under the next free `idPrefix` + base-36 counter, skipping ids a
     /// client already took (one hash lookup when the id is free).
     mutating func assignServerID(_ h: Int32) -> String {
         while true {
             serverIDs += 1
-            let id = "v" + String(serverIDs, radix: 36)
+            let id = idPrefix + String(serverIDs, radix: 36)
             guard let taken = ids.updateValue(h, forKey: id) else { return id }
             ids[id] = taken
         }

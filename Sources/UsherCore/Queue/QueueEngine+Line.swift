@@ -111,6 +111,7 @@ extension QueueEngine {
     /// The hold a grant or a default extend gives, in µs; 0 = no limit.
     func effectiveHold(_ h: Int32) -> Int64 {
         let own = records[Int(h)].hold
+        if holdPolicy == .ownOverrides && own >= 0 { return own }
         if holdMicros == 0 { return max(0, own) }
         return own > 0 ? min(own, holdMicros) : holdMicros
     }

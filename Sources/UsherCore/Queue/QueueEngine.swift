@@ -22,6 +22,10 @@ public struct QueueEngine: Sendable {
     public internal(set) var counts = QueueCounts()
     /// The fence the next grant gets: starts at the creation time in µs, +1 per grant.
     public internal(set) var nextFence: Int64
+    /// How a visitor's own hold relates to the config's `hold_seconds`.
+    public let holdPolicy: HoldPolicy
+    /// What server-made ids start with (`v` for visitors).
+    public let idPrefix: String
 
     var records: [VisitorRecord] = []
     var vacant: [Int32] = []
@@ -48,11 +52,17 @@ public struct QueueEngine: Sendable {
     var holdMicros: Int64 = 0
     var oppositesOf: [String: [String]] = [:]
 
-    /// A new, empty queue; fences start at `createdAt`.
-    public init(name: String, config: QueueConfig, createdAt: Timestamp) {
+    /// A new, empty queue; fences start at `createdAt`. Windows and pools run
+    /// on this engine too, with their own hold policy and id prefix.
+    public init(
+        name: String, config: QueueConfig, createdAt: Timestamp,
+        holdPolicy: HoldPolicy = .atMostResource, idPrefix: String = "v"
+    ) {
         self.name = name
         self.config = config
         self.nextFence = createdAt.micros
+        self.holdPolicy = holdPolicy
+        self.idPrefix = idPrefix
         configChanged()
     }
 

@@ -1,0 +1,54 @@
+// What the other managers built on the engine need: windows watch and free
+// the one slot, pools record which element a grant got and take back a
+// fetch that stopped waiting.
+
+extension QueueEngine {
+    /// The longest-standing holder, without applying time (a window: the item shown).
+    public var firstHolderView: VisitorView? {
+        firstHolder == VisitorRecord.none ? nil : view(firstHolder)
+    }
+
+    /// The longest-standing holder leaves as with `remove` (`released`) and
+    /// its slot passes on in the same step; nil when nobody holds a slot.
+    public mutating func removeFirstHolder(now: Timestamp) -> VisitorView? {
+        begin(now)
+        defer { end() }
+        let h = firstHolder
+        guard h != VisitorRecord.none else { return nil }
+        finish(h, as: .released, at: now.micros)
+        grantFree(now)
+        return view(h)
+    }
+
+    /// Replaces a visitor's payload without applying time: a manager records
+    /// what a grant gave (a pool: the element). False for an unknown id.
+    @discardableResult
+    public mutating func setPayload(_ payload: JSONValue?, of id: String) -> Bool {
+        guard let h = ids[id] else { return false }
+        records[Int(h)].payload = payload
+        return true
+    }
+
+    /// Takes back a visitor that is still `waiting` or `delayed` as if it had
+    /// never come: no total counts it and its id is free again (a pool's
+    /// fetch whose wait ended without an element). Applies `now` first, so a
+    /// visitor granted by then stays granted; answers nil when withdrawn,
+    /// else the visitor as it is.
+    public mutating func withdraw(id: String, now: Timestamp) throws(QueueError) -> VisitorView? {
+        begin(now)
+        defer { end() }
+        let h = try handle(id)
+        let i = Int(h)
+        switch records[i].status {
+        case .waiting: unlinkWaiting(h)
+        case .delayed: counts.delayed -= 1
+        default: return view(h)
+        }
+        counts.enqueuedTotal -= 1
+        changed.removeAll { $0 == h }
+        ids.removeValue(forKey: id)
+        records[i] = .vacant
+        vacant.append(h)
+        return nil
+    }
+}
