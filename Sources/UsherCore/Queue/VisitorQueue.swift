@@ -1,4 +1,5 @@
-/// One queue: its engine, its clock, its long-poll waiters and one timer.
+/// One queue: its engine, its clock, its long-poll waiters and one timer
+/// (the shared `EngineHost` machinery).
 ///
 /// Every operation is synchronous and isolated: it applies the clock's `now`,
 /// wakes the waiters of every visitor whose status changed (once, with the
@@ -12,7 +13,7 @@
 /// `shutdown()` answers parked waiters with `QueueError.shuttingDown` and
 /// refuses new waits, while plain operations keep working so in-flight
 /// requests can finish.
-public actor VisitorQueue: LockIsolatedActor {
+public actor VisitorQueue: EngineHost {
     /// The executor the actor runs on; `withIsolation` takes its lock.
     public nonisolated let executor: ResourceExecutor
     /// Runs the actor's jobs on `executor`.
@@ -20,18 +21,9 @@ public actor VisitorQueue: LockIsolatedActor {
     /// The queue's name.
     public nonisolated let name: String
 
-    enum Phase { case open, shuttingDown, closed }
-
     let clock: any UsherClock
     var engine: QueueEngine
-    var phase = Phase.open
-    /// The one timer for the engine's deadlines, and when it is set for.
-    var timer: (any ScheduledTimer)?
-    var timerDeadline: Timestamp?
-    /// Parked long-polls by visitor id, and the id of each token.
-    var waiters: [String: [Waiter]] = [:]
-    var waiterIDs: [UInt64: String] = [:]
-    var nextToken: UInt64 = 0
+    var host = HostState()
 
     /// A new queue whose fences start at the clock's current time in µs.
     public init(name: String, config: QueueConfig, clock: any UsherClock) {
@@ -41,14 +33,17 @@ public actor VisitorQueue: LockIsolatedActor {
         self.engine = QueueEngine(name: name, config: config, createdAt: clock.now())
     }
 
-    deinit { timer?.cancel() }
+    deinit { host.timer?.cancel() }
+
+    /// A queue has nothing of its own to update when visitors change.
+    func engineDidChange(_ ids: [String]) {}
 
     /// The current config.
     public var config: QueueConfig { engine.config }
 
     /// Counts and totals, after applying `now` (the last ones once closed).
     public var counts: QueueCounts {
-        if phase != .closed {
+        if host.phase != .closed {
             engine.advance(to: clock.now())
             afterOperation()
         }
@@ -95,70 +90,11 @@ public actor VisitorQueue: LockIsolatedActor {
 
     /// The queue was deleted: parked waiters get `gone`, timers stop, and
     /// every later operation throws `gone`.
-    public func close() {
-        guard phase != .closed else { return }
-        phase = .closed
-        timer?.cancel()
-        timer = nil
-        timerDeadline = nil
-        failAllWaiters(.gone)
-    }
+    public func close() { closeHost() }
 
     /// The server is stopping: parked waiters get `shuttingDown`, and so do new waits.
-    public func shutdown() {
-        guard phase == .open else { return }
-        phase = .shuttingDown
-        failAllWaiters(.shuttingDown)
-    }
+    public func shutdown() { shutdownHost() }
 
     /// Parked long-polls (for tests and metrics).
-    public var waiterCount: Int { waiterIDs.count }
-
-    // MARK: - Operation frame
-
-    /// Runs one engine operation at `now`, then wakes and re-arms, also when it throws
-    /// (applying `now` may have changed things before the operation failed).
-    func perform<T>(_ body: (inout QueueEngine, Timestamp) throws(QueueError) -> T) throws(QueueError) -> T {
-        guard phase != .closed else { throw .gone }
-        let result: Result<T, QueueError>
-        do {
-            result = .success(try body(&engine, clock.now()))
-        } catch {
-            result = .failure(error)
-        }
-        afterOperation()
-        return try result.get()
-    }
-
-    func afterOperation() {
-        let changes = engine.drainChanges()
-        if !waiters.isEmpty {
-            for id in changes where waiters[id] != nil { wake(id) }
-        }
-        rearm()
-    }
-
-    /// Keeps the one timer at the engine's next deadline.
-    func rearm() {
-        let next = phase == .closed ? nil : engine.nextDeadline
-        guard next != timerDeadline else { return }
-        timer?.cancel()
-        timer = nil
-        timerDeadline = next
-        guard let next else { return }
-        timer = clock.schedule(at: next) { [weak self] in
-            self?.withIsolation { $0.tick() }
-        }
-    }
-
-    /// The timer fired: apply what is due. (A timer that fires early, or a
-    /// cancelled one that already started, just re-arms.)
-    func tick() {
-        timer?.cancel()
-        timer = nil
-        timerDeadline = nil
-        guard phase != .closed else { return }
-        engine.advance(to: clock.now())
-        afterOperation()
-    }
+    public var waiterCount: Int { parkedCount }
 }

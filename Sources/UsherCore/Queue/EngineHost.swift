@@ -1,0 +1,114 @@
+/// Where a manager built on the queue engine is in its life.
+enum HostPhase: Sendable {
+    /// Serving.
+    case open
+    /// The server is stopping: plain operations still work, waits are refused.
+    case shuttingDown
+    /// The resource was deleted: everything throws `gone`.
+    case closed
+}
+
+/// The actor side of a `QueueEngine`, shared by every manager that runs on
+/// it (`VisitorQueue`, `WindowSlot`, `LeasePool`), so that none of them
+/// copies it: the operation frame (apply the clock's `now`, run one engine
+/// operation, wake the long-polls whose condition now holds, each once, with
+/// the state after the whole operation), one clock timer at the engine's
+/// next deadline, and close/shutdown.
+///
+/// A host adds its own vocabulary on top, and may react to what an operation
+/// changed before any waiter sees it (`engineDidChange`: a pool hands the
+/// freed element to the fetcher granted in the same step).
+protocol EngineHost: LockIsolatedActor {
+    /// The source of `now` and of the timers.
+    var clock: any UsherClock { get }
+    /// The engine: all of the resource's state except the host's own.
+    var engine: QueueEngine { get set }
+    /// Phase, timer and parked long-polls.
+    var host: HostState { get set }
+    /// Called after every engine operation (also a timer's) with the ids
+    /// whose status changed, before waiters are woken and the timer re-armed.
+    func engineDidChange(_ ids: [String])
+}
+
+/// The state every `EngineHost` keeps besides its engine.
+struct HostState: Sendable {
+    var phase = HostPhase.open
+    /// The one timer for the engine's deadlines, and when it is set for.
+    var timer: (any ScheduledTimer)?
+    var timerDeadline: Timestamp?
+    /// Parked long-polls by subject, and the subject of each token.
+    var waiters: [WaitSubject: [Waiter]] = [:]
+    var subjects: [UInt64: WaitSubject] = [:]
+    var nextToken: UInt64 = 0
+}
+
+extension EngineHost {
+    /// Runs one engine operation at `now`, then reacts, wakes and re-arms,
+    /// also when it throws (applying `now` may have changed things before the
+    /// operation failed).
+    func perform<T>(_ body: (inout QueueEngine, Timestamp) throws(QueueError) -> T) throws(QueueError) -> T {
+        guard host.phase != .closed else { throw .gone }
+        let result: Result<T, QueueError>
+        do {
+            result = .success(try body(&engine, clock.now()))
+        } catch {
+            result = .failure(error)
+        }
+        afterOperation()
+        return try result.get()
+    }
+
+    /// Applies everything due by now (deadlines the timer has not run yet).
+    func catchUp() throws(QueueError) {
+        try perform { (e, now) in e.advance(to: now) }
+    }
+
+    func afterOperation() {
+        let changes = engine.drainChanges()
+        if !changes.isEmpty { engineDidChange(changes) }
+        wakeWaiters(changes)
+        rearm()
+    }
+
+    /// Keeps the one timer at the engine's next deadline.
+    func rearm() {
+        let next = host.phase == .closed ? nil : engine.nextDeadline
+        guard next != host.timerDeadline else { return }
+        host.timer?.cancel()
+        host.timer = nil
+        host.timerDeadline = next
+        guard let next else { return }
+        host.timer = clock.schedule(at: next) { [weak self] in
+            self?.withIsolation { $0.tick() }
+        }
+    }
+
+    /// The timer fired: apply what is due. (A timer that fires early, or a
+    /// cancelled one that already started, just re-arms.)
+    func tick() {
+        host.timer?.cancel()
+        host.timer = nil
+        host.timerDeadline = nil
+        guard host.phase != .closed else { return }
+        engine.advance(to: clock.now())
+        afterOperation()
+    }
+
+    /// The resource was deleted: parked waiters get `gone`, the timer stops,
+    /// and every later operation throws `gone`.
+    func closeHost() {
+        guard host.phase != .closed else { return }
+        host.phase = .closed
+        host.timer?.cancel()
+        host.timer = nil
+        host.timerDeadline = nil
+        failAllWaiters(.gone)
+    }
+
+    /// The server is stopping: parked waiters get `shuttingDown`, and so do new waits.
+    func shutdownHost() {
+        guard host.phase == .open else { return }
+        host.phase = .shuttingDown
+        failAllWaiters(.shuttingDown)
+    }
+}
