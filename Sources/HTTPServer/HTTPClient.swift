@@ -44,12 +44,23 @@ public enum HTTPClient {
         -> (status: Int, body: [UInt8])
     {
         let target = try Target(url: url)
-        let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(max(0, timeoutSeconds) * 1e9)
+        let deadline = deadline(after: timeoutSeconds)
         return try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 continuation.resume(with: Result { try exchange(target, deadline: deadline, maxBodyBytes: maxBodyBytes) })
             }
         }
+    }
+
+    /// The same request, blocking the calling thread: tests time it without
+    /// depending on when the cooperative pool resumes an awaiting task.
+    static func getBlocking(url: String, timeoutSeconds: Double, maxBodyBytes: Int) throws -> (status: Int, body: [UInt8]) {
+        try exchange(try Target(url: url), deadline: deadline(after: timeoutSeconds), maxBodyBytes: maxBodyBytes)
+    }
+
+    /// A deadline on the monotonic clock, in nanoseconds.
+    private static func deadline(after seconds: Double) -> UInt64 {
+        DispatchTime.now().uptimeNanoseconds &+ UInt64(min(max(0, seconds), 86_400) * 1e9)
     }
 
     /// Blocking work happens here, off the cooperative pool.

@@ -92,8 +92,9 @@ extension TestHTTPClient.Response {
         try await call(s, "GET", "/v1/pipelines/\(name)")
     }
 
-    /// Polls `condition` every 10 ms for up to `seconds`, without holding a thread.
-    private func poll(_ seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    /// Polls `condition` every 10 ms for up to `seconds` (generous: the whole
+    /// suite can keep the pool busy for seconds), without holding a thread.
+    private func poll(_ seconds: Double = 30, _ condition: () async throws -> Bool) async rethrows -> Bool {
         let end = Date().addingTimeInterval(seconds)
         while Date() < end {
             if try await condition() { return true }
@@ -361,11 +362,11 @@ extension TestHTTPClient.Response {
         let now = try s.call("POST", "/v1/pipelines/p/take")
         #expect(now.status == 204)
         #expect(now.body.isEmpty)
-        #expect(Date().timeIntervalSince(started) < 0.2)
+        #expect(Date().timeIntervalSince(started) < 0.5)
         started = Date()
-        let later = try s.call("POST", "/v1/pipelines/p/take?wait=0.3&max=10")
+        let later = try s.call("POST", "/v1/pipelines/p/take?wait=0.6&max=10")
         #expect(later.status == 204)
-        #expect(Date().timeIntervalSince(started) >= 0.25)
+        #expect(Date().timeIntervalSince(started) >= 0.55)
     }
 
     // MARK: - Waiting
@@ -406,13 +407,18 @@ extension TestHTTPClient.Response {
     }
 
     @Test func waitersOfADeletedPipelineGet410() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 1}}}"#)
+        let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 1}, "q": {"capacity": 1}}}"#)
         let consumer = Background { try s.call("POST", "/v1/pipelines/p/take?wait=10") }
         #expect(try eventually { try state(s).json["waiting_consumers"] as? Int == 1 })
+        _ = try s.call("POST", "/v1/pipelines/q/items", #"{"payload": 1}"#)
+        let producer = Background { try s.call("POST", "/v1/pipelines/q/items?wait=10", #"{"payload": 2}"#) }
+        #expect(try eventually { try state(s, "q").json["waiting_producers"] as? Int == 1 })
         #expect(try s.call("DELETE", "/v1/pipelines/p").status == 204)
-        let r = try consumer.response()
-        #expect(r.status == 410)
-        #expect(r.code == "gone")
+        #expect(try s.call("DELETE", "/v1/pipelines/q").status == 204)
+        for r in [try consumer.response(), try producer.response()] {
+            #expect(r.status == 410)
+            #expect(r.code == "gone")
+        }
     }
 
     @Test func shutdownAnswersParkedTakes503() throws {
@@ -519,9 +525,9 @@ extension TestHTTPClient.Response {
         try await Task.sleep(for: .milliseconds(50))
         #expect(try await state(s).source["pulled_total"] as? Int == 3)
         var seen: [Int] = []
-        while seen.count < 40 {
-            let r = try await call(s, "POST", "/v1/pipelines/p/take?wait=10&max=4")
-            guard r.status == 200 else { break }
+        let deadline = Date().addingTimeInterval(30)
+        while seen.count < 40 && Date() < deadline {
+            let r = try await call(s, "POST", "/v1/pipelines/p/take?wait=5&max=4")
             for item in r.items {
                 seen.append((item["payload"] as? [String: Any])?["n"] as? Int ?? -1)
                 #expect(try await call(s, "POST", "/v1/pipelines/p/items/\(item["id"] as? String ?? "")/consume").status == 200)
@@ -529,6 +535,7 @@ extension TestHTTPClient.Response {
         }
         #expect(seen == Array(1...40))
         #expect(try await call(s, "POST", "/v1/pipelines/p/take?wait=0.2").status == 204)
+        #expect(try await poll { try await state(s).source["exhausted"] as? Bool == true })
         let source = try await state(s).source
         #expect(source["pulled_total"] as? Int == 40)
         #expect(source["errors_total"] as? Int == 1)
@@ -563,8 +570,12 @@ extension TestHTTPClient.Response {
         #expect(source["pulled_total"] as? Int == 0)
 
         #expect(try await call(s, "PUT", "/v1/pipelines/inner", #"{"source": {"kind": "file", "path": "inner.ndjson"}}"#).status == 201)
-        let ok = try await call(s, "POST", "/v1/pipelines/inner/take?wait=10")
-        #expect((ok.items.first?["payload"] as? [String: Any])?["ok"] as? Bool == true)
+        var ok: TestHTTPClient.Response?
+        let deadline = Date().addingTimeInterval(30)
+        while ok?.status != 200 && Date() < deadline {
+            ok = try await call(s, "POST", "/v1/pipelines/inner/take?wait=5")
+        }
+        #expect((ok?.items.first?["payload"] as? [String: Any])?["ok"] as? Bool == true)
     }
 
     @Test func anHTTPSourceIsPulledWithBackOffAndCountsErrors() async throws {
@@ -586,9 +597,10 @@ extension TestHTTPClient.Response {
                              #"{"source": {"kind": "http", "url": "http://127.0.0.1:\#(upstream.port)/next"}}"#)
         #expect(put.status == 201)
         var seen: [Int] = []
-        while seen.count < 3 {
-            let r = try await call(s, "POST", "/v1/pipelines/p/take?wait=10")
-            guard r.status == 200, let item = r.items.first else { break }
+        let deadline = Date().addingTimeInterval(30)
+        while seen.count < 3 && Date() < deadline {
+            let r = try await call(s, "POST", "/v1/pipelines/p/take?wait=5")
+            guard let item = r.items.first else { continue }
             seen.append((item["payload"] as? [String: Any])?["n"] as? Int ?? -1)
             _ = try await call(s, "POST", "/v1/pipelines/p/items/\(item["id"] as? String ?? "")/consume")
         }
