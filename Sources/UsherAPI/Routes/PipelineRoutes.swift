@@ -160,15 +160,15 @@ enum PipelineRoutes: ResourceAPI {
         let pipeline = try pipeline(call)
         let request = try parseBody(call) { r throws(FieldError) in try PipelinePushRequest.parse(&r) }
         try checkNotReserved(request, field: "id")
-        let deadline = wait.map { call.app.deadline(after: $0) }
         do throws(PipelineError) {
             let result = try pipeline.withIsolation { p throws(PipelineError) in try p.push(request) }
             return .respond(Reply.json(result.json(), status: result.created ? 201 : 200))
-        } catch {
+        } catch .full where wait != nil {
             // Full, and the producer will wait: hold it until there is room (back-pressure).
-            guard case .full = error, deadline != nil else { throw APIError(error) }
+        } catch {
+            throw APIError(error)
         }
-        guard let deadline else { throw APIError.internalError("no deadline") }
+        let deadline = call.app.deadline(after: wait ?? 0)
         return call.app.later { () async throws(APIError) -> HTTPResponse in
             do throws(PipelineError) {
                 let result = try await pipeline.pushWaiting(request, until: deadline)
