@@ -1,0 +1,188 @@
+/// Where a window item stands: `delayed` → `queued` → `showing` →
+/// `dismissed` | `expired`; `delayed`/`queued` → `dismissed` | `merged`.
+public enum WindowItemStatus: String, Sendable, Equatable, CaseIterable {
+    /// Asked with `delay_seconds`; queues when the delay ends.
+    case delayed
+    /// Waiting for the window.
+    case queued
+    /// Shown now (holds the window's one slot).
+    case showing
+    /// Finished: dismissed by a client, while shown or while queued.
+    case dismissed
+    /// Finished: its display time ran out (auto-dismiss).
+    case expired
+    /// Finished: merged into a queued item with the same key.
+    case merged
+
+    /// The window's name for a queue visitor's status.
+    init(_ status: VisitorStatus) {
+        switch status {
+        case .delayed: self = .delayed
+        case .waiting: self = .queued
+        case .granted: self = .showing
+        case .completed, .released, .cancelled: self = .dismissed
+        case .expired: self = .expired
+        case .merged: self = .merged
+        }
+    }
+}
+
+/// One window item, as the API shows it.
+///
+/// JSON convention (`json()`): `key`, `title`, `message`, `payload`,
+/// `shown_at`, `expires_at`, `dismissed_at` and `fence` are always present
+/// (null when empty); `position` only while `queued`; `merged_into` only when
+/// `merged`.
+public struct WindowItem: Sendable, Equatable {
+    public var id: String
+    /// The window's name.
+    public var window: String
+    public var key: String?
+    public var title: String?
+    public var message: String?
+    public var payload: JSONValue?
+    public var priority: Int
+    public var status: WindowItemStatus
+    /// 1-based place in showing order, while queued.
+    public var position: Int?
+    /// When it was posted.
+    public var queuedAt: Timestamp
+    /// When it was shown.
+    public var shownAt: Timestamp?
+    /// When it will be dismissed by itself; nil while not shown, or when pinned.
+    public var expiresAt: Timestamp?
+    /// When it was dismissed, expired or merged.
+    public var dismissedAt: Timestamp?
+    /// The fencing token of its showing.
+    public var fence: Int64?
+    /// The queued item it was merged into.
+    public var mergedInto: String?
+
+    /// The item a queue visitor of a window stands for.
+    init(_ v: VisitorView, window: String) {
+        let content = WindowContent(stored: v.payload)
+        id = v.id
+        self.window = window
+        key = v.key
+        title = content.title
+        message = content.message
+        payload = content.payload
+        priority = v.priority
+        status = WindowItemStatus(v.status)
+        position = v.status == .waiting ? v.position : nil
+        queuedAt = v.enqueuedAt
+        shownAt = v.grantedAt
+        expiresAt = v.expiresAt
+        dismissedAt = v.finishedAt
+        fence = v.fence
+        mergedInto = v.mergedInto
+    }
+
+    /// `{id, window, key, title, message, payload, priority, status, position?,
+    /// queued_at, shown_at, expires_at, dismissed_at, fence, merged_into?}`.
+    public func json() -> JSONValue {
+        var m: [(String, JSONValue)] = [
+            ("id", .string(id)),
+            ("window", .string(window)),
+            ("key", key.map(JSONValue.string) ?? .null),
+            ("title", title.map(JSONValue.string) ?? .null),
+            ("message", message.map(JSONValue.string) ?? .null),
+            ("payload", payload ?? .null),
+            ("priority", .int(priority)),
+            ("status", .string(status.rawValue)),
+        ]
+        if let position { m.append(("position", .int(position))) }
+        m.append(("queued_at", .string(queuedAt.rfc3339)))
+        m.append(("shown_at", shownAt.map { .string($0.rfc3339) } ?? .null))
+        m.append(("expires_at", expiresAt.map { .string($0.rfc3339) } ?? .null))
+        m.append(("dismissed_at", dismissedAt.map { .string($0.rfc3339) } ?? .null))
+        m.append(("fence", fence.map { .int(Int($0)) } ?? .null))
+        if let mergedInto { m.append(("merged_into", .string(mergedInto))) }
+        return .object(m)
+    }
+}
+
+/// Live counts and lifetime totals of one window.
+///
+/// Invariant: `received_total == showing + queued + delayed + dismissed_total
+/// + expired_total + merged_total`.
+public struct WindowCounts: Sendable, Equatable {
+    /// 1 while an item is shown, else 0.
+    public var showing = 0
+    /// Items waiting for the window.
+    public var queued = 0
+    /// Items whose delay has not ended.
+    public var delayed = 0
+    /// Items ever posted (not refused ones, not repeats of an existing id).
+    public var receivedTotal = 0
+    /// Items ever shown.
+    public var shownTotal = 0
+    /// Items dismissed by a client (shown or queued).
+    public var dismissedTotal = 0
+    /// Items dismissed by their display time.
+    public var expiredTotal = 0
+    /// Items merged into a queued item with the same key.
+    public var mergedTotal = 0
+
+    /// The window's names for the queue engine's counts.
+    init(_ c: QueueCounts) {
+        showing = c.holding
+        queued = c.waiting
+        delayed = c.delayed
+        receivedTotal = c.enqueuedTotal
+        shownTotal = c.grantedTotal
+        dismissedTotal = c.completedTotal + c.releasedTotal + c.cancelledTotal
+        expiredTotal = c.expiredTotal
+        mergedTotal = c.mergedTotal
+    }
+
+    /// `{showing, queued, delayed, received_total, shown_total, dismissed_total, expired_total, merged_total}`.
+    public func json() -> JSONValue {
+        .object([
+            ("showing", .int(showing)),
+            ("queued", .int(queued)),
+            ("delayed", .int(delayed)),
+            ("received_total", .int(receivedTotal)),
+            ("shown_total", .int(shownTotal)),
+            ("dismissed_total", .int(dismissedTotal)),
+            ("expired_total", .int(expiredTotal)),
+            ("merged_total", .int(mergedTotal)),
+        ])
+    }
+}
+
+/// `GET /v1/windows/{w}`: the item shown, the queue behind it, counts.
+public struct WindowState: Sendable, Equatable {
+    public var name: String
+    /// The config, defaults filled in.
+    public var config: WindowConfig
+    /// The item shown now, or nil.
+    public var showing: WindowItem?
+    /// The first `limit` queued items, in showing order.
+    public var queued: [WindowItem]
+    public var counts: WindowCounts
+
+    /// `{name, config, showing, queued, counts}`.
+    public func json() -> JSONValue {
+        .object([
+            ("name", .string(name)),
+            ("config", config.json()),
+            ("showing", showing?.json() ?? .null),
+            ("queued", .array(queued.map { $0.json() })),
+            ("counts", counts.json()),
+        ])
+    }
+}
+
+/// The answer to `POST …/dismiss`: the item dismissed, and the one shown now.
+public struct Dismissal: Sendable, Equatable {
+    /// The item as it is after the dismiss (or as it was, if it had already finished).
+    public var dismissed: WindowItem
+    /// The item shown now (the next one, shown in the same step), or nil.
+    public var showing: WindowItem?
+
+    /// `{dismissed, showing}`.
+    public func json() -> JSONValue {
+        .object([("dismissed", dismissed.json()), ("showing", showing?.json() ?? .null)])
+    }
+}

@@ -1,0 +1,137 @@
+/// One window (SPEC §3, the seed's alert-window manager): one item shown at a
+/// time, the rest queued behind it.
+///
+/// A window is a queue with capacity 1 in its own words, and runs on the
+/// queue engine rather than a copy of it: `show` enqueues a visitor, the
+/// visitor holding the one slot is the item shown, `dismiss` frees the slot
+/// and the engine shows the next item in the same step. So ordering
+/// (priority, then arrival), dedup by `key`, delays, `max_waiting`, fences
+/// and counts are the queue's; `display_seconds` is the hold, and its expiry
+/// is the auto-dismiss. One difference is the engine's `.ownOverrides` hold
+/// policy: an item's own `display_seconds` replaces the window's, and 0 pins
+/// it until dismissed (the login screen that blocks every alert).
+///
+/// The actor, its timer and its long-polls are the shared `EngineHost`; the
+/// showing long-poll parks on the engine's first holder.
+public actor WindowSlot: EngineHost {
+    /// Finished items kept visible (and their client ids remembered).
+    static let history = 1000
+
+    /// The executor the actor runs on; `withIsolation` takes its lock.
+    public nonisolated let executor: ResourceExecutor
+    /// Runs the actor's jobs on `executor`.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    /// The window's name.
+    public nonisolated let name: String
+
+    let clock: any UsherClock
+    var engine: QueueEngine
+    var host = HostState()
+    /// The config in the window's words (the engine holds it in the queue's).
+    public private(set) var config: WindowConfig
+
+    /// A new, empty window whose fences start at the clock's current time in µs.
+    public init(name: String, config: WindowConfig, clock: any UsherClock) {
+        self.name = name
+        self.clock = clock
+        self.config = config
+        self.executor = ResourceExecutor(label: "usher.window.\(name)")
+        self.engine = QueueEngine(
+            name: name, config: config.queueConfig, createdAt: clock.now(), holdPolicy: .ownOverrides, idPrefix: "i")
+    }
+
+    deinit { host.timer?.cancel() }
+
+    /// A window keeps nothing beside the engine.
+    func engineDidChange(_ ids: [String]) {}
+
+    /// Counts and totals, after applying `now` (the last ones once closed).
+    public var counts: WindowCounts {
+        if host.phase != .closed {
+            engine.advance(to: clock.now())
+            afterOperation()
+        }
+        return WindowCounts(engine.counts)
+    }
+
+    /// `POST …/show`: shown at once when nothing is, else queued (or delayed,
+    /// or merged into a queued item with the same key). An `id` that already
+    /// exists returns that item with `created == false`.
+    public func show(_ r: ShowRequest) throws(WindowError) -> (item: WindowItem, created: Bool) {
+        let (view, created) = try run(r.id) { (e, now) throws(QueueError) in try e.enqueue(r.visitorRequest, now: now) }
+        return (item(view), created)
+    }
+
+    /// `POST …/dismiss`: without `id`, the item shown (409 `nothing_showing`
+    /// when there is none); with `id`, that item, queued or shown; an item
+    /// that already finished is returned as it is. The next item is shown in
+    /// the same step.
+    public func dismiss(id: String? = nil) throws(WindowError) -> Dismissal {
+        let dismissed = try run(id) { (e, now) throws(QueueError) -> VisitorView? in
+            if let id { return try e.remove(id: id, now: now) }
+            return e.removeFirstHolder(now: now)
+        }
+        guard let dismissed else { throw .nothingShowing }
+        return Dismissal(dismissed: item(dismissed), showing: engine.firstHolderView.map(item))
+    }
+
+    /// The item shown now, or nil.
+    public func showing() throws(WindowError) -> WindowItem? {
+        try run(nil) { (e, now) in
+            e.advance(to: now)
+            return e.firstHolderView
+        }.map(item)
+    }
+
+    /// One item, live or remembered.
+    public func item(id: String) throws(WindowError) -> WindowItem {
+        item(try run(id) { (e, now) throws(QueueError) in try e.visitor(id: id, now: now) })
+    }
+
+    /// `GET /v1/windows/{w}`: the item shown and the first `limit` queued.
+    public func state(limit: Int) throws(WindowError) -> WindowState {
+        let s = try run(nil) { (e, now) in e.state(limit: limit, now: now) }
+        return WindowState(
+            name: name, config: config, showing: s.holding.first.map(item), queued: s.waiting.map(item),
+            counts: WindowCounts(s.counts))
+    }
+
+    /// `PATCH`: effective at once for what happens next (a new
+    /// `display_seconds` applies to items shown from now on).
+    public func apply(_ patch: WindowPatch) throws(WindowError) -> WindowConfig {
+        _ = try run(nil) { (e, now) in e.apply(patch.queuePatch, now: now) }
+        config = patch.applied(to: config)
+        return config
+    }
+
+    /// `GET …/showing?after=&wait=`: the item shown as soon as it is not
+    /// `after` (at once if it already is not; without `after`, as soon as
+    /// anything is shown), or what is shown at `deadline`. A dismiss and the
+    /// showing of the next item are one step, so a waiter never sees the
+    /// window empty in between.
+    public func waitForShowing(after: String?, until deadline: Timestamp) async throws(WindowError) -> WindowItem? {
+        do throws(QueueError) {
+            return try await park(.firstHolder, until: .holderDiffers(after), deadline: deadline).map(item)
+        } catch {
+            throw WindowError(error, item: nil)
+        }
+    }
+
+    /// The window was deleted: parked waiters get `gone`, and so does every later call.
+    public func close() { closeHost() }
+
+    /// The server is stopping: parked waiters get `shuttingDown`, and so do new waits.
+    public func shutdown() { shutdownHost() }
+
+    /// Parked long-polls (for tests).
+    public var waiterCount: Int { parkedCount }
+
+    // MARK: - Helpers
+
+    func item(_ v: VisitorView) -> WindowItem { WindowItem(v, window: name) }
+
+    /// One engine operation through the host's frame, its errors in the window's words.
+    func run<T>(_ id: String?, _ body: (inout QueueEngine, Timestamp) throws(QueueError) -> T) throws(WindowError) -> T {
+        do throws(QueueError) { return try perform(body) } catch { throw WindowError(error, item: id) }
+    }
+}
