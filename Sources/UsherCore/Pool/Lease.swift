@@ -1,0 +1,178 @@
+/// Where a lease stands: `active` → `recycled` | `expired` | `revoked`
+/// (`waiting` only while its fetch still waits for an element).
+public enum LeaseStatus: String, Sendable, Equatable, CaseIterable {
+    /// The fetch waits for a free element.
+    case waiting
+    /// The holder has the element.
+    case active
+    /// Finished: given back with `recycle`.
+    case recycled
+    /// Finished: `lease_seconds` ran out and the element went back to the pool.
+    case expired
+    /// Finished: the element was removed with `force=true`.
+    case revoked
+
+    /// The pool's name for a queue visitor's status.
+    init(_ status: VisitorStatus) {
+        switch status {
+        case .delayed, .waiting: self = .waiting
+        case .granted: self = .active
+        case .completed: self = .recycled
+        case .expired: self = .expired
+        case .released, .cancelled, .merged: self = .revoked
+        }
+    }
+}
+
+/// One lease, as the API shows it.
+///
+/// JSON (`json()`): `{id, element: {id, data}, holder, status, leased_at,
+/// expires_at, ended_at, fence}`; `element` is null while waiting, `holder`,
+/// `expires_at` (no expiry), `ended_at` null when they have no value.
+public struct Lease: Sendable, Equatable {
+    public var id: String
+    /// The element's id; nil while the fetch waits.
+    public var element: String?
+    /// The element's current data (nil once the element was removed).
+    public var elementData: JSONValue?
+    public var holder: String?
+    public var status: LeaseStatus
+    public var leasedAt: Timestamp?
+    /// When the lease expires; nil for no expiry.
+    public var expiresAt: Timestamp?
+    /// When it was recycled, expired or revoked.
+    public var endedAt: Timestamp?
+    /// The fencing token of the lease: grows with every lease of the pool.
+    public var fence: Int64?
+
+    /// The lease a pool's queue visitor stands for; `data` is the element's current data.
+    init(_ v: VisitorView, data: JSONValue?) {
+        let note = LeaseNote(stored: v.payload)
+        id = v.id
+        element = note.element
+        elementData = data
+        holder = note.holder
+        status = LeaseStatus(v.status)
+        leasedAt = v.grantedAt
+        expiresAt = v.expiresAt
+        endedAt = v.status == .granted ? nil : v.finishedAt
+        fence = v.fence
+    }
+
+    /// The lease object; inside an element's own JSON, `element` is left out.
+    public func json(withElement: Bool = true) -> JSONValue {
+        var m: [(String, JSONValue)] = [("id", .string(id))]
+        if withElement {
+            m.append(("element", element.map { .object([("id", .string($0)), ("data", elementData ?? .null)]) } ?? .null))
+        }
+        m.append(("holder", holder.map(JSONValue.string) ?? .null))
+        m.append(("status", .string(status.rawValue)))
+        m.append(("leased_at", leasedAt.map { .string($0.rfc3339) } ?? .null))
+        m.append(("expires_at", expiresAt.map { .string($0.rfc3339) } ?? .null))
+        m.append(("ended_at", endedAt.map { .string($0.rfc3339) } ?? .null))
+        m.append(("fence", fence.map { .int(Int($0)) } ?? .null))
+        return .object(m)
+    }
+}
+
+/// One element of a pool with its lease, as the pool's state lists it.
+public struct PoolElement: Sendable, Equatable {
+    public var id: String
+    public var data: JSONValue?
+    /// The lease it is under, or nil when free.
+    public var lease: Lease?
+
+    /// `{id, data, status: "free"|"leased", lease}`.
+    public func json() -> JSONValue {
+        .object([
+            ("id", .string(id)),
+            ("data", data ?? .null),
+            ("status", .string(lease == nil ? "free" : "leased")),
+            ("lease", lease?.json(withElement: false) ?? .null),
+        ])
+    }
+}
+
+/// Lifetime totals of one pool.
+///
+/// Invariant: `fetched_total == leased + recycled_total + expired_total + revoked_total`.
+public struct PoolCounts: Sendable, Equatable {
+    /// Leases ever granted (a retried fetch with a known id does not count again).
+    public var fetchedTotal = 0
+    /// Leases given back with `recycle`.
+    public var recycledTotal = 0
+    /// Leases that ran out (their elements were recycled by the pool itself).
+    public var expiredTotal = 0
+    /// Leases ended by a forced removal of their element.
+    public var revokedTotal = 0
+    /// Elements created by `grow`.
+    public var grownTotal = 0
+
+    /// The pool's names for the queue engine's totals.
+    init(_ c: QueueCounts, grown: Int) {
+        fetchedTotal = c.grantedTotal
+        recycledTotal = c.completedTotal
+        expiredTotal = c.expiredTotal
+        revokedTotal = c.releasedTotal
+        grownTotal = grown
+    }
+
+    public func json() -> JSONValue {
+        .object([
+            ("fetched_total", .int(fetchedTotal)),
+            ("recycled_total", .int(recycledTotal)),
+            ("expired_total", .int(expiredTotal)),
+            ("revoked_total", .int(revokedTotal)),
+            ("grown_total", .int(grownTotal)),
+        ])
+    }
+}
+
+/// `GET /v1/pools/{p}`.
+public struct PoolState: Sendable, Equatable {
+    public var name: String
+    public var config: PoolConfig
+    /// Elements now (declared, added and grown, less removed).
+    public var size: Int
+    /// Elements not leased.
+    public var available: Int
+    /// Elements leased.
+    public var leased: Int
+    /// Fetchers waiting for an element.
+    public var waiting: Int
+    /// When the first active lease expires, if any does.
+    public var nextExpiryAt: Timestamp?
+    /// The first `limit` elements in stable order.
+    public var elements: [PoolElement]
+    public var counts: PoolCounts
+
+    /// `{name, config, size, available, leased, waiting, next_expiry_at, elements, counts}`.
+    public func json() -> JSONValue {
+        .object([
+            ("name", .string(name)),
+            ("config", config.json()),
+            ("size", .int(size)),
+            ("available", .int(available)),
+            ("leased", .int(leased)),
+            ("waiting", .int(waiting)),
+            ("next_expiry_at", nextExpiryAt.map { .string($0.rfc3339) } ?? .null),
+            ("elements", .array(elements.map { $0.json() })),
+            ("counts", counts.json()),
+        ])
+    }
+}
+
+/// The answer to `DELETE …/elements/{id}`: the element removed, and the
+/// lease that removal ended (`force=true` on a leased element).
+public struct ElementRemoval: Sendable, Equatable {
+    public var element: PoolElement
+    public var endedLease: Lease?
+
+    /// `{element: {id, data}, lease}`.
+    public func json() -> JSONValue {
+        .object([
+            ("element", .object([("id", .string(element.id)), ("data", element.data ?? .null)])),
+            ("lease", endedLease?.json() ?? .null),
+        ])
+    }
+}

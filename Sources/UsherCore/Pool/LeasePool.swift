@@ -1,0 +1,211 @@
+/// One pool (SPEC §4, the seed's auto-recycling object pool): named elements
+/// leased out and recycled, expired leases recycling themselves.
+///
+/// A pool is a resource behind a visitor queue (seed 000), and runs on the
+/// queue engine: the engine's capacity is the number of elements, a fetch is
+/// a visitor, and a lease is a granted visitor. So the waiting fetchers are
+/// the engine's FIFO line (with `max_waiting` and the host's long-poll), and
+/// lease expiry, `extend`, fences and the totals are the engine's holds. What
+/// the pool adds is which element each lease has (`ElementTable`): after
+/// every engine operation, including the timer's, the elements of leases
+/// that ended are freed and handed to the leases granted in the same step
+/// (`engineDidChange`), before any waiter is answered, so an expiry serves
+/// a waiting fetcher at once.
+///
+/// Adding (or growing) an element raises the capacity by one; removing one
+/// lowers it first and then ends its lease, so no grant happens in between.
+public actor LeasePool: EngineHost {
+    /// Finished leases kept visible (and their client ids remembered).
+    static let history = 1000
+
+    /// The executor the actor runs on; `withIsolation` takes its lock.
+    public nonisolated let executor: ResourceExecutor
+    /// Runs the actor's jobs on `executor`.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    /// The pool's name.
+    public nonisolated let name: String
+
+    let clock: any UsherClock
+    var engine: QueueEngine
+    var host = HostState()
+    var table = ElementTable()
+    /// The config: mutable fields as patched, `elements` as declared at creation.
+    public private(set) var config: PoolConfig
+    var grownTotal = 0
+    var grownIDs = 0
+
+    /// A pool holding the declared elements, all free; fences start at the
+    /// clock's current time in µs.
+    public init(name: String, config: PoolConfig, clock: any UsherClock) {
+        self.name = name
+        self.clock = clock
+        self.config = config
+        self.executor = ResourceExecutor(label: "usher.pool.\(name)")
+        for e in config.elements { table.append(e.id, data: e.data) }
+        self.engine = QueueEngine(
+            name: name, config: config.queueConfig(size: config.elements.count), createdAt: clock.now(),
+            holdPolicy: .atMostResource, idPrefix: "l")
+    }
+
+    deinit { host.timer?.cancel() }
+
+    /// Totals, after applying `now` (the last ones once closed).
+    public var counts: PoolCounts {
+        if host.phase != .closed {
+            engine.advance(to: clock.now())
+            afterOperation()
+        }
+        return PoolCounts(engine.counts, grown: grownTotal)
+    }
+
+    // MARK: - Fetch
+
+    /// `POST …/fetch` without `wait`: a free element (expired leases are
+    /// recycled first, and `grow` may create one), or `pool_exhausted`.
+    public func fetch(_ r: FetchRequest) throws(PoolError) -> Lease {
+        try checkLease(r.leaseSeconds)
+        try run(nil) { (e, now) in e.advance(to: now) }
+        if let id = r.id, let known = engine.currentView(id: id) {
+            guard !known.status.isWaiting else { throw exhausted() }
+            return lease(known)
+        }
+        try grow(forWaiters: 1)
+        guard table.available > 0 else { throw exhausted() }
+        let v = try run(nil) { (e, now) throws(QueueError) in try e.enqueue(r.visitorRequest, now: now).view }
+        return leaseNow(v.id)
+    }
+
+    /// `POST …/fetch?wait=S`: as `fetch`, but when nothing is free the caller
+    /// waits in FIFO order (the engine's line) until an element is free for
+    /// it, or `deadline`: then it leaves the line as if it had never come,
+    /// and gets `pool_exhausted`. More than `max_waiting` waiting: `full`.
+    public func fetch(_ r: FetchRequest, until deadline: Timestamp) async throws(PoolError) -> Lease {
+        try checkLease(r.leaseSeconds)
+        try run(nil) { (e, now) in e.advance(to: now) }
+        let id: String
+        if let given = r.id, let known = engine.currentView(id: given) {
+            guard known.status.isWaiting else { return lease(known) }
+            id = given
+        } else {
+            try grow(forWaiters: 1)
+            let v = try run(nil) { (e, now) throws(QueueError) in try e.enqueue(r.visitorRequest, now: now).view }
+            guard v.status.isWaiting else { return leaseNow(v.id) }
+            id = v.id
+        }
+        do throws(QueueError) {
+            _ = try await parkOnVisitor(id, until: .leftLine, deadline: deadline)
+        } catch {
+            if error != .gone { _ = try? run(id) { (e, now) throws(QueueError) in try e.withdraw(id: id, now: now) } }
+            throw PoolError(error, lease: id)
+        }
+        // One step: the element it was given by now, or out of the line.
+        let settled: VisitorView?
+        do throws(QueueError) {
+            settled = try perform { (e, now) throws(QueueError) in try e.withdraw(id: id, now: now) }
+        } catch {
+            if case .notFound = error { throw exhausted() }
+            throw PoolError(error, lease: id)
+        }
+        guard settled != nil else { throw exhausted() }
+        return leaseNow(id)
+    }
+
+    // MARK: - Leases
+
+    /// `POST …/recycle {"lease"}`: the element is free again (or goes to the
+    /// first waiting fetcher in the same step). Ended: `not_leased`.
+    public func recycle(lease id: String) throws(PoolError) -> Lease {
+        let v = try run(id) { (e, now) throws(QueueError) in try e.complete(id: id, now: now) }
+        return lease(v)
+    }
+
+    /// `POST …/recycle {"element"}`: recycles the element's lease; a free
+    /// element is `not_leased`, an unknown one `notFound`.
+    public func recycle(element: String) throws(PoolError) -> Lease {
+        try run(nil) { (e, now) in e.advance(to: now) }
+        guard let el = table[element] else { throw .notFound("element \"\(element)\"") }
+        guard let leaseID = el.lease else { throw .notLeased("element \"\(element)\" is not leased", status: nil) }
+        return try recycle(lease: leaseID)
+    }
+
+    /// `POST …/leases/{id}/extend`: expires `leaseSeconds` (default: its own
+    /// lease, or the pool's) from now. Ended: `not_leased`.
+    public func extend(lease id: String, leaseSeconds: Double?) throws(PoolError) -> Lease {
+        try checkLease(leaseSeconds)
+        let v = try run(id) { (e, now) throws(QueueError) in try e.extend(id: id, holdSeconds: leaseSeconds, now: now) }
+        return lease(v)
+    }
+
+    /// One lease, live or remembered.
+    public func lease(id: String) throws(PoolError) -> Lease {
+        lease(try run(id) { (e, now) throws(QueueError) in try e.visitor(id: id, now: now) })
+    }
+
+    // MARK: - State and config
+
+    /// `GET /v1/pools/{p}`: sizes, the first `limit` elements in stable order, totals.
+    public func state(limit: Int) throws(PoolError) -> PoolState {
+        try run(nil) { (e, now) in e.advance(to: now) }
+        return PoolState(
+            name: name, config: config, size: table.count, available: table.available, leased: table.leased,
+            waiting: engine.counts.waiting, nextExpiryAt: engine.nextDeadline,
+            elements: table.elements.prefix(max(0, limit)).map(element), counts: PoolCounts(engine.counts, grown: grownTotal))
+    }
+
+    /// `PATCH`: `lease_seconds` and `max_waiting` apply from now on; a larger
+    /// `grow.max_size` grows for the fetchers already waiting.
+    public func apply(_ patch: PoolPatch) throws(PoolError) -> PoolConfig {
+        try run(nil) { (e, now) in
+            e.apply(QueuePatch(maxWaiting: patch.maxWaiting, holdSeconds: patch.leaseSeconds), now: now)
+        }
+        config = patch.applied(to: config)
+        try grow(forWaiters: 0)
+        return config
+    }
+
+    /// The pool was deleted: parked fetchers get `gone`, and so does every later call.
+    public func close() { closeHost() }
+
+    /// The server is stopping: parked fetchers get `shuttingDown`, and so do new waits.
+    public func shutdown() { shutdownHost() }
+
+    /// Parked long-polls (for tests).
+    public var waiterCount: Int { parkedCount }
+
+    // MARK: - Helpers
+
+    /// A fetch, extend or PATCH may ask for a shorter lease than the pool's, never a longer one.
+    func checkLease(_ seconds: Double?) throws(PoolError) {
+        guard let s = seconds else { return }
+        guard s.isFinite, PoolConfig.Limits.seconds.contains(s) else {
+            throw .invalid(field: "lease_seconds", message: "must be between 0 and 31536000")
+        }
+        if let problem = HoldPolicy.excess(
+            s, limit: config.leaseSeconds, resource: "pool", holds: "leases", field: "lease_seconds")
+        {
+            throw .invalid(field: "lease_seconds", message: problem)
+        }
+    }
+
+    func exhausted() -> PoolError { .exhausted(nextExpiryAt: engine.nextDeadline) }
+
+    func lease(_ v: VisitorView) -> Lease {
+        Lease(v, data: LeaseNote(stored: v.payload).element.flatMap { table[$0]?.data })
+    }
+
+    /// A lease as it is after the operation that just ran (with its element).
+    func leaseNow(_ id: String) -> Lease {
+        guard let v = engine.currentView(id: id) else { preconditionFailure("lease \(id) vanished") }
+        return lease(v)
+    }
+
+    func element(_ e: ElementTable.Element) -> PoolElement {
+        PoolElement(id: e.id, data: e.data, lease: e.lease.flatMap { engine.currentView(id: $0) }.map { Lease($0, data: e.data) })
+    }
+
+    /// One engine operation through the host's frame, its errors in the pool's words.
+    @discardableResult
+    func run<T>(_ lease: String?, _ body: (inout QueueEngine, Timestamp) throws(QueueError) -> T) throws(PoolError) -> T {
+        do throws(QueueError) { return try perform(body) } catch { throw PoolError(error, lease: lease) }
+    }
+}

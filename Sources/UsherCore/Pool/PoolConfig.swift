@@ -1,0 +1,189 @@
+/// One element as the config declares it: an id, and optional JSON `data`.
+public struct PoolElementSpec: Sendable, Equatable {
+    /// The element's id (a valid name).
+    public var id: String
+    /// Anything the holder needs (a licence key, a device path…).
+    public var data: JSONValue?
+
+    public init(id: String, data: JSONValue? = nil) {
+        self.id = id
+        self.data = data
+    }
+
+    /// `"id"` when there is no data, else `{"id", "data"}`.
+    public func json() -> JSONValue {
+        guard let data else { return .string(id) }
+        return .object([("id", .string(id)), ("data", data)])
+    }
+}
+
+/// `grow`: when nothing is free, create `prefix1`, `prefix2`, … until the
+/// pool has `max_size` elements.
+public struct PoolGrow: Sendable, Equatable {
+    /// `max_size`: growth stops at this many elements (0–100000).
+    public var maxSize: Int
+    /// `prefix` (`"el-"`): grown ids are the prefix and a counter.
+    public var prefix: String
+
+    public init(maxSize: Int, prefix: String = "el-") {
+        self.maxSize = maxSize
+        self.prefix = prefix
+    }
+
+    /// Reads `{"max_size", "prefix"?}`.
+    static func parse(_ reader: inout FieldReader) throws(FieldError) -> PoolGrow {
+        guard let maxSize = try reader.int("max_size", in: PoolConfig.Limits.elements) else {
+            throw FieldError(field: reader.fieldPath("max_size"), message: "required")
+        }
+        let prefix = try reader.string("prefix") ?? "el-"
+        guard prefix.utf8.count <= 100, Names.isValid(prefix + "1") else {
+            throw FieldError(
+                field: reader.fieldPath("prefix"),
+                message: "must be at most 100 characters that, followed by a number, make a valid name")
+        }
+        try reader.finish()
+        return PoolGrow(maxSize: maxSize, prefix: prefix)
+    }
+
+    public func json() -> JSONValue {
+        .object([("max_size", .int(maxSize)), ("prefix", .string(prefix))])
+    }
+}
+
+/// A pool's configuration (SPEC §4). Every field has a default, so `{}` is a
+/// valid (empty) pool.
+public struct PoolConfig: Sendable, Equatable {
+    /// `elements` (`[]`): the elements at creation, in their stable order.
+    /// Elements added or removed later through their own routes do not
+    /// change this (nor what a repeated `PUT` is compared with).
+    public var elements: [PoolElementSpec]
+    /// `lease_seconds` (60): a lease not recycled by then expires and its
+    /// element is free again; 0 = leases never expire.
+    public var leaseSeconds: Double
+    /// `max_waiting` (1000): fetchers waiting with `wait`; more is 429 `queue_full`.
+    public var maxWaiting: Int
+    /// `grow` (none): create elements on demand.
+    public var grow: PoolGrow?
+
+    /// A config; every argument defaults to the documented default.
+    public init(elements: [PoolElementSpec] = [], leaseSeconds: Double = 60, maxWaiting: Int = 1000, grow: PoolGrow? = nil) {
+        self.elements = elements
+        self.leaseSeconds = leaseSeconds
+        self.maxWaiting = maxWaiting
+        self.grow = grow
+    }
+
+    /// Allowed ranges.
+    public enum Limits {
+        /// Elements in one pool (declared, added and grown together), and `grow.max_size`.
+        public static let elements = 0...100_000
+        /// `lease_seconds`, also a fetch's or extend's (one year).
+        public static let seconds = QueueConfig.Limits.seconds
+        /// `max_waiting`.
+        public static let maxWaiting = QueueConfig.Limits.maxWaiting
+    }
+
+    /// Reads a config object; missing fields take their defaults. The caller
+    /// calls `reader.finish()` to reject unknown fields.
+    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> PoolConfig {
+        var config = PoolConfig()
+        if let list = try reader.array("elements") {
+            config.elements = try parseElements(list, field: reader.fieldPath("elements"))
+        }
+        let patch = try PoolPatch.parse(&reader, allowingElements: true)
+        return patch.applied(to: config)
+    }
+
+    /// The queue engine's config for a pool of `size` elements: one slot per
+    /// element, the lease as the hold, no dedup (fetchers have no key).
+    func queueConfig(size: Int) -> QueueConfig {
+        QueueConfig(capacity: size, maxWaiting: maxWaiting, holdSeconds: leaseSeconds, dedup: .off,
+                    opposites: [], history: LeasePool.history)
+    }
+
+    /// The config with every default filled in, keys in documented order.
+    public func json() -> JSONValue {
+        .object([
+            ("elements", .array(elements.map { $0.json() })),
+            ("lease_seconds", .seconds(leaseSeconds)),
+            ("max_waiting", .int(maxWaiting)),
+            ("grow", grow?.json() ?? .null),
+        ])
+    }
+
+    /// Each entry is an id or `{"id", "data"?}`; ids are unique.
+    static func parseElements(_ list: [JSONValue], field: String) throws(FieldError) -> [PoolElementSpec] {
+        guard list.count <= Limits.elements.upperBound else {
+            throw FieldError(field: field, message: "at most \(Limits.elements.upperBound) elements")
+        }
+        var specs: [PoolElementSpec] = []
+        var seen = Set<String>()
+        for (i, entry) in list.enumerated() {
+            let path = "\(field)[\(i)]"
+            let spec: PoolElementSpec
+            switch entry {
+            case .string(let id):
+                spec = PoolElementSpec(id: id)
+            case .object:
+                var r = try FieldReader(entry, path: path)
+                guard let id = try r.string("id") else { throw FieldError(field: r.fieldPath("id"), message: "required") }
+                spec = PoolElementSpec(id: id, data: r.value("data"))
+                try r.finish()
+            default:
+                throw FieldError(field: path, message: "must be an id or an object {\"id\", \"data\"}")
+            }
+            guard Names.isValid(spec.id) else {
+                throw FieldError(field: path, message: "'\(spec.id)' is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)")
+            }
+            guard seen.insert(spec.id).inserted else { throw FieldError(field: path, message: "duplicate id '\(spec.id)'") }
+            specs.append(spec)
+        }
+        return specs
+    }
+}
+
+/// A change to a pool's config (`PATCH`). Elements change through their own
+/// routes (`PUT`/`DELETE …/elements/{id}`), not here.
+public struct PoolPatch: Sendable, Equatable {
+    /// `lease_seconds`: applies to leases granted or extended from now on.
+    public var leaseSeconds: Double?
+    /// `max_waiting`: lowering it refuses new waiting fetchers, it never removes any.
+    public var maxWaiting: Int?
+    /// `grow`: replaces the whole object; a larger `max_size` serves waiting fetchers at once.
+    public var grow: PoolGrow?
+
+    /// A patch naming only the given fields.
+    public init(leaseSeconds: Double? = nil, maxWaiting: Int? = nil, grow: PoolGrow? = nil) {
+        self.leaseSeconds = leaseSeconds
+        self.maxWaiting = maxWaiting
+        self.grow = grow
+    }
+
+    /// Reads `lease_seconds`, `max_waiting`, `grow`, none required. The caller
+    /// calls `reader.finish()`.
+    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> PoolPatch {
+        try parse(&reader, allowingElements: false)
+    }
+
+    static func parse(_ reader: inout FieldReader, allowingElements: Bool) throws(FieldError) -> PoolPatch {
+        if !allowingElements && reader.has("elements") {
+            throw FieldError(
+                field: reader.fieldPath("elements"),
+                message: "elements change with PUT or DELETE /v1/pools/{name}/elements/{id}, not PATCH")
+        }
+        var p = PoolPatch()
+        p.leaseSeconds = try reader.number("lease_seconds", in: PoolConfig.Limits.seconds)
+        p.maxWaiting = try reader.int("max_waiting", in: PoolConfig.Limits.maxWaiting)
+        if var grow = try reader.object("grow") { p.grow = try PoolGrow.parse(&grow) }
+        return p
+    }
+
+    /// `config` with the fields present in the patch replaced.
+    public func applied(to config: PoolConfig) -> PoolConfig {
+        var c = config
+        if let leaseSeconds { c.leaseSeconds = leaseSeconds }
+        if let maxWaiting { c.maxWaiting = maxWaiting }
+        if let grow { c.grow = grow }
+        return c
+    }
+}
