@@ -12,11 +12,12 @@
 
 static inline struct MHD_Daemon *
 CUsherMHD_start_daemon(unsigned int flags, uint16_t port,
+                       MHD_AcceptPolicyCallback accept_policy, void *accept_policy_cls,
                        MHD_AccessHandlerCallback handler, void *handler_cls,
                        MHD_RequestCompletedCallback completed, void *completed_cls,
                        struct MHD_OptionItem *options)
 {
-    return MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
+    return MHD_start_daemon(flags, port, accept_policy, accept_policy_cls, handler, handler_cls,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_ARRAY, options,
                             MHD_OPTION_END);

@@ -40,6 +40,8 @@ public final class HTTPServer: @unchecked Sendable {
     private var daemon: OpaquePointer?
     private var boundPort: UInt16 = 0
     private let counters = Mutex(Counters())
+    /// False once `quiesce()` was called: new connections are closed at once.
+    private let accepting = Atomic<Bool>(true)
     private let deferredExecutor = DeferredExecutor()
 
     private struct Counters {
@@ -86,7 +88,8 @@ public final class HTTPServer: @unchecked Sendable {
             let me = Unmanaged.passUnretained(self).toOpaque()
             return options.withUnsafeMutableBufferPointer { buffer in
                 CUsherMHD_start_daemon(
-                    flags, configuration.port, accessHandler, me, requestCompleted, me, buffer.baseAddress)
+                    flags, configuration.port, acceptPolicy, me, accessHandler, me, requestCompleted, me,
+                    buffer.baseAddress)
             }
         }
         guard let started else {
@@ -97,11 +100,16 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     /// Stops accepting new connections; open connections are served on.
+    ///
+    /// New connections are closed as soon as they are accepted rather than
+    /// with `MHD_quiesce_daemon`, which in 0.9.75 with a thread pool on epoll
+    /// can race its own workers and abort ("Failed to remove listen FD from
+    /// epoll set").
     public func quiesce() {
-        guard let daemon else { return }
-        let fd = MHD_quiesce_daemon(daemon)
-        if fd >= 0 { close(fd) }
+        accepting.store(false, ordering: .releasing)
     }
+
+    fileprivate var isAccepting: Bool { accepting.load(ordering: .acquiring) }
 
     /// Waits until no request is in progress, or until `deadline`. True when drained.
     public func waitUntilIdle(deadline: Date) -> Bool {
@@ -269,6 +277,13 @@ private func accessHandler(
     let verb = slot.pointee == nil ? (method.map { String(cString: $0) } ?? "GET") : ""
     return server.handle(
         connection: connection, url: path, method: verb, uploadData: uploadData, uploadSize: uploadSize, slot: slot)
+}
+
+private func acceptPolicy(
+    cls: UnsafeMutableRawPointer?, address: UnsafePointer<sockaddr>?, length: socklen_t
+) -> MHD_Result {
+    guard let cls else { return .NO }
+    return Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().isAccepting ? .YES : .NO
 }
 
 private func requestCompleted(

@@ -14,7 +14,8 @@ public struct Router<Handler: Sendable>: Sendable {
     }
 
     private final class Node: @unchecked Sendable {
-        var literals: [String: Node] = [:]
+        /// Few per node: a linear scan comparing bytes beats hashing here.
+        var literals: [(segment: String, node: Node)] = []
         var parameter: (name: String, node: Node)?
         var handlers: [String: (Handler, String)] = [:]
     }
@@ -38,11 +39,11 @@ public struct Router<Handler: Sendable>: Sendable {
                     node.parameter = (name, next)
                     node = next
                 }
-            } else if let next = node.literals[segment] {
+            } else if let next = node.literals.first(where: { $0.segment == segment })?.node {
                 node = next
             } else {
                 let next = Node()
-                node.literals[segment] = next
+                node.literals.append((segment, next))
                 node = next
             }
         }
@@ -63,11 +64,11 @@ public struct Router<Handler: Sendable>: Sendable {
                 continue
             }
             let end = utf8[index...].firstIndex(of: 0x2F) ?? utf8.endIndex
-            let segment = String(Substring(path.utf8[index..<end]))
-            if let next = node.literals[segment] {
+            let segment = path.utf8[index..<end]
+            if let next = node.literals.first(where: { $0.segment.utf8.elementsEqual(segment) })?.node {
                 node = next
             } else if let (name, next) = node.parameter {
-                parameters[name] = segment
+                parameters[name] = String(Substring(segment))
                 node = next
             } else {
                 return .notFound
