@@ -20,8 +20,8 @@ let package = Package(
         .target(name: "UsherCore"),
         // Routes, JSON shapes, the error table, configuration.
         .target(name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore"]),
-        // Thin executable: read config, trap signals, serve.
-        .executableTarget(name: "usher", dependencies: ["UsherAPI"]),
+        // Thin executable: read config, trap signals, serve; `usher health` uses the HTTP client.
+        .executableTarget(name: "usher", dependencies: ["UsherAPI", "HTTPServer"]),
         // In-process engine benchmark (run by Benchmarks/, not by `swift test`).
         .executableTarget(
             name: "usher-engine-bench",

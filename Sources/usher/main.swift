@@ -2,12 +2,15 @@ import Foundation
 import UsherAPI
 import UsherCore
 
-// usher: read the config, serve until SIGTERM/SIGINT.
+// usher: read the config, serve until SIGTERM/SIGINT; or check a config, or
+// probe a running server's readiness.
 
 let version = "0.1.0"
 let usage = """
     usage: usher [--config PATH]          serve (config: --config, else $USHER_CONFIG, else Config/usher.json)
            usher check-config [PATH]      validate a config file and exit 0 (valid) or 2 (not)
+           usher health URL               exit 0 when GET URL/readyz answers 200 within 3 s, else 1
+                                          (URL like http://127.0.0.1:8080; for container health checks)
            usher --version | --help
     environment: USHER_CONFIG, USHER_HOST, USHER_PORT, USHER_TOKEN, USHER_LOG_LEVEL
 
@@ -33,6 +36,7 @@ Service.blockSignals()
 var arguments = Array(CommandLine.arguments.dropFirst())
 var configPath: String?
 var command = "serve"
+var healthURL: String?
 while let argument = arguments.first {
     arguments.removeFirst()
     switch argument {
@@ -54,10 +58,18 @@ while let argument = arguments.first {
             arguments.removeFirst()
             configPath = path
         }
+    case "health":
+        command = "health"
+        guard let url = arguments.first, !url.hasPrefix("-") else { fail("health needs a URL, e.g. http://127.0.0.1:8080", status: 2) }
+        arguments.removeFirst()
+        healthURL = url
     default:
         fail("unknown argument \(argument)\n\(usage)", status: 2)
     }
 }
+
+// The probe reads no config: it only asks a running server.
+if command == "health", let healthURL { Health.run(healthURL) }
 
 let config = loadConfig(configPath)
 switch command {

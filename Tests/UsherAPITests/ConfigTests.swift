@@ -158,4 +158,67 @@ import UsherCore
         #expect(rest.contains("\"msg\":\"shutting down\""))
         #expect(rest.contains("\"msg\":\"stopped\""))
     }
+
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+    func versionAndHelpExitZero() throws {
+        let (versionStatus, version) = try run(["--version"])
+        #expect(versionStatus == 0)
+        #expect(version.hasPrefix("usher "))
+        let (helpStatus, help) = try run(["--help"])
+        #expect(helpStatus == 0)
+        #expect(help.contains("usher health URL"))
+        #expect(help.contains("check-config"))
+        #expect(try run(["--bogus"]).0 == 2)
+    }
+
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+    func healthExitsZeroWhenReadyAndOneOtherwise() throws {
+        let p = Process()
+        p.executableURL = Self.binary
+        // No config file: the probe must not need one either.
+        p.arguments = []
+        p.currentDirectoryURL = FileManager.default.temporaryDirectory
+        p.environment = ["USHER_PORT": "0", "USHER_LOG_LEVEL": "info"]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        defer {
+            if p.isRunning {
+                p.terminate()
+                p.waitUntilExit()
+            }
+        }
+        var line = Data()
+        while !line.contains(0x0A) {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let first = try #require(String(decoding: line, as: UTF8.self).split(separator: "\n").first)
+        let log = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
+        let address = try #require(log["address"] as? String)
+        let port = try #require(UInt16(address.split(separator: ":").last ?? ""))
+
+        // Ready: the base URL, with a trailing slash, or naming /readyz itself.
+        for url in ["http://127.0.0.1:\(port)", "http://127.0.0.1:\(port)/", "http://localhost:\(port)/readyz"] {
+            let (status, output) = try run(["health", url])
+            #expect(status == 0, "\(url): \(output)")
+            #expect(output.contains("ready: "))
+        }
+        // A server that answers, but not 200 (no such route): not ready.
+        let (notFound, notFoundOutput) = try run(["health", "http://127.0.0.1:\(port)/nope"])
+        #expect(notFound == 1)
+        #expect(notFoundOutput.contains("answered 404"))
+
+        // A closed port: the server's own, once it has stopped.
+        p.terminate()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+        let (closed, closedOutput) = try run(["health", "http://127.0.0.1:\(port)"])
+        #expect(closed == 1)
+        #expect(closedOutput.contains("not ready"))
+        // A URL it cannot use; no URL at all is a usage error.
+        #expect(try run(["health", "https://127.0.0.1:\(port)"]).0 == 1)
+        #expect(try run(["health"]).0 == 2)
+    }
 }
