@@ -58,14 +58,24 @@ extension EngineHost {
     func park(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp) async throws(QueueError)
         -> VisitorView?
     {
-        let now = try current(subject)
-        if condition.isMet(by: now) { return now }
-        if host.phase == .shuttingDown { throw .shuttingDown }
-        if deadline <= clock.now() { return now }
+        if let early = try answerWithoutWaiting(subject, until: condition, deadline: deadline) { return try early.get() }
         let token = host.nextToken
         host.nextToken += 1
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Result<VisitorView?, QueueError>, Never>) in
+                // Check again and register in one isolated step: reaching
+                // here may have taken an executor hop (this is generic code
+                // isolated to `self`), and a change made meanwhile woke nobody.
+                let early: Result<VisitorView?, QueueError>?
+                do throws(QueueError) {
+                    early = try answerWithoutWaiting(subject, until: condition, deadline: deadline)
+                } catch {
+                    early = .failure(error)
+                }
+                if let early {
+                    c.resume(returning: early)
+                    return
+                }
                 let timer = clock.schedule(at: deadline) { [weak self] in
                     self?.withIsolation { $0.answerNow(token) }
                 }
@@ -77,6 +87,19 @@ extension EngineHost {
             Task { await self.answerNow(token) }
         }
         return try result.get()
+    }
+
+    /// The answer when there is nothing to wait for (the condition holds, the
+    /// deadline passed, the task is cancelled), or nil; throws when waiting
+    /// is refused (shutting down, closed, no such visitor).
+    func answerWithoutWaiting(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp)
+        throws(QueueError) -> Result<VisitorView?, QueueError>?
+    {
+        let now = try current(subject)
+        if condition.isMet(by: now) { return .success(now) }
+        if host.phase == .shuttingDown { throw .shuttingDown }
+        if deadline <= clock.now() || Task.isCancelled { return .success(now) }
+        return nil
     }
 
     /// Parks on one visitor: its view, never nil.
