@@ -1,3 +1,5 @@
+import Foundation
+import Synchronization
 import Testing
 @testable import UsherCore
 
@@ -113,4 +115,54 @@ import Testing
         _ = try s.recycleNow(lease: held.id)
         #expect(try s.stateNow().available == 1)
     }
+
+    /// Fetchers parking while a server thread recycles through `withIsolation`:
+    /// a grant that lands between a fetcher's check and its registration must
+    /// still answer it (every fetch is served; none is left parked).
+    @Test func everyWaitingFetcherIsAnsweredWhileAThreadRecycles() async throws {
+        let p = pool(PoolConfig(elements: PoolFixtures.elements(2), maxWaiting: 10_000))
+        let fetchers = 200
+        let served = Counter()
+        let stop = Flag()
+        let recycler = Thread {
+            while !stop.isSet {
+                let leases = (try? p.stateNow())?.elements.compactMap { $0.lease?.id } ?? []
+                for id in leases { _ = try? p.recycleNow(lease: id) }
+            }
+        }
+        recycler.start()
+        let deadline = later(3600)
+        let executor = QueueTaskExecutor()
+        let tasks = (0..<fetchers).map { i in
+            // As the HTTP server runs deferred answers: with a task executor preference.
+            Task(executorPreference: executor) {
+                _ = try await p.fetch(FetchRequest(id: "f\(i)"), until: deadline)
+                served.add()
+            }
+        }
+        await F.eventually { served.value == fetchers }
+        stop.set()
+        for t in tasks { t.cancel() }
+        #expect(served.value == fetchers)
+        #expect(await p.waiterCount == 0)
+    }
+}
+
+/// Runs tasks' jobs on a concurrent Dispatch queue (like the HTTP server's deferred answers).
+final class QueueTaskExecutor: TaskExecutor, @unchecked Sendable {
+    private let queue = DispatchQueue(label: "test.deferred", attributes: .concurrent)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        queue.async { unowned.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+
+    func asUnownedTaskExecutor() -> UnownedTaskExecutor { UnownedTaskExecutor(ordinary: self) }
+}
+
+/// A count shared by tasks and threads.
+final class Counter: Sendable {
+    private let state = Mutex(0)
+    func add() { state.withLock { $0 += 1 } }
+    var value: Int { state.withLock { $0 } }
 }
