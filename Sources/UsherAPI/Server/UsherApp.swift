@@ -31,7 +31,7 @@ public final class UsherApp: HTTPHandler {
     private let router: Router<Route>
 
     /// Every resource kind's routes, in the order of `GET /v1`.
-    static let kinds: [any ResourceAPI.Type] = [QueueRoutes.self, PipelineRoutes.self, MachineRoutes.self]
+    static let kinds: [any ResourceAPI.Type] = [QueueRoutes.self, WindowRoutes.self, PoolRoutes.self, PipelineRoutes.self, MachineRoutes.self]
 
     /// Headers the server must copy out for the routes.
     public static let capturedHeaders = ["authorization", "if-match", "last-event-id"]

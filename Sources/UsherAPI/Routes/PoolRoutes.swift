@@ -1,0 +1,193 @@
+import HTTPServer
+import UsherCore
+
+extension LeasePool: ManagedResource {
+    public nonisolated func summary() -> JSONValue {
+        withIsolation { pool in
+            let state = try? pool.state(limit: 0)
+            return .object([
+                ("name", .string(pool.name)),
+                ("size", .int(state?.size ?? 0)),
+                ("available", .int(state?.available ?? 0)),
+                ("leased", .int(state?.leased ?? 0)),
+                ("waiting", .int(state?.waiting ?? 0)),
+            ])
+        }
+    }
+
+    public nonisolated func markDeleted() { withIsolation { $0.close() } }
+    public nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+}
+
+/// `/v1/pools`: lifecycle, fetch (with the long-poll), recycle, extend and
+/// elements (SPEC §4).
+enum PoolRoutes: ResourceAPI {
+    static let kind = ResourceKind.pools
+
+    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+        var reader = try FieldReader(config, path: path)
+        let poolConfig = try PoolConfig.parse(&reader)
+        try reader.finish()
+        do throws(APIError) { _ = try create(name: name, config: poolConfig, in: app) } catch {
+            throw FieldError(field: path, message: error.detail)
+        }
+    }
+
+    static func add(to router: inout Router<Route>) {
+        router.add("GET", "/v1/pools") { call throws(APIError) in try ResourceRoutes.list(call, .pools) }
+        router.add("PUT", "/v1/pools/{name}", put)
+        router.add("GET", "/v1/pools/{name}", get)
+        router.add("PATCH", "/v1/pools/{name}", patch)
+        router.add("DELETE", "/v1/pools/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .pools) }
+        router.add("POST", "/v1/pools/{name}/fetch", fetch)
+        router.add("POST", "/v1/pools/{name}/recycle", recycle)
+        router.add("POST", "/v1/pools/{name}/leases/{id}/extend", extend)
+        router.add("PUT", "/v1/pools/{name}/elements/{id}", putElement)
+        router.add("DELETE", "/v1/pools/{name}/elements/{id}", removeElement)
+    }
+
+    /// Creates a pool (PUT and the config file share this). The same config
+    /// again means the same declared elements and the current mutable fields.
+    static func create(name: String, config: PoolConfig, in app: UsherApp) throws(APIError) -> (LeasePool, Bool) {
+        try app.registry.create(
+            .pools, name,
+            make: { LeasePool(name: name, config: config, clock: app.clock) },
+            matches: { existing in existing.withIsolation { $0.config } == config })
+    }
+
+    private static func pool(_ call: Call) throws(APIError) -> LeasePool {
+        try call.app.registry.lookup(.pools, try call.name("name"), as: LeasePool.self)
+    }
+
+    /// Runs a synchronous pool operation isolated to the pool, mapping its error.
+    private static func run<T: Sendable>(
+        _ pool: LeasePool, _ body: (isolated LeasePool) throws(PoolError) -> T
+    ) throws(APIError) -> T {
+        do throws(PoolError) { return try pool.withIsolation(body) } catch { throw APIError(error) }
+    }
+
+    private static func leaseReply(_ lease: Lease) -> HTTPResponse {
+        Reply.json(.object([("lease", lease.json())]))
+    }
+
+    private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let name = try call.name("name")
+        var body = try call.body()
+        let config: PoolConfig
+        do throws(FieldError) {
+            config = try PoolConfig.parse(&body)
+            try body.finish()
+        } catch { throw APIError(error) }
+        let (pool, created) = try create(name: name, config: config, in: call.app)
+        let state = try run(pool) { p throws(PoolError) in try p.state(limit: 1000) }
+        return .respond(Reply.json(state.json(), status: created ? 201 : 200))
+    }
+
+    private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let query = try call.query(allowing: ["limit"])
+        let limit = try query.int("limit", in: 0...PoolConfig.Limits.elements.upperBound) ?? 1000
+        let pool = try pool(call)
+        return .respond(Reply.json(try run(pool) { p throws(PoolError) in try p.state(limit: limit) }.json()))
+    }
+
+    private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pool = try pool(call)
+        var body = try call.body()
+        let patch: PoolPatch
+        do throws(FieldError) {
+            patch = try PoolPatch.parse(&body)
+            try body.finish()
+        } catch { throw APIError(error) }
+        let state = try run(pool) { p throws(PoolError) in
+            _ = try p.apply(patch)
+            return try p.state(limit: 1000)
+        }
+        return .respond(Reply.json(state.json()))
+    }
+
+    private static func fetch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let wait = try call.query(allowing: ["wait"]).wait()
+        let pool = try pool(call)
+        var body = try call.body()
+        let request: FetchRequest
+        do throws(FieldError) {
+            request = try FetchRequest.parse(&body)
+            try body.finish()
+        } catch { throw APIError(error) }
+        guard let wait else {
+            return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.fetch(request) }))
+        }
+        // Answer on the server thread when an element is free now; park only to wait.
+        do throws(PoolError) {
+            let lease = try pool.withIsolation { p throws(PoolError) in try p.fetch(request) }
+            return .respond(leaseReply(lease))
+        } catch {
+            guard case .exhausted = error else { throw APIError(error) }
+        }
+        let app = call.app
+        let deadline = app.deadline(after: wait)
+        return app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(PoolError) {
+                return leaseReply(try await pool.fetch(request, until: deadline))
+            } catch { throw APIError(error) }
+        }
+    }
+
+    private static func recycle(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pool = try pool(call)
+        var body = try call.body()
+        let lease: String?
+        let element: String?
+        do throws(FieldError) {
+            lease = try body.name("lease")
+            element = try body.name("element")
+            try body.finish()
+        } catch { throw APIError(error) }
+        switch (lease, element) {
+        case (let id?, nil):
+            return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.recycle(lease: id) }))
+        case (nil, let id?):
+            return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.recycle(element: id) }))
+        default:
+            throw APIError.badRequest("give exactly one of lease and element")
+        }
+    }
+
+    private static func extend(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pool = try pool(call)
+        let id = try call.name("id")
+        var body = try call.body()
+        let seconds: Double?
+        do throws(FieldError) {
+            seconds = try body.number("lease_seconds", in: PoolConfig.Limits.seconds)
+            try body.finish()
+        } catch { throw APIError(error) }
+        return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.extend(lease: id, leaseSeconds: seconds) }))
+    }
+
+    private static func putElement(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pool = try pool(call)
+        let id = try call.name("id")
+        var body = try call.body()
+        let data: JSONValue?
+        do throws(FieldError) {
+            data = body.value("data")
+            try body.finish()
+        } catch { throw APIError(error) }
+        let (element, created) = try run(pool) { p throws(PoolError) in try p.putElement(id, data: data) }
+        return .respond(Reply.json(.object([("element", element.json())]), status: created ? 201 : 200))
+    }
+
+    private static func removeElement(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let force = try call.query(allowing: ["force"]).bool("force") ?? false
+        let pool = try pool(call)
+        let id = try call.name("id")
+        let removal = try run(pool) { p throws(PoolError) in try p.removeElement(id, force: force) }
+        return .respond(Reply.json(removal.json()))
+    }
+}

@@ -1,0 +1,148 @@
+import HTTPServer
+import UsherCore
+
+extension WindowSlot: ManagedResource {
+    public nonisolated func summary() -> JSONValue {
+        withIsolation { window in
+            let showing = (try? window.showing()) ?? nil
+            return .object([
+                ("name", .string(window.name)),
+                ("showing", showing.map { .string($0.id) } ?? .null),
+                ("queued", .int(window.counts.queued)),
+            ])
+        }
+    }
+
+    public nonisolated func markDeleted() { withIsolation { $0.close() } }
+    public nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+}
+
+/// `/v1/windows`: lifecycle, show, dismiss and the showing long-poll (SPEC §3).
+enum WindowRoutes: ResourceAPI {
+    static let kind = ResourceKind.windows
+
+    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+        var reader = try FieldReader(config, path: path)
+        let windowConfig = try WindowConfig.parse(&reader)
+        try reader.finish()
+        do throws(APIError) { _ = try create(name: name, config: windowConfig, in: app) } catch {
+            throw FieldError(field: path, message: error.detail)
+        }
+    }
+
+    static func add(to router: inout Router<Route>) {
+        router.add("GET", "/v1/windows") { call throws(APIError) in try ResourceRoutes.list(call, .windows) }
+        router.add("PUT", "/v1/windows/{name}", put)
+        router.add("GET", "/v1/windows/{name}", get)
+        router.add("PATCH", "/v1/windows/{name}", patch)
+        router.add("DELETE", "/v1/windows/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .windows) }
+        router.add("POST", "/v1/windows/{name}/show", show)
+        router.add("POST", "/v1/windows/{name}/dismiss", dismiss)
+        router.add("GET", "/v1/windows/{name}/showing", showing)
+    }
+
+    /// Creates a window (PUT and the config file share this).
+    static func create(name: String, config: WindowConfig, in app: UsherApp) throws(APIError) -> (WindowSlot, Bool) {
+        try app.registry.create(
+            .windows, name,
+            make: { WindowSlot(name: name, config: config, clock: app.clock) },
+            matches: { existing in existing.withIsolation { $0.config } == config })
+    }
+
+    private static func window(_ call: Call) throws(APIError) -> WindowSlot {
+        try call.app.registry.lookup(.windows, try call.name("name"), as: WindowSlot.self)
+    }
+
+    /// Runs a synchronous window operation isolated to the window, mapping its error.
+    private static func run<T: Sendable>(
+        _ window: WindowSlot, _ body: (isolated WindowSlot) throws(WindowError) -> T
+    ) throws(APIError) -> T {
+        do throws(WindowError) { return try window.withIsolation(body) } catch { throw APIError(error) }
+    }
+
+    private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let name = try call.name("name")
+        var body = try call.body()
+        let config: WindowConfig
+        do throws(FieldError) {
+            config = try WindowConfig.parse(&body)
+            try body.finish()
+        } catch { throw APIError(error) }
+        let (window, created) = try create(name: name, config: config, in: call.app)
+        let state = try run(window) { w throws(WindowError) in try w.state(limit: 100) }
+        return .respond(Reply.json(state.json(), status: created ? 201 : 200))
+    }
+
+    private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let query = try call.query(allowing: ["limit"])
+        let limit = try query.int("limit", in: 0...10_000) ?? 100
+        let window = try window(call)
+        return .respond(Reply.json(try run(window) { w throws(WindowError) in try w.state(limit: limit) }.json()))
+    }
+
+    private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let window = try window(call)
+        var body = try call.body()
+        let patch: WindowPatch
+        do throws(FieldError) {
+            patch = try WindowPatch.parse(&body)
+            try body.finish()
+        } catch { throw APIError(error) }
+        let state = try run(window) { w throws(WindowError) in
+            _ = try w.apply(patch)
+            return try w.state(limit: 100)
+        }
+        return .respond(Reply.json(state.json()))
+    }
+
+    private static func show(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let window = try window(call)
+        var body = try call.body()
+        let request: ShowRequest
+        do throws(FieldError) {
+            request = try ShowRequest.parse(&body)
+            try body.finish()
+        } catch { throw APIError(error) }
+        let (item, created) = try run(window) { w throws(WindowError) in try w.show(request) }
+        return .respond(Reply.json(item.json(), status: created && item.status != .merged ? 201 : 200))
+    }
+
+    private static func dismiss(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let window = try window(call)
+        var body = try call.body()
+        let id: String?
+        do throws(FieldError) {
+            id = try body.name("id")
+            try body.finish()
+        } catch { throw APIError(error) }
+        let dismissal = try run(window) { w throws(WindowError) in try w.dismiss(id: id) }
+        return .respond(Reply.json(dismissal.json()))
+    }
+
+    private static func showing(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let query = try call.query(allowing: ["after", "wait"])
+        let wait = try query.wait()
+        let after = query["after"]
+        if let after, !Names.isValid(after) {
+            throw APIError.badRequest("after: '\(after)' is not a valid item id", field: "after")
+        }
+        let window = try window(call)
+        let now = try run(window) { w throws(WindowError) in try w.showing() }
+        guard let wait, now?.id == after else { return .respond(reply(now)) }
+        let app = call.app
+        let deadline = app.deadline(after: wait)
+        return app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(WindowError) {
+                return reply(try await window.waitForShowing(after: after, until: deadline))
+            } catch { throw APIError(error) }
+        }
+    }
+
+    private static func reply(_ showing: WindowItem?) -> HTTPResponse {
+        Reply.json(.object([("showing", showing?.json() ?? .null)]))
+    }
+}
