@@ -97,6 +97,20 @@ import Testing
         #expect(try await w1.value == w2.value)
     }
 
+    @Test func twoWaitsOnOneFetchBothEndAsPoolExhausted() async throws {
+        let p = pool(PoolConfig(elements: PoolFixtures.elements(1)))
+        let held = try p.fetchNow()
+        let short = Task { try await p.fetch(FetchRequest(id: "w"), until: later(1)) }
+        await F.eventually { await p.waiterCount == 1 }
+        let long = Task { try await p.fetch(FetchRequest(id: "w"), until: later(2)) }
+        await F.eventually { await p.waiterCount == 2 }
+        clock.advance(by: 1)  // the first wait ends and takes the fetch out of the line
+        await #expect(throws: PoolError.exhausted(nextExpiryAt: held.expiresAt)) { try await short.value }
+        clock.advance(by: 1)
+        await #expect(throws: PoolError.exhausted(nextExpiryAt: held.expiresAt)) { try await long.value }
+        #expect(try p.stateNow().waiting == 0)
+    }
+
     @Test func deleteAndShutdownAnswerWaitingFetchers() async throws {
         let p = pool(PoolConfig(elements: PoolFixtures.elements(1)))
         _ = try p.fetchNow()

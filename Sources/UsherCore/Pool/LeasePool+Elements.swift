@@ -21,7 +21,10 @@ extension LeasePool {
         }
         for id in granted {
             // Capacity is the element count, so a granted lease always finds one.
-            guard let e = table.lease(to: id), let v = engine.currentView(id: id) else { continue }
+            guard let e = table.lease(to: id), let v = engine.currentView(id: id) else {
+                assertionFailure("lease \(id) was granted with no free element")
+                continue
+            }
             var note = LeaseNote(stored: v.payload)
             note.element = e
             engine.setPayload(note.stored, of: id)

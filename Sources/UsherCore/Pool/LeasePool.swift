@@ -96,6 +96,8 @@ public actor LeasePool: EngineHost {
             _ = try await parkOnVisitor(id, until: .leftLine, deadline: deadline)
         } catch {
             if error != .gone { _ = try? run(id) { (e, now) throws(QueueError) in try e.withdraw(id: id, now: now) } }
+            // Another request with the same id stopped waiting first and withdrew the fetch.
+            if case .notFound = error { throw exhausted() }
             throw PoolError(error, lease: id)
         }
         // One step: the element it was given by now, or out of the line.
