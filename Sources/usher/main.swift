@@ -72,13 +72,16 @@ while let argument = arguments.first {
 if command == "health", let healthURL { Health.run(healthURL) }
 
 let config = loadConfig(configPath)
+// The resources the config declares are created (and their configs checked)
+// before anything is bound: a bad one exits 2 with the same message as a bad file.
+let app: UsherApp
+do { app = try UsherApp(config: config, logger: Logger(level: command == "check-config" ? .error : config.logLevel)) } catch {
+    fail("config error: \(error.detail)", status: 2)
+}
 switch command {
 case "check-config":
-    do { _ = try UsherApp(config: config, logger: Logger(level: .error)) } catch {
-        fail("config error: \(error.detail)", status: 2)
-    }
     print("config ok")
     exit(0)
 default:
-    exit(Service.run(config: config))
+    exit(Service.run(app))
 }

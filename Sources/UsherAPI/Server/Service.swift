@@ -53,14 +53,11 @@ public enum Service {
         return drained
     }
 
-    /// Serves until SIGTERM or SIGINT, then shuts down. Returns the exit status.
-    public static func run(config: UsherConfig) -> Int32 {
-        let logger = Logger(level: config.logLevel)
-        let app: UsherApp
-        do throws(APIError) { app = try UsherApp(config: config, logger: logger) } catch {
-            logger.error("config error", [("detail", .string(error.detail))])
-            return 2
-        }
+    /// Serves `app` until SIGTERM or SIGINT, then shuts down. Returns the exit
+    /// status (1 when the address cannot be bound).
+    public static func run(_ app: UsherApp) -> Int32 {
+        let config = app.config
+        let logger = app.logger
         let server: HTTPServer
         do throws(HTTPServer.StartError) { server = try start(app) } catch {
             logger.error("cannot start", [("detail", .string(error.description))])
