@@ -6,6 +6,13 @@ import Testing
 
 /// Pools over HTTP: every route and error code (SPEC §4).
 @Suite struct PoolLiveTests {
+    /// Waits (at most 2 s) until `n` fetchers wait in the pool's line. Parked
+    /// is not yet in line: a wait joins the line on a task after its
+    /// connection is parked.
+    static func untilWaiting(_ s: LiveServer, _ pool: String, _ n: Int) {
+        for _ in 0..<1000 where (try? s.call("GET", "/v1/pools/\(pool)"))?.json["waiting"] as? Int != n { usleep(2000) }
+    }
+
     static let gpus = #"{"pools": {"gpus": {"elements": ["gpu-0", {"id": "gpu-1", "data": {"mem": 24}}]}}}"#
 
     @Test func lifecycle() throws {
@@ -138,7 +145,7 @@ import Testing
         _ = try s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "b"}"#)
         let started = Date()
         let waiting = s.inBackground { try s.call("POST", "/v1/pools/gpus/fetch?wait=10", #"{"id": "w", "holder": "late"}"#) }
-        s.untilParked(1)
+        Self.untilWaiting(s, "gpus", 1)
         #expect((try s.call("GET", "/v1/pools/gpus")).json["waiting"] as? Int == 1)
         #expect(try s.call("POST", "/v1/pools/gpus/recycle", #"{"element": "gpu-1"}"#).status == 200)
         let r = try #require(waiting())
@@ -162,8 +169,7 @@ import Testing
         let s = try LiveServer(#"{"pools": {"p": {"elements": ["a"], "max_waiting": 1}}}"#)
         _ = try s.call("POST", "/v1/pools/p/fetch", #"{"id": "held"}"#)
         let first = s.inBackground { try s.call("POST", "/v1/pools/p/fetch?wait=20", #"{"id": "first"}"#) }
-        // Parked is not yet in line: the wait joins the line on a task after the connection parks.
-        for _ in 0..<1000 where (try? s.call("GET", "/v1/pools/p"))?.json["waiting"] as? Int != 1 { usleep(2000) }
+        Self.untilWaiting(s, "p", 1)
         let full = try s.call("POST", "/v1/pools/p/fetch?wait=5")
         #expect(full.status == 429 && full.code == "queue_full" && full.headers["retry-after"] != nil)
         // Without wait nothing would wait: pool_exhausted.
