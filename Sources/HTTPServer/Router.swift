@@ -22,6 +22,9 @@ public struct Router<Handler: Sendable>: Sendable {
 
     private let root = Node()
 
+    /// Every route added, as (method, template), in the order added.
+    public private(set) var routes: [(method: String, template: String)] = []
+
     public init() {}
 
     /// Adds a route. Templates look like `/v1/queues/{name}/visitors/{id}`.
@@ -49,6 +52,7 @@ public struct Router<Handler: Sendable>: Sendable {
         }
         precondition(node.handlers[method] == nil, "duplicate route \(method) \(template)")
         node.handlers[method] = (handler, template)
+        routes.append((method, template))
     }
 
     /// Finds the route for a method and path. `HEAD` falls back to `GET`.
