@@ -28,7 +28,8 @@ public final class UsherApp: HTTPHandler {
     /// The structured logger.
     public let logger: Logger
     private let stopping = Atomic<Bool>(false)
-    private let router: Router<Route>
+    /// The routes (internal: `OpenAPITests` compares them with the document).
+    let router: Router<Route>
 
     /// Every resource kind's routes, in the order of `GET /v1`.
     static let kinds: [any ResourceAPI.Type] = [QueueRoutes.self, WindowRoutes.self, PoolRoutes.self, PipelineRoutes.self, MachineRoutes.self]
@@ -131,6 +132,9 @@ public final class UsherApp: HTTPHandler {
                 return .respond(APIError.shuttingDown().response)
             }
             return .respond(Reply.json(.object([("status", .string("ready"))])))
+        }
+        router.add("GET", "/openapi.json") { _ throws(APIError) in
+            .respond(OpenAPIDocument.response())
         }
         router.add("GET", "/v1") { call throws(APIError) in
             _ = try call.query(allowing: [])

@@ -1,0 +1,162 @@
+import HTTPServer
+import UsherCore
+
+/// The OpenAPI 3.1 document of every route, served at `GET /openapi.json`.
+///
+/// Built once from the pieces in this folder: one file per resource kind
+/// (its schemas and paths, next to the shapes its `json()` functions write),
+/// the builders (`OpenAPIBuilders.swift`), and here the document itself, the
+/// problem schema and the operations routes. `OpenAPITests` keeps it true:
+/// every route the router serves is here and nothing else is, and
+/// `scripts/openapi-check` validates it and runs schemathesis against a live
+/// server.
+enum OpenAPIDocument {
+    /// The document.
+    static let json: JSONValue = build()
+
+    /// The document as served (compact JSON), made once.
+    static let bytes: [UInt8] = json.jsonBytes
+
+    /// `GET /openapi.json`: 200 with the document.
+    static func response() -> HTTPResponse {
+        HTTPResponse(status: 200, headers: [("Content-Type", "application/json; charset=utf-8")], body: bytes)
+    }
+
+    /// Every path, in the order of the document.
+    static var paths: [PathItem] {
+        operationsPaths + queuePaths + windowPaths + poolPaths + pipelinePaths + machinePaths
+    }
+
+    /// Every error code the API answers with (the `code` of a problem).
+    static let problemCodes = [
+        "bad_request", "unauthorized", "not_found", "method_not_allowed",
+        "already_exists", "not_granted", "not_leased", "pool_exhausted", "invalid_transition", "nothing_showing",
+        "not_in_flight", "in_flight", "element_leased",
+        "gone", "precondition_failed", "payload_too_large",
+        "queue_full", "pipeline_full", "too_many_resources", "too_many_elements",
+        "shutting_down", "internal_error",
+    ]
+
+    static func build() -> JSONValue {
+        .object([
+            ("openapi", .string("3.1.0")),
+            ("info", .object([
+                ("title", .string("Usher")),
+                ("version", .string("1")),
+                ("summary", .string("Turns at limited resources: queues, windows, pools, pipelines and machines")),
+                ("description", .string("""
+                    Usher hands out turns at limited resources over HTTP and JSON. Conventions: \
+                    request bodies are parsed as JSON whatever their Content-Type says; unknown fields and \
+                    unknown query parameters are 400; `null` in an optional field means absent; durations \
+                    are seconds in `*_seconds` fields; times are RFC 3339 UTC with milliseconds; \
+                    names match `\(Schema.namePattern)`. `wait=S` long-polls for at most \
+                    min(S, max_wait_seconds) without holding a server thread. Every grant carries a \
+                    `fence` that only grows within its resource. Errors are RFC 9457 problem documents \
+                    with a stable `code`. A path that exists without the request's method is 405 \
+                    `method_not_allowed` with an `Allow` header; an unknown path is 404; HEAD is \
+                    answered wherever GET is. With a token configured (`auth_token` or `USHER_TOKEN`), \
+                    every `/v1` route needs `Authorization: Bearer <token>`; /healthz, /readyz and \
+                    /openapi.json stay open.
+                    """)),
+                ("license", .object([("name", .string("see the repository"))])),
+            ])),
+            ("tags", .array(["operations", "queues", "windows", "pools", "pipelines", "machines"].map { tag in
+                .object([("name", .string(tag))])
+            })),
+            ("security", .array([.object([("bearerAuth", .array([]))])])),
+            ("paths", .object(paths.map { ($0.template, $0.json) })),
+            ("components", .object([
+                ("securitySchemes", .object([
+                    ("bearerAuth", .object([
+                        ("type", .string("http")),
+                        ("scheme", .string("bearer")),
+                        ("description", .string("""
+                            Needed on /v1 routes only when the server has a token (`auth_token` in the \
+                            config or `USHER_TOKEN`), compared in constant time; otherwise 401 `unauthorized`.
+                            """)),
+                    ])),
+                ])),
+                ("responses", .object(Response.components)),
+                ("schemas", .object(commonSchemas + queueSchemas + windowSchemas + poolSchemas
+                    + pipelineSchemas + machineSchemas)),
+            ])),
+        ])
+    }
+
+    // MARK: - Problems and the operations routes
+
+    static var commonSchemas: [(String, JSONValue)] {
+        [
+            ("Problem", Schema.object([
+                ("type", .object([("type", .string("string")), ("pattern", .string("^urn:usher:error:[a-z_]+$"))])),
+                ("title", Schema.string()),
+                ("status", .object([("type", .string("integer")), ("minimum", .int(400)), ("maximum", .int(599))])),
+                ("detail", Schema.string()),
+                ("code", Schema.enumeration(problemCodes, "stable machine code; `type` is urn:usher:error:<code>")),
+                ("field", Schema.string("bad_request: the field or query parameter at fault")),
+                ("current_status", Schema.string("not_granted, not_leased, not_in_flight: the status it has now")),
+                ("retry_after_seconds", Schema.integer(1...Int.max, "queue_full, pipeline_full: as in Retry-After")),
+                ("state", Schema.name("invalid_transition: the machine's state")),
+                ("allowed_events", Schema.array(Schema.name(), "invalid_transition, and not_found for an unknown event")),
+                ("version", Schema.integer(nil, "precondition_failed: the machine's current version")),
+                ("next_expiry_at", Schema.nullable(Schema.timestamp)),
+                ("element", Schema.name("element_leased: the element")),
+                ("lease", Schema.name("element_leased: its lease")),
+            ], optional: ["field", "current_status", "retry_after_seconds", "state", "allowed_events", "version",
+                          "next_expiry_at", "element", "lease"],
+               "RFC 9457 problem details (application/problem+json) with a stable `code`")),
+        ]
+    }
+
+    static var operationsPaths: [PathItem] {
+        [
+            PathItem("/healthz", [Operation(
+                "GET", "health", "Liveness: 200 while the process runs",
+                responses: [Response.json(200, "the process runs", Schema.object([("status", Schema.constant("ok"))]))],
+                open: true)]),
+            PathItem("/readyz", [Operation(
+                "GET", "ready", "Readiness: 200 while serving, 503 once shutdown began",
+                responses: [
+                    Response.json(200, "serving", Schema.object([("status", Schema.constant("ready"))])),
+                    Response.problem(503, "shutting down", codes: ["shutting_down"]),
+                ],
+                open: true)]),
+            PathItem("/openapi.json", [Operation(
+                "GET", "openapi", "This document",
+                responses: [Response.json(200, "the OpenAPI 3.1 document", .object([
+                    ("type", .string("object")), ("required", .array([.string("openapi"), .string("paths")])),
+                ]))],
+                open: true)]),
+            PathItem("/v1", [Operation(
+                "GET", "listKinds", "The resource kinds with how many resources each has",
+                responses: [Response.json(200, "the kinds, in a fixed order", Schema.object([
+                    ("kinds", Schema.array(Schema.object([
+                        ("kind", Schema.enumeration(ResourceKind.allCases.map(\.rawValue))),
+                        ("path", Schema.string("e.g. /v1/queues")),
+                        ("count", Schema.count),
+                    ]))),
+                ]))])]),
+        ]
+    }
+
+    // MARK: - Shared by every kind
+
+    /// `GET /v1/{kind}`: `{"<kind>": [summary…]}` sorted by name.
+    static func listOperation(_ kind: ResourceKind, id: String, summary: String) -> Operation {
+        Operation("GET", id, "Every \(kind.noun) with a summary, sorted by name",
+                  responses: [Response.json(200, "the \(kind.rawValue)", Schema.object([
+                      (kind.rawValue, Schema.array(Schema.ref(summary))),
+                  ]))])
+    }
+
+    /// `DELETE /v1/{kind}/{name}`: 204; requests waiting on it get 410.
+    static func deleteOperation(_ kind: ResourceKind, id: String) -> Operation {
+        Operation("DELETE", id, "Delete the \(kind.noun); requests waiting on it get 410 gone",
+                  responses: [Response.empty(204, "deleted")])
+    }
+
+    /// The `{name}` of a resource of `kind`.
+    static func nameParameter(_ kind: ResourceKind, example: String) -> JSONValue {
+        Parameter.path("name", "the \(kind.noun)'s name", example: example)
+    }
+}
