@@ -26,6 +26,8 @@ public actor StateMachine: LockIsolatedActor {
     }
 
     private let clock: any UsherClock
+    /// Where transitions are emitted (nil: nowhere).
+    public nonisolated let events: EventLog?
     private var engine: MachineEngine
     private var lifecycle = Lifecycle.open
     /// The current state entry's timeout timers.
@@ -35,9 +37,12 @@ public actor StateMachine: LockIsolatedActor {
 
     /// Creates a machine in the definition's initial state and starts that
     /// state's timeouts. Its version starts at the clock's time in microseconds.
-    public init(name: String, definitionName: String?, definition: MachineDefinition, clock: any UsherClock) {
+    public init(name: String, definitionName: String?, definition: MachineDefinition, clock: any UsherClock,
+        events: EventLog? = nil
+    ) {
         executor = ResourceExecutor(label: "usher.machine.\(name)")
         self.name = name
+        self.events = events
         self.definitionName = definitionName
         self.definition = definition
         self.clock = clock
@@ -61,6 +66,7 @@ public actor StateMachine: LockIsolatedActor {
     {
         try checkOpen()
         let transition = try engine.fire(event, expectedVersion: expectedVersion, data: data, at: clock.now())
+        emitTransition(transition)
         didEnterState()
         return TransitionResult(transition)
     }
@@ -124,8 +130,15 @@ public actor StateMachine: LockIsolatedActor {
     /// A timeout timer fired. Stale timers (the state was left or re-entered,
     /// or the machine closed) and events not allowed from the current state do nothing.
     func timeoutFired(_ token: TimeoutToken) {
-        guard lifecycle == .open, engine.fire(timeout: token, at: clock.now()) != nil else { return }
+        guard lifecycle == .open, let transition = engine.fire(timeout: token, at: clock.now()) else { return }
+        emitTransition(transition)
         didEnterState()
+    }
+
+    /// A `transition` event, when someone listens.
+    private func emitTransition(_ transition: MachineTransition) {
+        guard let events, events.isRecording else { return }
+        events.emit(ResourceEvent.Draft(kind: "machine", name: name, type: "transition", data: transition.json()))
     }
 
     private func checkOpen() throws(MachineError) {

@@ -55,6 +55,8 @@ public actor Pipeline: LockIsolatedActor {
     static let backoffRange = 0.1...5.0
 
     let clock: any UsherClock
+    /// Where state changes are emitted (nil: nowhere).
+    public nonisolated let events: EventLog?
     var engine: PipelineEngine
     var lifecycle = Lifecycle.open
     /// The one timer, and the deadline it is armed for.
@@ -69,10 +71,12 @@ public actor Pipeline: LockIsolatedActor {
     /// Creates an empty pipeline whose fences start at the clock's time in
     /// microseconds, and starts pulling its source (if any) through `sourceFactory`.
     public init(
-        name: String, config: PipelineConfig, clock: any UsherClock, sourceFactory: SourceReaderFactory? = nil
+        name: String, config: PipelineConfig, clock: any UsherClock, sourceFactory: SourceReaderFactory? = nil,
+        events: EventLog? = nil
     ) {
         executor = ResourceExecutor(label: "usher.pipeline.\(name)")
         self.name = name
+        self.events = events
         self.clock = clock
         self.sourceFactory = sourceFactory
         engine = PipelineEngine(config: config, createdAt: clock.now())
@@ -93,21 +97,21 @@ public actor Pipeline: LockIsolatedActor {
     public func push(_ request: PipelinePushRequest) throws(PipelineError) -> PipelinePushResult {
         try checkOpen()
         defer { settle() }
-        return try engine.push(request, now: clock.now())
+        return emitPushed(try engine.push(request, now: clock.now()))
     }
 
     /// Adds every item or none (see `PipelineEngine.pushBatch`).
     public func pushBatch(_ requests: [PipelinePushRequest]) throws(PipelineError) -> [PipelinePushResult] {
         try checkOpen()
         defer { settle() }
-        return try engine.pushBatch(requests, now: clock.now())
+        return try engine.pushBatch(requests, now: clock.now()).map(emitPushed)
     }
 
     /// Hands out what can be handed out now; `[]` when nothing can.
     public func take(max: Int, ackSeconds: Double? = nil) throws(PipelineError) -> [PipelineDelivery] {
         try checkOpen()
         defer { settle() }
-        return try engine.take(max: max, ackSeconds: ackSeconds, now: clock.now())
+        return emitDelivered(try engine.take(max: max, ackSeconds: ackSeconds, now: clock.now()))
     }
 
     /// Finishes an in-flight item.
@@ -117,7 +121,7 @@ public actor Pipeline: LockIsolatedActor {
     public func consume(_ id: String, fence: Int64? = nil) throws(PipelineError) -> PipelineItem {
         try checkOpen()
         defer { settle() }
-        return try engine.consume(id, fence: fence, now: clock.now())
+        return emit("consumed", try engine.consume(id, fence: fence, now: clock.now()))
     }
 
     /// Puts an in-flight item back at the front (after `delaySeconds`), or on
@@ -128,7 +132,8 @@ public actor Pipeline: LockIsolatedActor {
     {
         try checkOpen()
         defer { settle() }
-        return try engine.release(id, delaySeconds: delaySeconds, fence: fence, now: clock.now())
+        let item = try engine.release(id, delaySeconds: delaySeconds, fence: fence, now: clock.now())
+        return emit(item.status == .dead ? "dead-lettered" : "released", item)
     }
 
     /// Removes a ready, delayed or dead item.
@@ -138,7 +143,7 @@ public actor Pipeline: LockIsolatedActor {
     public func cancel(_ id: String) throws(PipelineError) -> PipelineItem {
         try checkOpen()
         defer { settle() }
-        return try engine.cancel(id, now: clock.now())
+        return emit("cancelled", try engine.cancel(id, now: clock.now()))
     }
 
     /// The item with this id, live or dead.
@@ -219,7 +224,9 @@ public actor Pipeline: LockIsolatedActor {
     func settle() {
         guard lifecycle == .open else { return }
         let now = clock.now()
+        let before = events?.isRecording == true ? engine.counts : nil
         engine.expire(now: now)
+        if let before { emitExpiries(since: before) }
         var changes = engine.takeChanges()
         while !changes.isEmpty {
             if changes.contains(.roomAvailable) { serveProducers(now: now) }
@@ -236,7 +243,7 @@ public actor Pipeline: LockIsolatedActor {
             p.timer?.cancel()
             let result: Result<PipelinePushResult, PipelineError>
             do throws(PipelineError) {
-                result = .success(try engine.push(p.request, now: now))
+                result = .success(emitPushed(try engine.push(p.request, now: now)))
             } catch {
                 result = .failure(error)
             }
@@ -251,7 +258,7 @@ public actor Pipeline: LockIsolatedActor {
                 let items = try engine.take(max: c.max, ackSeconds: c.ackSeconds, now: now)
                 // Every ready item was filtered out: stay parked.
                 if items.isEmpty { return }
-                result = .success(items)
+                result = .success(emitDelivered(items))
             } catch {
                 result = .failure(error)
             }
@@ -282,5 +289,48 @@ public actor Pipeline: LockIsolatedActor {
         timer = nil
         timerDeadline = nil
         settle()
+    }
+}
+
+// MARK: - Events
+
+extension Pipeline {
+    static let eventKind = "pipeline"
+
+    /// Emits `type` for `item` when someone listens; returns `item`.
+    func emit(_ type: String, _ item: PipelineItem) -> PipelineItem {
+        if let events, events.isRecording {
+            events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, data: item.json()))
+        }
+        return item
+    }
+
+    /// `pushed` for a push that added an item (not one whose id was there).
+    func emitPushed(_ result: PipelinePushResult) -> PipelinePushResult {
+        if result.created { _ = emit("pushed", result.item) }
+        return result
+    }
+
+    /// `delivered` for each hand-out.
+    func emitDelivered(_ deliveries: [PipelineDelivery]) -> [PipelineDelivery] {
+        if let events, events.isRecording {
+            for d in deliveries {
+                events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: "delivered", data: d.json()))
+            }
+        }
+        return deliveries
+    }
+
+    /// Expiries the clock caused (ack deadlines that ran out): one
+    /// `redelivered` / `dead-lettered` event carrying the count.
+    func emitExpiries(since before: PipelineCounts) {
+        guard let events else { return }
+        let after = engine.counts
+        for (type, n) in [
+            ("redelivered", after.redeliveredTotal - before.redeliveredTotal),
+            ("dead-lettered", after.deadTotal - before.deadTotal),
+        ] where n > 0 {
+            events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, data: .object([("count", .int(n))])))
+        }
     }
 }

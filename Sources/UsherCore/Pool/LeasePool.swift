@@ -26,6 +26,18 @@ public actor LeasePool: EngineHost {
     public nonisolated let name: String
 
     let clock: any UsherClock
+    /// Where state changes are emitted (nil: nowhere).
+    public nonisolated let events: EventLog?
+    static let eventKind = "pool"
+    /// Events: `leased` for a granted lease, `released` for a returned one,
+    /// else the status (`waiting`, `expired`, `cancelled`, `merged`).
+    static func eventType(_ status: VisitorStatus) -> String {
+        switch status {
+        case .granted: "leased"
+        case .completed, .released: "released"
+        default: status.rawValue
+        }
+    }
     var engine: QueueEngine
     var host = HostState()
     var table = ElementTable()
@@ -36,8 +48,9 @@ public actor LeasePool: EngineHost {
 
     /// A pool holding the declared elements, all free; fences start at the
     /// clock's current time in µs.
-    public init(name: String, config: PoolConfig, clock: any UsherClock) {
+    public init(name: String, config: PoolConfig, clock: any UsherClock, events: EventLog? = nil) {
         self.name = name
+        self.events = events
         self.clock = clock
         self.config = config
         self.executor = ResourceExecutor(label: "usher.pool.\(name)")

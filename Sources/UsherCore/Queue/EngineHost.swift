@@ -28,6 +28,15 @@ protocol EngineHost: LockIsolatedActor {
     /// Called after every engine operation (also a timer's) with the ids
     /// whose status changed, before waiters are woken and the timer re-armed.
     func engineDidChange(_ ids: [String])
+    /// The resource's name (in events).
+    var name: String { get }
+    /// Where state changes are emitted (nil: nowhere).
+    var events: EventLog? { get }
+    /// The event kind: `queue`, `window` or `pool`.
+    static var eventKind: String { get }
+    /// The event type for a visitor that reached `status` (`granted` → a
+    /// pool's `leased`, a window's `shown`, …).
+    static func eventType(_ status: VisitorStatus) -> String
 }
 
 /// The state every `EngineHost` keeps besides its engine.
@@ -65,9 +74,22 @@ extension EngineHost {
 
     func afterOperation() {
         let changes = engine.drainChanges()
-        if !changes.isEmpty { engineDidChange(changes) }
+        if !changes.isEmpty {
+            engineDidChange(changes)
+            emitEvents(changes)
+        }
         wakeWaiters(changes)
         rearm()
+    }
+
+    /// Emits one event per changed visitor, when someone listens.
+    func emitEvents(_ ids: [String]) {
+        guard let events, events.isRecording else { return }
+        for id in ids {
+            guard let v = engine.currentView(id: id) else { continue }
+            events.emit(
+                ResourceEvent.Draft(kind: Self.eventKind, name: name, type: Self.eventType(v.status), data: v.json()))
+        }
     }
 
     /// Keeps the one timer at the engine's next deadline.

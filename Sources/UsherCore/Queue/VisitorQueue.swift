@@ -22,12 +22,18 @@ public actor VisitorQueue: EngineHost {
     public nonisolated let name: String
 
     let clock: any UsherClock
+    /// Where state changes are emitted (nil: nowhere).
+    public nonisolated let events: EventLog?
+    static let eventKind = "queue"
+    /// Events: a visitor's new status (`waiting`, `granted`, `completed`, …).
+    static func eventType(_ status: VisitorStatus) -> String { status.rawValue }
     var engine: QueueEngine
     var host = HostState()
 
     /// A new queue whose fences start at the clock's current time in µs.
-    public init(name: String, config: QueueConfig, clock: any UsherClock) {
+    public init(name: String, config: QueueConfig, clock: any UsherClock, events: EventLog? = nil) {
         self.name = name
+        self.events = events
         self.clock = clock
         self.executor = ResourceExecutor(label: "usher.queue.\(name)")
         self.engine = QueueEngine(name: name, config: config, createdAt: clock.now())

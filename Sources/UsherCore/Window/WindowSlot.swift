@@ -25,14 +25,27 @@ public actor WindowSlot: EngineHost {
     public nonisolated let name: String
 
     let clock: any UsherClock
+    /// Where state changes are emitted (nil: nowhere).
+    public nonisolated let events: EventLog?
+    static let eventKind = "window"
+    /// Events: `shown` for a granted item, `dismissed` for a finished one,
+    /// else the status (`waiting`, `expired`, `cancelled`, `merged`).
+    static func eventType(_ status: VisitorStatus) -> String {
+        switch status {
+        case .granted: "shown"
+        case .completed, .released: "dismissed"
+        default: status.rawValue
+        }
+    }
     var engine: QueueEngine
     var host = HostState()
     /// The config in the window's words (the engine holds it in the queue's).
     public private(set) var config: WindowConfig
 
     /// A new, empty window whose fences start at the clock's current time in µs.
-    public init(name: String, config: WindowConfig, clock: any UsherClock) {
+    public init(name: String, config: WindowConfig, clock: any UsherClock, events: EventLog? = nil) {
         self.name = name
+        self.events = events
         self.clock = clock
         self.config = config
         self.executor = ResourceExecutor(label: "usher.window.\(name)")

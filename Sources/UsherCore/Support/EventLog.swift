@@ -1,0 +1,167 @@
+import Synchronization
+
+/// One state change of one resource, as `GET /v1/events` streams it.
+public struct ResourceEvent: Sendable, Equatable {
+    /// Increasing from 1 within one `EventLog` (the SSE `id:`).
+    public var id: UInt64
+    /// When it was recorded.
+    public var at: Timestamp
+    /// The resource kind: `queue`, `window`, `pool`, `pipeline`, `machine`.
+    public var kind: String
+    /// The resource's name.
+    public var name: String
+    /// What happened: `granted`, `expired`, `transition`, … (the SSE `event:`).
+    public var type: String
+    /// The changed thing (a visitor, an item, a transition).
+    public var data: JSONValue
+
+    public init(id: UInt64, at: Timestamp, kind: String, name: String, type: String, data: JSONValue) {
+        self.id = id
+        self.at = at
+        self.kind = kind
+        self.name = name
+        self.type = type
+        self.data = data
+    }
+
+    /// The event without its id: what a manager emits.
+    public struct Draft: Sendable {
+        public var kind: String
+        public var name: String
+        public var type: String
+        public var data: JSONValue
+
+        public init(kind: String, name: String, type: String, data: JSONValue) {
+            self.kind = kind
+            self.name = name
+            self.type = type
+            self.data = data
+        }
+    }
+
+    /// The SSE `data:` payload: `{"id","at","kind","name","type","data"}`.
+    public func json() -> JSONValue {
+        .object([
+            ("id", .int(Int(truncatingIfNeeded: id))),
+            ("at", .string(at.rfc3339)),
+            ("kind", .string(kind)),
+            ("name", .string(name)),
+            ("type", .string(type)),
+            ("data", data),
+        ])
+    }
+}
+
+/// The event bus: managers emit, streams subscribe.
+///
+/// Cost when nobody listens: one atomic load per change point (`isRecording`),
+/// and no JSON is built. Events are recorded into the replay ring from the
+/// first subscription on (so a client that reconnects finds what it missed),
+/// never before.
+///
+/// Subscribers are callbacks run under the log's lock, in id order, on the
+/// emitting thread; they must be quick and must not call back into the log
+/// (a stream appends bytes to its buffer and wakes its connection).
+public final class EventLog: Sendable {
+    /// A subscriber's callback.
+    public typealias Handler = @Sendable (ResourceEvent) -> Void
+
+    /// Default replay ring size.
+    public static let defaultCapacity = 10_000
+
+    /// How many events are kept for `Last-Event-ID` replay.
+    public let capacity: Int
+    private let clock: any UsherClock
+    private let recording = Atomic<Bool>(false)
+    private let state: Mutex<State>
+
+    private struct State: Sendable {
+        var ring: [ResourceEvent] = []
+        /// Index of the oldest event in `ring` once it is full.
+        var head = 0
+        var nextID: UInt64 = 1
+        var nextToken: UInt64 = 0
+        var subscribers: [UInt64: Handler] = [:]
+    }
+
+    /// What a subscription starts with.
+    public struct Subscription: Sendable {
+        /// Pass to `unsubscribe`.
+        public let token: UInt64
+        /// Buffered events after the requested id, oldest first.
+        public let replay: [ResourceEvent]
+        /// True when events after the requested id were already dropped from
+        /// the ring (the client missed some and should re-read state).
+        public let gap: Bool
+    }
+
+    public init(capacity: Int = EventLog.defaultCapacity, clock: any UsherClock = SystemClock()) {
+        self.capacity = max(1, capacity)
+        self.clock = clock
+        self.state = Mutex(State())
+    }
+
+    /// True once someone subscribed: emitters build events only then.
+    public var isRecording: Bool { recording.load(ordering: .relaxed) }
+
+    /// Subscribers now.
+    public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
+    /// The id the next event will get.
+    public var nextID: UInt64 { state.withLock { $0.nextID } }
+
+    /// Records an event (only while recording) and hands it to every subscriber.
+    public func emit(_ draft: ResourceEvent.Draft) {
+        guard isRecording else { return }
+        let at = clock.now()
+        state.withLock { s in
+            let event = ResourceEvent(
+                id: s.nextID, at: at, kind: draft.kind, name: draft.name, type: draft.type, data: draft.data)
+            s.nextID += 1
+            if s.ring.count < capacity {
+                s.ring.append(event)
+            } else {
+                s.ring[s.head] = event
+                s.head = (s.head + 1) % capacity
+            }
+            for handler in s.subscribers.values { handler(event) }
+        }
+    }
+
+    /// Emits several drafts (convenience for change points with many changes).
+    public func emit(_ drafts: [ResourceEvent.Draft]) {
+        for d in drafts { emit(d) }
+    }
+
+    /// Subscribes; `after` is the last id the client saw (nil: only new events).
+    /// The replay and the live events that follow have no gap and no overlap.
+    public func subscribe(after: UInt64?, _ handler: @escaping Handler) -> Subscription {
+        recording.store(true, ordering: .relaxed)
+        return state.withLock { s in
+            let token = s.nextToken
+            s.nextToken += 1
+            s.subscribers[token] = handler
+            guard let after else { return Subscription(token: token, replay: [], gap: false) }
+            let ordered = Self.ordered(s)
+            let oldest = ordered.first?.id ?? s.nextID
+            let replay = ordered.filter { $0.id > after }
+            // A gap: the client's next event (after + 1) is older than the ring
+            // (or the id is from the future, e.g. a restarted server).
+            let gap = after + 1 < oldest || after >= s.nextID
+            return Subscription(token: token, replay: after >= s.nextID ? ordered : replay, gap: gap)
+        }
+    }
+
+    /// Stops calling the subscription's handler.
+    public func unsubscribe(_ token: UInt64) {
+        _ = state.withLock { $0.subscribers.removeValue(forKey: token) }
+    }
+
+    /// The buffered events, oldest first.
+    public func buffered() -> [ResourceEvent] { state.withLock { Self.ordered($0) } }
+
+    private static func ordered(_ s: State) -> [ResourceEvent] {
+        guard s.head > 0 else { return s.ring }
+        return Array(s.ring[s.head...] + s.ring[..<s.head])
+    }
+}
