@@ -30,6 +30,9 @@ public enum HTTPHandlerResult: Sendable {
     /// Answer later: the connection is suspended (no server thread is held)
     /// while the work runs as a task, then resumed with its response.
     case deferred(@Sendable () async -> HTTPResponse)
+    /// Answer with a body written over time (e.g. Server-Sent Events): the
+    /// connection is suspended whenever the stream has nothing buffered.
+    case stream(HTTPStream)
 }
 
 /// The application side of the server.

@@ -43,6 +43,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// False once `quiesce()` was called: new connections are closed at once.
     private let accepting = Atomic<Bool>(true)
     private let deferredExecutor = DeferredExecutor()
+    /// Open streamed responses, ended when the server quiesces or stops.
+    private let streams = Mutex<[ObjectIdentifier: HTTPStream]>([:])
 
     private struct Counters {
         var active = 0
@@ -66,7 +68,17 @@ public final class HTTPServer: @unchecked Sendable {
     public var activeRequests: Int { counters.withLock { $0.active } }
 
     /// Requests parked while their deferred answer is produced.
-    public var suspendedRequests: Int { counters.withLock { $0.suspended } }
+    public var suspendedRequests: Int {
+        counters.withLock { $0.suspended } + streams.withLock { $0.values.count { $0.isSuspended } }
+    }
+
+    /// Streamed responses still open.
+    public var openStreams: Int { streams.withLock { $0.count } }
+
+    /// Ends every open stream after what it has buffered.
+    public func finishStreams() {
+        for stream in streams.withLock({ Array($0.values) }) { stream.finish() }
+    }
 
     /// Binds and starts serving. Throws when the address cannot be bound.
     public func start() throws(StartError) {
@@ -106,6 +118,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// epoll set").
     public func quiesce() {
         accepting.store(false, ordering: .releasing)
+        finishStreams()
     }
 
     fileprivate var isAccepting: Bool { accepting.load(ordering: .acquiring) }
@@ -113,16 +126,18 @@ public final class HTTPServer: @unchecked Sendable {
     /// Waits until no request is in progress, or until `deadline`. True when drained.
     public func waitUntilIdle(deadline: Date) -> Bool {
         while Date() < deadline {
-            if counters.withLock({ $0.active == 0 && $0.suspended == 0 }) { return true }
+            if counters.withLock({ $0.active == 0 && $0.suspended == 0 }) && openStreams == 0 { return true }
             usleep(5_000)
         }
-        return counters.withLock { $0.active == 0 && $0.suspended == 0 }
+        return counters.withLock { $0.active == 0 && $0.suspended == 0 } && openStreams == 0
     }
 
     /// Stops the daemon and closes every connection. Call after parked requests
     /// were answered (stopping with suspended connections is not allowed).
     public func stop() {
         guard let daemon else { return }
+        // Streams end after their buffered bytes; a suspended one is resumed.
+        finishStreams()
         // libmicrohttpd aborts when stopped with suspended connections: give
         // deferred answers a moment, and if some never come, leave the daemon
         // running rather than crash (the process is about to exit anyway).
@@ -211,7 +226,32 @@ public final class HTTPServer: @unchecked Sendable {
                 MHD_resume_connection(handle.raw)
             }
             return .YES
+        case .stream(let stream):
+            return queue(stream, on: connection)
         }
+    }
+
+    /// Queues a streamed response; the stream is retained until libmicrohttpd
+    /// releases the response (its free callback).
+    private func queue(_ stream: HTTPStream, on connection: OpaquePointer) -> MHD_Result {
+        let retained = Unmanaged.passRetained(stream).toOpaque()
+        guard let response = MHD_create_response_from_callback(UInt64.max, 16 * 1024, streamReader, retained, streamReleased)
+        else {
+            Unmanaged<HTTPStream>.fromOpaque(retained).release()
+            return .NO
+        }
+        for (name, value) in stream.headers {
+            _ = MHD_add_response_header(response, name, value)
+        }
+        let key = ObjectIdentifier(stream)
+        streams.withLock { $0[key] = stream }
+        stream.onEnd { [weak self] _ in _ = self?.streams.withLock { $0.removeValue(forKey: key) } }
+        stream.attach(connection)
+        let result = MHD_queue_response(connection, UInt32(stream.status), response)
+        MHD_destroy_response(response)
+        // Stopping already: the stream sends what it has and ends.
+        if !isAccepting { stream.finish() }
+        return result
     }
 
     fileprivate func completed(slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {

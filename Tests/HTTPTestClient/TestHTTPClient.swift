@@ -123,6 +123,30 @@ public final class TestHTTPClient {
         return Response(status: status, headers: headers, body: body)
     }
 
+    /// Reads raw bytes up to and including the next `\n` (for streamed
+    /// bodies, after `readResponse(headOnly: true)`); without the line end.
+    public func readLine() throws -> String {
+        while buffer.firstIndex(of: UInt8(ascii: "\n")) == nil { try fill() }
+        let end = buffer.firstIndex(of: UInt8(ascii: "\n"))!
+        var line = Data(buffer[buffer.startIndex..<end])
+        buffer = Data(buffer[buffer.index(after: end)...])
+        if line.last == UInt8(ascii: "\r") { line.removeLast() }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// Reads one chunk of a chunked body (after `readResponse(headOnly: true)`);
+    /// nil for the last, empty chunk.
+    public func readChunk() throws -> Data? {
+        let sizeLine = try readLine()
+        guard let size = Int(sizeLine.split(separator: ";").first ?? "", radix: 16) else {
+            throw ClientError(description: "bad chunk size line \(sizeLine)")
+        }
+        while buffer.count < size + 2 { try fill() }
+        let chunk = Data(buffer.prefix(size))
+        buffer = Data(buffer.dropFirst(size + 2))
+        return size == 0 ? nil : chunk
+    }
+
     private func fill() throws {
         var chunk = [UInt8](repeating: 0, count: 65_536)
         let n = recv(fd, &chunk, chunk.count, 0)

@@ -1,0 +1,184 @@
+import CMicroHTTPD
+import Synchronization
+
+/// A response whose body is written over time (Server-Sent Events).
+///
+/// The body is sent with chunked encoding from a buffer that producers fill
+/// with `write` from any thread. When the buffer is empty, libmicrohttpd's
+/// content reader suspends the connection (no server thread waits, nothing
+/// polls) and the next `write` or `finish` resumes it.
+///
+/// A slow client is dropped: a `write` that would take the buffer past
+/// `bufferLimit` ends the stream at once (the connection is closed) and
+/// discards the buffer. `finish` ends it after the buffered bytes are sent;
+/// the server finishes every open stream when it quiesces or stops.
+public final class HTTPStream: Sendable {
+    /// The status line's code.
+    public let status: Int
+    /// Extra headers (e.g. `Content-Type: text/event-stream`).
+    public let headers: [(name: String, value: String)]
+    /// Most bytes buffered for a client that does not read; then it is dropped.
+    public let bufferLimit: Int
+
+    /// Why a stream ended.
+    public enum EndReason: Sendable, Equatable {
+        /// `finish()` (or the server stopping) and the buffer was sent.
+        case finished
+        /// The buffer limit was passed: the client was too slow.
+        case dropped
+        /// The client went away, or the connection failed.
+        case disconnected
+    }
+
+    private enum Ending { case none, finish, drop }
+
+    private struct State: @unchecked Sendable {
+        var buffer: [UInt8] = []
+        var offset = 0
+        var ending = Ending.none
+        /// Set once the response is queued; nil again once it is released.
+        var connection: OpaquePointer?
+        var suspended = false
+        /// True once libmicrohttpd released the response.
+        var released = false
+        var endReason: EndReason?
+        var onEnd: [@Sendable (EndReason) -> Void] = []
+    }
+
+    private let state = Mutex(State())
+
+    /// A stream that starts with `status` and `headers`; `bufferLimit` bytes at most wait for the client.
+    public init(status: Int = 200, headers: [(name: String, value: String)] = [], bufferLimit: Int = 1 << 20) {
+        self.status = status
+        self.headers = headers
+        self.bufferLimit = max(1, bufferLimit)
+    }
+
+    /// Appends bytes for the client. False when the stream has ended (or ends
+    /// now because the client is too slow): stop writing then.
+    @discardableResult
+    public func write(_ bytes: [UInt8]) -> Bool {
+        guard !bytes.isEmpty else { return isOpen }
+        return state.withLock { s in
+            guard s.ending == .none, !s.released else { return false }
+            if s.buffer.count - s.offset + bytes.count > bufferLimit {
+                s.ending = .drop
+                s.buffer = []
+                s.offset = 0
+                Self.wake(&s)
+                return false
+            }
+            s.buffer.append(contentsOf: bytes)
+            Self.wake(&s)
+            return true
+        }
+    }
+
+    /// Ends the stream once the buffered bytes are sent.
+    public func finish() {
+        state.withLock { s in
+            guard s.ending == .none, !s.released else { return }
+            s.ending = .finish
+            Self.wake(&s)
+        }
+    }
+
+    /// True until the stream ends (finished, dropped or the client left).
+    public var isOpen: Bool { state.withLock { $0.ending == .none && !$0.released } }
+
+    /// Bytes waiting for the client.
+    public var bufferedBytes: Int { state.withLock { $0.buffer.count - $0.offset } }
+
+    /// Runs `handler` once, when libmicrohttpd has released the response (at
+    /// once if that already happened). It may run on a server thread: keep it short.
+    public func onEnd(_ handler: @escaping @Sendable (EndReason) -> Void) {
+        let already: EndReason? = state.withLock { s in
+            if let reason = s.endReason { return reason }
+            s.onEnd.append(handler)
+            return nil
+        }
+        if let already { handler(already) }
+    }
+
+    /// Resumes the connection if the content reader suspended it. Under the lock.
+    private static func wake(_ s: inout State) {
+        guard s.suspended, let connection = s.connection else { return }
+        s.suspended = false
+        MHD_resume_connection(connection)
+    }
+
+    // MARK: - Server side
+
+    /// The response is queued on `connection` (server thread).
+    func attach(_ connection: OpaquePointer) {
+        state.withLock { $0.connection = connection }
+    }
+
+    /// True while the content reader has the connection suspended.
+    var isSuspended: Bool { state.withLock { $0.suspended } }
+
+    /// libmicrohttpd's content reader: copies what is buffered; with nothing
+    /// buffered it suspends the connection and returns 0 (the documented way
+    /// to avoid busy waiting), and `write`/`finish` resume it.
+    func read(into destination: UnsafeMutablePointer<CChar>, max: Int) -> Int {
+        state.withLock { s in
+            if s.ending == .drop { return -2 }  // MHD_CONTENT_READER_END_WITH_ERROR
+            let available = s.buffer.count - s.offset
+            if available > 0 {
+                let n = min(available, max)
+                s.buffer.withUnsafeBytes { raw in
+                    UnsafeMutableRawPointer(destination).copyMemory(from: raw.baseAddress! + s.offset, byteCount: n)
+                }
+                s.offset += n
+                if s.offset == s.buffer.count {
+                    s.buffer.removeAll(keepingCapacity: s.buffer.capacity <= 65_536)
+                    s.offset = 0
+                } else if s.offset >= 65_536 {
+                    s.buffer.removeFirst(s.offset)
+                    s.offset = 0
+                }
+                return n
+            }
+            if s.ending == .finish { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
+            guard let connection = s.connection else { return -2 }
+            s.suspended = true
+            MHD_suspend_connection(connection)
+            return 0
+        }
+    }
+
+    /// libmicrohttpd released the response: the stream is over.
+    func released() {
+        let (handlers, reason): ([@Sendable (EndReason) -> Void], EndReason) = state.withLock { s in
+            let reason: EndReason =
+                switch s.ending {
+                case .drop: .dropped
+                case .finish where s.buffer.count == s.offset: .finished
+                default: .disconnected
+                }
+            s.released = true
+            s.connection = nil
+            s.suspended = false
+            s.buffer = []
+            s.offset = 0
+            s.endReason = reason
+            let handlers = s.onEnd
+            s.onEnd = []
+            return (handlers, reason)
+        }
+        for h in handlers { h(reason) }
+    }
+}
+
+/// The content reader and free callbacks: capture-free, the stream comes
+/// back through `cls` (retained while libmicrohttpd holds the response).
+func streamReader(cls: UnsafeMutableRawPointer?, pos: UInt64, buf: UnsafeMutablePointer<CChar>?, max: Int) -> Int {
+    guard let cls, let buf else { return -2 }
+    return Unmanaged<HTTPStream>.fromOpaque(cls).takeUnretainedValue().read(into: buf, max: max)
+}
+
+func streamReleased(cls: UnsafeMutableRawPointer?) {
+    guard let cls else { return }
+    let stream = Unmanaged<HTTPStream>.fromOpaque(cls).takeRetainedValue()
+    stream.released()
+}
