@@ -39,4 +39,12 @@ CUsherMHD_daemon_connections(struct MHD_Daemon *daemon)
     return info == NULL ? 0 : info->num_connections;
 }
 
+/* A connection's socket (-1 when unknown). */
+static inline int
+CUsherMHD_connection_fd(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}
+
 #endif

@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import Glibc
 import Synchronization
 
 /// A response whose body is written over time (Server-Sent Events).
@@ -38,6 +39,8 @@ public final class HTTPStream: Sendable {
         var ending = Ending.none
         /// Set once the response is queued; nil again once it is released.
         var connection: OpaquePointer?
+        /// The connection's socket, to cut off a dropped client.
+        var socket: Int32 = -1
         var suspended = false
         /// True once libmicrohttpd released the response.
         var released = false
@@ -65,7 +68,17 @@ public final class HTTPStream: Sendable {
                 s.ending = .drop
                 s.buffer = []
                 s.offset = 0
-                Self.wake(&s)
+                if s.suspended {
+                    Self.wake(&s)
+                } else if s.connection != nil, s.socket >= 0 {
+                    // libmicrohttpd waits for the socket to take more, which a
+                    // client that does not read never does: shut the socket
+                    // down so the connection fails and is closed now. (The
+                    // response is released before libmicrohttpd closes the
+                    // descriptor, and `released` takes this lock: the
+                    // descriptor is still this connection's.)
+                    _ = Glibc.shutdown(s.socket, Int32(SHUT_RDWR))
+                }
                 return false
             }
             s.buffer.append(contentsOf: bytes)
@@ -111,7 +124,11 @@ public final class HTTPStream: Sendable {
 
     /// The response is queued on `connection` (server thread).
     func attach(_ connection: OpaquePointer) {
-        state.withLock { $0.connection = connection }
+        let socket = CUsherMHD_connection_fd(connection)
+        state.withLock { s in
+            s.connection = connection
+            s.socket = socket
+        }
     }
 
     /// True while the content reader has the connection suspended.
@@ -158,6 +175,7 @@ public final class HTTPStream: Sendable {
                 }
             s.released = true
             s.connection = nil
+            s.socket = -1
             s.suspended = false
             s.buffer = []
             s.offset = 0

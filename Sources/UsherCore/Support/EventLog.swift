@@ -136,19 +136,35 @@ public final class EventLog: Sendable {
     /// Subscribes; `after` is the last id the client saw (nil: only new events).
     /// The replay and the live events that follow have no gap and no overlap.
     public func subscribe(after: UInt64?, _ handler: @escaping Handler) -> Subscription {
+        subscribe(after: after, start: { _ in }, handler)
+    }
+
+    /// Subscribes, running `start` with the replay under the log's lock
+    /// before any live event reaches `handler`: a stream writes its replay
+    /// there, so nothing live can overtake it.
+    @discardableResult
+    public func subscribe(
+        after: UInt64?, start: (Subscription) -> Void, _ handler: @escaping Handler
+    ) -> Subscription {
         recording.store(true, ordering: .relaxed)
         return state.withLock { s in
             let token = s.nextToken
             s.nextToken += 1
+            let sub: Subscription
+            if let after {
+                let ordered = Self.ordered(s)
+                let oldest = ordered.first?.id ?? s.nextID
+                // A gap: the client's next event (after + 1) is older than the
+                // ring, or the id is from the future (e.g. a restarted server).
+                let future = after >= s.nextID
+                let gap = after + 1 < oldest || future
+                sub = Subscription(token: token, replay: future ? ordered : ordered.filter { $0.id > after }, gap: gap)
+            } else {
+                sub = Subscription(token: token, replay: [], gap: false)
+            }
+            start(sub)
             s.subscribers[token] = handler
-            guard let after else { return Subscription(token: token, replay: [], gap: false) }
-            let ordered = Self.ordered(s)
-            let oldest = ordered.first?.id ?? s.nextID
-            let replay = ordered.filter { $0.id > after }
-            // A gap: the client's next event (after + 1) is older than the ring
-            // (or the id is from the future, e.g. a restarted server).
-            let gap = after + 1 < oldest || after >= s.nextID
-            return Subscription(token: token, replay: after >= s.nextID ? ordered : replay, gap: gap)
+            return sub
         }
     }
 
