@@ -121,6 +121,13 @@ enum OpenAPIDocument {
                     Response.problem(503, "shutting down", codes: ["shutting_down"]),
                 ],
                 open: true)]),
+            PathItem("/metrics", [Operation(
+                "GET", "metrics", "Prometheus text format 0.0.4 (docs/metrics.md)",
+                responses: [("200", .object([
+                    ("description", .string("every metric: HTTP counts and latency by route template, per-resource gauges, counters and wait histograms")),
+                    ("content", .object([("text/plain", .object([("schema", .object([("type", .string("string"))]))]))])),
+                ]))],
+                open: true)]),
             PathItem("/openapi.json", [Operation(
                 "GET", "openapi", "This document",
                 responses: [Response.json(200, "the OpenAPI 3.1 document", .object([

@@ -28,6 +28,8 @@ public final class UsherApp: HTTPHandler {
     /// The structured logger.
     public let logger: Logger
     private let stopping = Atomic<Bool>(false)
+    /// Request counts and latency by route template, for `GET /metrics`.
+    let httpMetrics = HTTPMetrics()
     /// The routes (internal: `OpenAPITests` compares them with the document).
     let router: Router<Route>
 
@@ -71,12 +73,21 @@ public final class UsherApp: HTTPHandler {
     // MARK: HTTPHandler
 
     public func handle(_ request: HTTPRequest) -> HTTPHandlerResult {
+        let start = ContinuousClock.now
+        var template = "unmatched"
+        let result = dispatch(request, template: &template)
+        return httpMetrics.measure(result, route: template, method: request.method, since: start)
+    }
+
+    /// Routes a request; `template` is set to the matched route's template.
+    private func dispatch(_ request: HTTPRequest, template: inout String) -> HTTPHandlerResult {
         switch router.match(request.method, request.path) {
         case .notFound:
             return .respond(APIError.notFound("no route for \(request.path)").response)
         case .methodNotAllowed(let allowed):
             return .respond(APIError.methodNotAllowed(request.method, allowed: allowed).response)
-        case .found(let route, _, let parameters):
+        case .found(let route, let matched, let parameters):
+            template = matched
             if let token = config.authToken, request.path.hasPrefix("/v1"),
                !Self.authorized(request.header("authorization"), token: token)
             {
@@ -125,6 +136,9 @@ public final class UsherApp: HTTPHandler {
     private static func addOperationsRoutes(to router: inout Router<Route>) {
         router.add("GET", "/healthz") { _ throws(APIError) in
             .respond(Reply.json(.object([("status", .string("ok"))])))
+        }
+        router.add("GET", "/metrics") { call throws(APIError) in
+            .respond(MetricsRoute.response(call.app))
         }
         router.add("GET", "/readyz") { call throws(APIError) in
             let app = call.app

@@ -36,6 +36,8 @@ public struct PipelineEngine: Sendable {
     public private(set) var filters: PipelineFilters
     /// Running totals.
     public private(set) var counts = PipelineCounts()
+    /// Waits from push to first delivery (for metrics).
+    public private(set) var waitHistogram = WaitHistogram()
     /// The latest fence handed out; starts at the creation time in microseconds.
     public private(set) var fence: Int64
     /// Accumulated since the last `takeChanges()`.
@@ -76,6 +78,11 @@ public struct PipelineEngine: Sendable {
     public var readyCount: Int { ready.count }
     /// Items on the dead list.
     public var deadCount: Int { dead.count }
+    /// When the ready item pushed longest ago was pushed (scans the items:
+    /// for metrics at scrape time, not for the request path).
+    public var oldestReadySince: Timestamp? {
+        slots.lazy.compactMap { $0 }.filter { $0.status == .ready }.map(\.pushedAt).min { $0.micros < $1.micros }
+    }
     /// Ready, delayed and in-flight items: what `capacity` bounds.
     public var count: Int { ready.count + delayedCount + inFlightCount }
     /// Room for `n` more items now.
@@ -167,6 +174,7 @@ public struct PipelineEngine: Sendable {
                 continue
             }
             fence += 1
+            if item.deliveries == 0 { waitHistogram.observe(micros: now.micros - item.pushedAt.micros) }
             item.status = .inFlight
             item.deliveries += 1
             item.takenAt = now

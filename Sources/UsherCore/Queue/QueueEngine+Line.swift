@@ -122,6 +122,7 @@ extension QueueEngine {
             unlinkWaiting(h)
             let i = Int(h)
             records[i].status = .granted
+            waitHistogram.observe(micros: now.micros - records[i].deadline)  // while waiting, `deadline` is the arrival
             records[i].grantedAt = now.micros
             records[i].fence = nextFence
             nextFence += 1

@@ -20,6 +20,8 @@ public struct QueueEngine: Sendable {
     public internal(set) var config: QueueConfig
     /// Live counts and totals.
     public internal(set) var counts = QueueCounts()
+    /// Waits from entering the line to the grant (for metrics).
+    public internal(set) var waitHistogram = WaitHistogram()
     /// The fence the next grant gets: starts at the creation time in µs, +1 per grant.
     public internal(set) var nextFence: Int64
     /// How a visitor's own hold relates to the config's `hold_seconds`.

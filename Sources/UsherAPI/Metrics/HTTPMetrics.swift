@@ -1,0 +1,111 @@
+import HTTPServer
+import Synchronization
+
+/// Request counts and latency by route template, method and status.
+///
+/// One mutex around a small dictionary keyed by (route, method): a request
+/// costs one lock, one hash of two short strings, and an in-place bucket
+/// increment; memory grows only with the first request of each key (routes
+/// are templates and methods a fixed set, so the key space is bounded).
+public final class HTTPMetrics: Sendable {
+    /// Bucket upper bounds in seconds (long polls wait up to minutes).
+    static let bounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+
+    struct Key: Hashable {
+        var route: String
+        var method: String
+    }
+
+    struct Stats {
+        /// Per-bucket (not cumulative) counts; the last is above every bound.
+        var buckets = [Int](repeating: 0, count: HTTPMetrics.bounds.count + 1)
+        var sum = 0.0
+        /// Requests by status code.
+        var statuses: [Int: Int] = [:]
+
+        mutating func observe(status: Int, seconds: Double) {
+            var i = 0
+            while i < HTTPMetrics.bounds.count, seconds > HTTPMetrics.bounds[i] { i += 1 }
+            buckets[i] += 1
+            sum += seconds
+            statuses[status, default: 0] += 1
+        }
+    }
+
+    private let state = Mutex<[Key: Stats]>([:])
+    /// Requests handed to the app and not yet answered (parked long-polls too).
+    private let inFlight = Atomic<Int>(0)
+
+    public init() {}
+
+    /// The label for the method: one of a fixed set, so an odd method cannot
+    /// create new series.
+    static func methodLabel(_ method: String) -> String {
+        switch method {
+        case "GET": "GET"
+        case "HEAD": "HEAD"
+        case "POST": "POST"
+        case "PUT": "PUT"
+        case "PATCH": "PATCH"
+        case "DELETE": "DELETE"
+        case "OPTIONS": "OPTIONS"
+        default: "other"
+        }
+    }
+
+    /// Records one answered request.
+    public func record(route: String, method: String, status: Int, seconds: Double) {
+        let key = Key(route: route, method: Self.methodLabel(method))
+        state.withLock { $0[key, default: Stats()].observe(status: status, seconds: seconds) }
+    }
+
+    /// Wraps a handler result so that it is recorded when its answer is ready
+    /// (at once for `.respond`, when the deferred work ends for `.deferred`).
+    func measure(_ result: HTTPHandlerResult, route: String, method: String, since start: ContinuousClock.Instant) -> HTTPHandlerResult {
+        if case .respond(let response) = result {
+            record(route: route, method: method, status: response.status, seconds: Self.seconds(since: start))
+            return result
+        }
+        // Streamed answers (no single response) are not recorded.
+        guard case .deferred(let work) = result else { return result }
+        inFlight.add(1, ordering: .relaxed)
+        return .deferred { [self] in
+            let response = await work()
+            inFlight.subtract(1, ordering: .relaxed)
+            record(route: route, method: method, status: response.status, seconds: Self.seconds(since: start))
+            return response
+        }
+    }
+
+    static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let d = ContinuousClock.now - start
+        return Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
+    }
+
+    /// A copy of every series, for a scrape.
+    func snapshot() -> [(key: Key, stats: Stats)] {
+        state.withLock { s in s.map { ($0.key, $0.value) } }
+            .sorted { ($0.key.route, $0.key.method) < ($1.key.route, $1.key.method) }
+    }
+
+    /// Writes `usher_http_requests_total` and `usher_http_request_duration_seconds`.
+    func write(to out: inout PrometheusText) {
+        let series = snapshot()
+        out.family("usher_http_requests_in_flight", "gauge", "Deferred requests (long-polls and waits) not yet answered.")
+        out.sample("usher_http_requests_in_flight", [:], Double(inFlight.load(ordering: .relaxed)))
+        out.family("usher_http_requests_total", "counter",
+                   "HTTP requests answered, by route template (\"unmatched\" when no route matched), method and status.")
+        for (key, stats) in series {
+            for (status, count) in stats.statuses.sorted(by: { $0.key < $1.key }) {
+                out.sample("usher_http_requests_total",
+                           [("route", key.route), ("method", key.method), ("status", String(status))], Double(count))
+            }
+        }
+        out.family("usher_http_request_duration_seconds", "histogram",
+                   "Time from the handler call to the response being ready (deferred answers: when the deferred work ends).")
+        for (key, stats) in series {
+            out.histogram("usher_http_request_duration_seconds", [("route", key.route), ("method", key.method)],
+                          bounds: Self.bounds, counts: stats.buckets, sum: stats.sum)
+        }
+    }
+}

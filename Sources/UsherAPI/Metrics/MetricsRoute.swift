@@ -1,0 +1,36 @@
+import Foundation
+import HTTPServer
+import UsherCore
+
+/// `GET /metrics`: the Prometheus text exposition (see docs/metrics.md).
+enum MetricsRoute {
+    static func response(_ app: UsherApp) -> HTTPResponse {
+        var out = PrometheusText()
+        app.httpMetrics.write(to: &out)
+        var samples: [ResourceSample] = []
+        for kind in ResourceKind.allCases {
+            for resource in app.registry.list(kind) {
+                if let sampled = resource as? any MetricsSampled, let s = sampled.metricsSample() { samples.append(s) }
+            }
+        }
+        ResourceMetrics.write(samples, counts: app.registry.counts(), now: app.clock.now(), to: &out)
+        writeProcess(to: &out)
+        return HTTPResponse(status: 200, contentType: PrometheusText.contentType, text: out.text)
+    }
+
+    /// `process_resident_memory_bytes` (from /proc/self/status) and
+    /// `process_open_fds` where /proc exists.
+    static func writeProcess(to out: inout PrometheusText) {
+        if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+           let kb = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        {
+            out.family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.")
+            out.sample("process_resident_memory_bytes", [:], kb * 1024)
+        }
+        if let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
+            out.family("process_open_fds", "gauge", "Number of open file descriptors.")
+            out.sample("process_open_fds", [:], Double(fds.count))
+        }
+    }
+}
