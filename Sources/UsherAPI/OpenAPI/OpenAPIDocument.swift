@@ -143,6 +143,27 @@ enum OpenAPIDocument {
                         ("count", Schema.count),
                     ]))),
                 ]))])]),
+            PathItem("/v1/events", [Operation(
+                "GET", "events", "Server-Sent Events: every state change (docs/api.md, Event stream)",
+                description: "A stream that does not end: `id`, `event` (the type) and `data` (JSON) per event.",
+                query: [
+                    Parameter.query("kind", Schema.enumeration(["queue", "window", "pool", "pipeline", "machine"]),
+                                    "only this kind's events"),
+                    Parameter.query("name", Schema.string(), "only the events of resources with this name"),
+                ],
+                headers: [.object([
+                    ("name", .string("Last-Event-ID")), ("in", .string("header")), ("required", .bool(false)),
+                    ("description", .string("resume after this event id (replayed from the buffer; `event: reset` first when it is older)")),
+                    ("schema", .object([("type", .string("string")), ("pattern", .string("^[0-9]{1,19}$"))])),
+                ])],
+                responses: [
+                    ("200", .object([
+                        ("description", .string("the event stream")),
+                        ("content", .object([("text/event-stream", .object([("schema", .object([("type", .string("string"))]))]))])),
+                    ])),
+                    Response.problem(400, "a bad kind, query parameter or Last-Event-ID", codes: ["bad_request"]),
+                    Response.problem(503, "shutting down", codes: ["shutting_down"]),
+                ])]),
         ]
     }
 

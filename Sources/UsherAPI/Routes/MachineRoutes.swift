@@ -77,7 +77,7 @@ enum MachineRoutes: ResourceAPI {
         try app.registry.create(
             .machines, name,
             make: {
-                StateMachine(name: name, definitionName: spec.definitionName, definition: spec.definition, clock: app.clock)
+                StateMachine(name: name, definitionName: spec.definitionName, definition: spec.definition, clock: app.clock, events: app.events)
             },
             matches: { $0.definitionName == spec.definitionName && $0.definition == spec.definition })
     }

@@ -27,6 +27,8 @@ public final class UsherApp: HTTPHandler {
     public let clock: any UsherClock
     /// The structured logger.
     public let logger: Logger
+    /// Every state change, for `GET /v1/events`; injected into each manager.
+    public let events: EventLog
     private let stopping = Atomic<Bool>(false)
     /// Request counts and latency by route template, for `GET /metrics`.
     let httpMetrics = HTTPMetrics()
@@ -45,8 +47,10 @@ public final class UsherApp: HTTPHandler {
         self.clock = clock
         self.logger = logger ?? Logger(level: config.logLevel)
         self.registry = Registry(maxResources: config.maxResources)
+        self.events = EventLog(clock: clock)
         var router = Router<Route>()
         Self.addOperationsRoutes(to: &router)
+        EventRoutes.add(to: &router)
         for kind in Self.kinds { kind.add(to: &router) }
         self.router = router
         for kind in Self.kinds {

@@ -1,0 +1,101 @@
+import Dispatch
+import Foundation
+import HTTPServer
+import UsherCore
+
+/// `GET /v1/events`: every state change as Server-Sent Events (SPEC §7).
+///
+/// Each event is `id: N`, `event: TYPE`, `data: {json}` and a blank line.
+/// With `Last-Event-ID` the buffered events after that id come first; when
+/// that id is older than the replay buffer (or unknown), an `event: reset`
+/// comes before them: the client missed events and should re-read state.
+/// A `: ping` comment every 15 s keeps proxies from closing the stream (and
+/// lets the server notice a client that left). A client that does not read
+/// is dropped once 1 MiB waits for it.
+enum EventRoutes {
+    /// The five event kinds (`kind=` accepts these).
+    static let kinds: Set<String> = ["queue", "window", "pool", "pipeline", "machine"]
+    /// Seconds between heartbeat comments.
+    static let heartbeatSeconds = 15
+    /// Bytes that may wait for one client before it is dropped.
+    static let bufferLimit = 1 << 20
+    /// Where heartbeat timers fire (timers, not threads).
+    private static let heartbeatQueue = DispatchQueue(label: "usher.events.heartbeat")
+
+    static func add(to router: inout Router<Route>) {
+        router.add("GET", "/v1/events", stream)
+    }
+
+    /// Opens the stream.
+    static func stream(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let query = try call.query(allowing: ["kind", "name"])
+        let kind = query.values["kind"]
+        if let kind, !kinds.contains(kind) {
+            throw APIError.badRequest(
+                "kind must be one of \(kinds.sorted().joined(separator: ", "))", field: "kind")
+        }
+        let name = query.values["name"]
+        var after: UInt64?
+        if let raw = call.request.header("last-event-id")?.trimmingCharacters(in: .whitespaces), !raw.isEmpty {
+            guard let id = UInt64(raw) else { throw APIError.badRequest("Last-Event-ID must be an event id", field: "Last-Event-ID") }
+            after = id
+        }
+        if call.app.isStopping { throw APIError.shuttingDown() }
+
+        let stream = HTTPStream(
+            status: 200,
+            headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"), ("X-Accel-Buffering", "no")],
+            bufferLimit: bufferLimit)
+        let log = call.app.events
+        let matches: @Sendable (ResourceEvent) -> Bool = { e in
+            (kind == nil || e.kind == kind) && (name == nil || e.name == name)
+        }
+        // The opening comment, a reset when events were missed, and the
+        // replay are written before any live event can be.
+        let subscription = log.subscribe(after: after, start: { sub in
+            var opening: [UInt8] = Array(": usher events\n\n".utf8)
+            if sub.gap {
+                let data = JSONValue.object([
+                    ("last_event_id", after.map { .int(Int(truncatingIfNeeded: $0)) } ?? .null),
+                    ("oldest_event_id", sub.replay.first.map { .int(Int(truncatingIfNeeded: $0.id)) } ?? .null),
+                ])
+                opening += Array("event: reset\ndata: ".utf8) + data.jsonBytes + Array("\n\n".utf8)
+            }
+            for event in sub.replay where matches(event) { opening += frame(event) }
+            stream.write(opening)
+        }) { event in
+            if matches(event) { stream.write(frame(event)) }
+        }
+
+        let heartbeat = Heartbeat(every: heartbeatSeconds, on: heartbeatQueue) { stream.write(Array(": ping\n\n".utf8)) }
+        let token = subscription.token
+        stream.onEnd { _ in
+            log.unsubscribe(token)
+            heartbeat.cancel()
+        }
+        return .stream(stream)
+    }
+
+    /// One event in SSE form.
+    static func frame(_ event: ResourceEvent) -> [UInt8] {
+        var out = Array("id: \(event.id)\nevent: \(event.type)\ndata: ".utf8)
+        event.json().write(to: &out)
+        out += [10, 10]
+        return out
+    }
+}
+
+/// A repeating Dispatch timer (a timer, not a thread), cancelled once.
+private final class Heartbeat: @unchecked Sendable {
+    /// Only touched in `init` and `cancel` (Dispatch sources are thread-safe).
+    private let timer: any DispatchSourceTimer
+
+    init(every seconds: Int, on queue: DispatchQueue, _ action: @escaping @Sendable () -> Void) {
+        timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + .seconds(seconds), repeating: .seconds(seconds))
+        timer.setEventHandler(handler: action)
+        timer.resume()
+    }
+
+    func cancel() { timer.cancel() }
+}

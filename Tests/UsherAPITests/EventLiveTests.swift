@@ -1,0 +1,174 @@
+import Foundation
+import HTTPTestClient
+import Testing
+import UsherCore
+
+/// A Server-Sent Events reader over a raw socket.
+final class SSEReader {
+    struct Event {
+        var id: UInt64?
+        var type: String
+        var data: [String: Any]
+    }
+
+    let client: TestHTTPClient
+    let head: TestHTTPClient.Response
+    private var text = ""
+
+    /// Opens `GET path` with `headers`; the response head is read at once.
+    init(port: UInt16, _ path: String = "/v1/events", headers: [String: String] = [:]) throws {
+        client = TestHTTPClient(port: port, timeoutSeconds: 5)
+        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        for (k, v) in headers { request += "\(k): \(v)\r\n" }
+        try client.sendRaw(Data((request + "\r\n").utf8))
+        head = try client.readResponse(headOnly: true)
+    }
+
+    /// The next event (comments skipped); nil when the stream ended.
+    func next() throws -> Event? {
+        while true {
+            while text.range(of: "\n\n") == nil {
+                guard let chunk = try client.readChunk() else { return nil }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            let end = text.range(of: "\n\n")!
+            let block = String(text[..<end.lowerBound])
+            text = String(text[end.upperBound...])
+            var event = Event(id: nil, type: "message", data: [:])
+            var isComment = true
+            for line in block.split(separator: "\n") {
+                if line.hasPrefix(":") { continue }
+                isComment = false
+                if line.hasPrefix("id: ") { event.id = UInt64(line.dropFirst(4)) }
+                if line.hasPrefix("event: ") { event.type = String(line.dropFirst(7)) }
+                if line.hasPrefix("data: ") {
+                    event.data = (try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8))) as? [String: Any] ?? [:]
+                }
+            }
+            if !isComment { return event }
+        }
+    }
+
+    /// The next `n` events as `kind/name/type`.
+    func next(_ n: Int) throws -> [String] {
+        try (0..<n).map { _ in
+            guard let e = try next() else { return "end" }
+            return "\(e.data["kind"] as? String ?? "-")/\(e.data["name"] as? String ?? "-")/\(e.type)"
+        }
+    }
+}
+
+@Suite(.serialized) struct EventLiveTests {
+    static let config = #"""
+    {"queues": {"q": {"capacity": 1}}, "pools": {"gpus": {"elements": ["g1"]}},
+     "pipelines": {"p": {}},
+     "definitions": {"door": {"initial": "closed",
+       "transitions": [{"event": "open", "from": "closed", "to": "opened"}]}},
+     "machines": {"m": {"definition": "door"}}}
+    """#
+
+    @Test func streamsEveryKindsChanges() throws {
+        let s = try LiveServer(Self.config)
+        let events = try SSEReader(port: s.port)
+        #expect(events.head.status == 200)
+        #expect(events.head.headers["content-type"] == "text/event-stream")
+        #expect(events.head.headers["cache-control"] == "no-store")
+
+        let visitor = try s.call("POST", "/v1/queues/q/visitors", "{}")
+        let id = try #require(visitor.json["id"] as? String)
+        #expect(try s.call("POST", "/v1/queues/q/visitors/\(id)/complete").status == 200)
+        #expect(try events.next(2) == ["queue/q/granted", "queue/q/completed"])
+
+        #expect(try s.call("POST", "/v1/pools/gpus/fetch").status == 200)
+        #expect(try events.next(1) == ["pool/gpus/leased"])
+
+        let pushed = try s.call("POST", "/v1/pipelines/p/items", #"{"payload": 1}"#)
+        let item = try #require(pushed.json["id"] as? String)
+        let taken = try s.call("POST", "/v1/pipelines/p/take")
+        let fence = try #require((taken.json["items"] as? [[String: Any]])?.first?["fence"] as? Int)
+        #expect(try s.call("POST", "/v1/pipelines/p/items/\(item)/consume", #"{"fence": \#(fence)}"#).status < 300)
+        #expect(try events.next(3) == ["pipeline/p/pushed", "pipeline/p/delivered", "pipeline/p/consumed"])
+
+        #expect(try s.call("POST", "/v1/machines/m/events/open").status == 200)
+        let transition = try #require(try events.next())
+        #expect(transition.type == "transition")
+        #expect(transition.data["kind"] as? String == "machine")
+        #expect((transition.data["data"] as? [String: Any])?["to"] as? String == "opened")
+        #expect(transition.id == 7)
+    }
+
+    @Test func filtersByKindAndNameAndRejectsUnknownKinds() throws {
+        let s = try LiveServer(#"{"queues": {"a": {}, "b": {}}, "pipelines": {"p": {}}}"#)
+        let onlyB = try SSEReader(port: s.port, "/v1/events?kind=queue&name=b")
+        let pipelines = try SSEReader(port: s.port, "/v1/events?kind=pipeline")
+        #expect(try s.call("POST", "/v1/queues/a/visitors", "{}").status == 201)
+        #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": 1}"#).status == 201)
+        #expect(try s.call("POST", "/v1/queues/b/visitors", "{}").status == 201)
+        #expect(try onlyB.next(1) == ["queue/b/granted"])
+        #expect(try pipelines.next(1) == ["pipeline/p/pushed"])
+
+        let bad = try s.call("GET", "/v1/events?kind=queues")
+        #expect(bad.status == 400)
+        #expect(try s.call("GET", "/v1/events?knd=queue").status == 400)
+        #expect(try s.call("GET", "/v1/events", headers: ["Last-Event-ID": "x"]).status == 400)
+    }
+
+    @Test func resumesWithLastEventIDAndSignalsAReset() throws {
+        let s = try LiveServer(#"{"queues": {"q": {"capacity": 100}}}"#)
+        let first = try SSEReader(port: s.port)
+        for _ in 0..<3 { #expect(try s.call("POST", "/v1/queues/q/visitors", "{}").status == 201) }
+        let seen = try (0..<3).map { _ in try #require(try first.next()?.id) }
+        #expect(seen == [1, 2, 3])
+        first.client.disconnect()
+        for _ in 0..<2 { #expect(try s.call("POST", "/v1/queues/q/visitors", "{}").status == 201) }
+
+        let resumed = try SSEReader(port: s.port, headers: ["Last-Event-ID": "3"])
+        #expect(try resumed.next()?.id == 4)
+        #expect(try resumed.next()?.id == 5)
+
+        // Older than the buffer (here: unknown, from the future): reset, then what is buffered.
+        let lost = try SSEReader(port: s.port, headers: ["Last-Event-ID": "999"])
+        let reset = try #require(try lost.next())
+        #expect(reset.type == "reset")
+        #expect(reset.data["last_event_id"] as? Int == 999)
+        #expect(reset.data["oldest_event_id"] as? Int == 1)
+        #expect(try lost.next()?.id == 1)
+    }
+
+    @Test func aClientThatNeverReadsIsDroppedWithoutMemoryGrowth() throws {
+        let s = try LiveServer()
+        let slow = try SSEReader(port: s.port)
+        #expect(eventually { s.server.openStreams == 1 })
+        // 64 MB of events against a 1 MiB buffer and the kernel's socket buffers.
+        let payload = JSONValue.string(String(repeating: "x", count: 8192))
+        var emitted = 0
+        while s.server.openStreams > 0 && emitted < 8192 {
+            s.app.events.emit(ResourceEvent.Draft(kind: "queue", name: "q", type: "waiting", data: payload))
+            emitted += 1
+        }
+        #expect(eventually { s.server.openStreams == 0 }, "the slow client was never dropped")
+        #expect(emitted < 8192)
+        #expect(s.app.events.subscriberCount == 0)
+        slow.client.disconnect()
+    }
+
+    @Test func shutdownEndsOpenStreams() throws {
+        let s = try LiveServer()
+        let readers = try (0..<2).map { _ in try SSEReader(port: s.port) }
+        #expect(eventually { s.server.openStreams == 2 })
+        #expect(s.shutdown())
+        for r in readers { #expect(try r.next() == nil) }
+        #expect(s.server.openStreams == 0)
+        #expect(s.server.suspendedRequests == 0)
+    }
+}
+
+/// Polls `condition` for up to `seconds`.
+private func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(5_000)
+    }
+    return condition()
+}
