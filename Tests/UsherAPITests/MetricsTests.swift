@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import HTTPTestClient
 import Testing
 @testable import UsherAPI
@@ -71,6 +72,21 @@ import Testing
 
             """)
         #expect(Self.parse(out.text).first?.labels["name"] == "a\"b\\c\nd")
+    }
+
+    @Test func streamsAreCountedWhenTheyOpen() {
+        let metrics = HTTPMetrics()
+        let stream = HTTPStream(status: 200)
+        guard case .stream = metrics.measure(.stream(stream), route: "/v1/events", method: "GET", since: .now) else {
+            Issue.record("not a stream")
+            return
+        }
+        stream.finish()
+        var out = PrometheusText()
+        metrics.write(to: &out)
+        let samples = Self.parse(out.text)
+        #expect(samples.first { $0.name == "usher_http_requests_total" && $0.labels["route"] == "/v1/events" }?.value == 1)
+        #expect(samples.first { $0.name == "usher_http_request_duration_seconds_count" && $0.labels["route"] == "/v1/events" }?.value == 1)
     }
 
     @Test func httpCountsByTemplateAndHistogramConsistency() throws {

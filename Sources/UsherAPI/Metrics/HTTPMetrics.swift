@@ -60,13 +60,18 @@ public final class HTTPMetrics: Sendable {
     }
 
     /// Wraps a handler result so that it is recorded when its answer is ready
-    /// (at once for `.respond`, when the deferred work ends for `.deferred`).
+    /// (at once for `.respond` and `.stream`, when the deferred work ends for `.deferred`).
     func measure(_ result: HTTPHandlerResult, route: String, method: String, since start: ContinuousClock.Instant) -> HTTPHandlerResult {
         if case .respond(let response) = result {
             record(route: route, method: method, status: response.status, seconds: Self.seconds(since: start))
             return result
         }
-        // Streamed answers (no single response) are not recorded.
+        if case .stream(let stream) = result {
+            // A stream (e.g. Server-Sent Events) is counted when it opens; its
+            // duration is the time to open it, not how long it stays open.
+            record(route: route, method: method, status: stream.status, seconds: Self.seconds(since: start))
+            return result
+        }
         guard case .deferred(let work) = result else { return result }
         inFlight.add(1, ordering: .relaxed)
         return .deferred { [self] in
