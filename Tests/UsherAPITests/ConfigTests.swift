@@ -126,7 +126,7 @@ import UsherCore
         let p = Process()
         p.executableURL = Self.binary
         p.arguments = ["--config", config.path]
-        p.environment = ["USHER_PORT": "0", "USHER_LOG_LEVEL": "info"]
+        p.environment = ["USHER_PORT": "0", "USHER_LOG_LEVEL": "debug"]
         let out = Pipe()
         p.standardOutput = out
         try p.run()
@@ -157,6 +157,9 @@ import UsherCore
         let rest = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(rest.contains("\"msg\":\"shutting down\""))
         #expect(rest.contains("\"msg\":\"stopped\""))
+        // At debug, every answered request has an access-log line, a long-poll once it ends.
+        #expect(rest.contains(#""msg":"request","method":"GET","path":"/readyz","route":"/readyz","status":200"#))
+        #expect(rest.contains(#""path":"/v1/queues/q/visitors","route":"/v1/queues/{name}/visitors","status":503"#))
     }
 
     @Test(.enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))

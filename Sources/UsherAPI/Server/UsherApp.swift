@@ -80,7 +80,41 @@ public final class UsherApp: HTTPHandler {
         let start = ContinuousClock.now
         var template = "unmatched"
         let result = dispatch(request, template: &template)
-        return httpMetrics.measure(result, route: template, method: request.method, since: start)
+        guard logger.level == .debug else {
+            return httpMetrics.measure(result, route: template, method: request.method, since: start)
+        }
+        return accessLogged(
+            httpMetrics.measure(result, route: template, method: request.method, since: start),
+            request: request, route: template, since: start)
+    }
+
+    /// At `debug`, one access-log line per answered request (after a long-poll
+    /// ends, for deferred answers).
+    private func accessLogged(
+        _ result: HTTPHandlerResult, request: HTTPRequest, route: String, since start: ContinuousClock.Instant
+    ) -> HTTPHandlerResult {
+        let logger = self.logger
+        let method = request.method, path = request.path
+        @Sendable func log(_ status: Int) {
+            logger.debug("request", [
+                ("method", .string(method)), ("path", .string(path)), ("route", .string(route)),
+                ("status", .int(status)), ("seconds", .double(HTTPMetrics.seconds(since: start))),
+            ])
+        }
+        switch result {
+        case .respond(let response):
+            log(response.status)
+            return result
+        case .stream(let stream):
+            log(stream.status)
+            return result
+        case .deferred(let work):
+            return .deferred {
+                let response = await work()
+                log(response.status)
+                return response
+            }
+        }
     }
 
     /// Routes a request; `template` is set to the matched route's template.
