@@ -128,12 +128,7 @@ enum MachineRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let machine = try machine(call)
         let event = try call.name("event")
-        var body = try call.body()
-        let data: JSONValue?
-        do throws(FieldError) {
-            data = body.value("data")
-            try body.finish()
-        } catch { throw APIError(error) }
+        let data: JSONValue? = try call.readBody { body throws(FieldError) in body.value("data") }
         let expected = try ifMatch(call.request.header("if-match"))
         do throws(MachineError) {
             let result = try machine.withIsolation { m throws(MachineError) in

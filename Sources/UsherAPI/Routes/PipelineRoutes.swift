@@ -91,16 +91,6 @@ enum PipelineRoutes: ResourceAPI {
         }
     }
 
-    /// Reads a body with `read`, then rejects unknown fields.
-    private static func parseBody<T>(_ call: Call, _ read: (inout FieldReader) throws(FieldError) -> T) throws(APIError) -> T {
-        var body = try call.body()
-        do throws(FieldError) {
-            let value = try read(&body)
-            try body.finish()
-            return value
-        } catch { throw APIError(error) }
-    }
-
     /// An item as stored, with `status` replaced for items that have left
     /// the pipeline (`consumed`, `cancelled`).
     static func itemJSON(_ item: PipelineItem, status: String? = nil) -> JSONValue {
@@ -122,7 +112,7 @@ enum PipelineRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let name = try call.name("name")
         let allowRemote = call.app.config.allowRemoteSources
-        let config = try parseBody(call) { r throws(FieldError) in
+        let config = try call.readBody { r throws(FieldError) in
             try PipelineConfig.parse(&r, allowRemoteSources: allowRemote)
         }
         let (pipeline, created) = try create(name: name, config: config, in: call.app)
@@ -139,7 +129,7 @@ enum PipelineRoutes: ResourceAPI {
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
-        let patch = try parseBody(call) { r throws(FieldError) in
+        let patch = try call.readBody { r throws(FieldError) in
             if r.has("filters") {
                 throw FieldError(field: "filters", message: "change filters with PUT or DELETE /v1/pipelines/{name}/filters/{filter}")
             }
@@ -158,7 +148,7 @@ enum PipelineRoutes: ResourceAPI {
     private static func push(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         let wait = try call.query(allowing: ["wait"]).wait()
         let pipeline = try pipeline(call)
-        let request = try parseBody(call) { r throws(FieldError) in try PipelinePushRequest.parse(&r) }
+        let request = try call.readBody { r throws(FieldError) in try PipelinePushRequest.parse(&r) }
         try checkNotReserved(request, field: "id")
         do throws(PipelineError) {
             let result = try pipeline.withIsolation { p throws(PipelineError) in try p.push(request) }
@@ -180,7 +170,7 @@ enum PipelineRoutes: ResourceAPI {
     private static func pushBatch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
-        let requests = try parseBody(call) { r throws(FieldError) in try PipelinePushRequest.parseBatch(&r) }
+        let requests = try call.readBody { r throws(FieldError) in try PipelinePushRequest.parseBatch(&r) }
         for (i, request) in requests.enumerated() { try checkNotReserved(request, field: "items[\(i)].id") }
         let results = try run(pipeline) { p throws(PipelineError) in try p.pushBatch(requests) }
         // A batch that only repeats items already there (a retried request) is 200.
@@ -196,7 +186,7 @@ enum PipelineRoutes: ResourceAPI {
         let wait = try query.wait()
         let max = try query.int("max", in: maxTake) ?? 1
         let pipeline = try pipeline(call)
-        let ack = try parseBody(call) { r throws(FieldError) in
+        let ack = try call.readBody { r throws(FieldError) in
             try r.number("ack_seconds", in: PipelineConfig.Limits.seconds)
         }
         let items = try run(pipeline) { p throws(PipelineError) in try p.take(max: max, ackSeconds: ack) }
@@ -218,7 +208,7 @@ enum PipelineRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let id = try call.name("id")
-        let fence = try parseBody(call) { r throws(FieldError) in try r.int("fence", in: 0...Int.max) }
+        let fence = try call.readBody { r throws(FieldError) in try r.int("fence", in: 0...Int.max) }
         let item = try run(pipeline) { p throws(PipelineError) in try p.consume(id, fence: fence.map(Int64.init)) }
         return .respond(Reply.json(itemJSON(item, status: "consumed")))
     }
@@ -227,7 +217,7 @@ enum PipelineRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let id = try call.name("id")
-        let (delay, fence) = try parseBody(call) { r throws(FieldError) in
+        let (delay, fence) = try call.readBody { r throws(FieldError) in
             (try r.number("delay_seconds", in: PipelineConfig.Limits.seconds), try r.int("fence", in: 0...Int.max))
         }
         let item = try run(pipeline) { p throws(PipelineError) in
@@ -265,7 +255,7 @@ enum PipelineRoutes: ResourceAPI {
     private static func redrive(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
-        try parseBody(call) { _ throws(FieldError) in }
+        try call.readBody { _ throws(FieldError) in }
         let (moved, left) = try run(pipeline) { p throws(PipelineError) in (try p.redrive(), p.state(limit: 0).dead) }
         return .respond(Reply.json(.object([("moved", .int(moved)), ("dead", .int(left))])))
     }
@@ -286,7 +276,7 @@ enum PipelineRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let name = try call.name("filter")
-        let filter = try parseBody(call) { r throws(FieldError) in try PipelineFilter.parse(&r) }
+        let filter = try call.readBody { r throws(FieldError) in try PipelineFilter.parse(&r) }
         let created = try run(pipeline, subject: "filter") { p throws(PipelineError) in try p.putFilter(name: name, filter) }
         return .respond(Reply.json(PipelineFilters.Entry(name: name, filter: filter).json(), status: created ? 201 : 200))
     }

@@ -73,12 +73,7 @@ enum PoolRoutes: ResourceAPI {
     private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let name = try call.name("name")
-        var body = try call.body()
-        let config: PoolConfig
-        do throws(FieldError) {
-            config = try PoolConfig.parse(&body)
-            try body.finish()
-        } catch { throw APIError(error) }
+        let config: PoolConfig = try call.readBody { body throws(FieldError) in try PoolConfig.parse(&body) }
         let (pool, created) = try create(name: name, config: config, in: call.app)
         let state = try run(pool) { p throws(PoolError) in try p.state(limit: 1000) }
         return .respond(Reply.json(state.json(), status: created ? 201 : 200))
@@ -94,12 +89,7 @@ enum PoolRoutes: ResourceAPI {
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let pool = try pool(call)
-        var body = try call.body()
-        let patch: PoolPatch
-        do throws(FieldError) {
-            patch = try PoolPatch.parse(&body)
-            try body.finish()
-        } catch { throw APIError(error) }
+        let patch: PoolPatch = try call.readBody { body throws(FieldError) in try PoolPatch.parse(&body) }
         let state = try run(pool) { p throws(PoolError) in
             _ = try p.apply(patch)
             return try p.state(limit: 1000)
@@ -110,12 +100,7 @@ enum PoolRoutes: ResourceAPI {
     private static func fetch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         let wait = try call.query(allowing: ["wait"]).wait()
         let pool = try pool(call)
-        var body = try call.body()
-        let request: FetchRequest
-        do throws(FieldError) {
-            request = try FetchRequest.parse(&body)
-            try body.finish()
-        } catch { throw APIError(error) }
+        let request: FetchRequest = try call.readBody { body throws(FieldError) in try FetchRequest.parse(&body) }
         guard let wait else {
             return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.fetch(request) }))
         }
@@ -138,14 +123,9 @@ enum PoolRoutes: ResourceAPI {
     private static func recycle(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let pool = try pool(call)
-        var body = try call.body()
-        let lease: String?
-        let element: String?
-        do throws(FieldError) {
-            lease = try body.name("lease")
-            element = try body.name("element")
-            try body.finish()
-        } catch { throw APIError(error) }
+        let (lease, element) = try call.readBody { body throws(FieldError) in
+            (try body.name("lease"), try body.name("element"))
+        }
         switch (lease, element) {
         case (let id?, nil):
             return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.recycle(lease: id) }))
@@ -160,12 +140,7 @@ enum PoolRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pool = try pool(call)
         let id = try call.name("id")
-        var body = try call.body()
-        let seconds: Double?
-        do throws(FieldError) {
-            seconds = try body.number("lease_seconds", in: PoolConfig.Limits.seconds)
-            try body.finish()
-        } catch { throw APIError(error) }
+        let seconds: Double? = try call.readBody { body throws(FieldError) in try body.number("lease_seconds", in: PoolConfig.Limits.seconds) }
         return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.extend(lease: id, leaseSeconds: seconds) }))
     }
 
@@ -173,12 +148,7 @@ enum PoolRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pool = try pool(call)
         let id = try call.name("id")
-        var body = try call.body()
-        let data: JSONValue?
-        do throws(FieldError) {
-            data = body.value("data")
-            try body.finish()
-        } catch { throw APIError(error) }
+        let data: JSONValue? = try call.readBody { body throws(FieldError) in body.value("data") }
         let (element, created) = try run(pool) { p throws(PoolError) in try p.putElement(id, data: data) }
         return .respond(Reply.json(.object([("element", element.json())]), status: created ? 201 : 200))
     }

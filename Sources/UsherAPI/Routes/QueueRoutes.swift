@@ -44,17 +44,11 @@ enum QueueRoutes: ResourceAPI {
             try visitorOperation(call) { queue, id throws(QueueError) in try queue.remove(id: id) }
         }
         router.add("POST", "/v1/queues/{name}/visitors/{id}/complete") { call throws(APIError) in
-            let body = try call.body()
-            do throws(FieldError) { try body.finish() } catch { throw APIError(error) }
+            try call.readBody { _ throws(FieldError) in }
             return try visitorOperation(call) { queue, id throws(QueueError) in try queue.complete(id: id) }
         }
         router.add("POST", "/v1/queues/{name}/visitors/{id}/extend") { call throws(APIError) in
-            var body = try call.body()
-            let hold: Double?
-            do throws(FieldError) {
-                hold = try body.number("hold_seconds", in: 0...31_536_000)
-                try body.finish()
-            } catch { throw APIError(error) }
+            let hold: Double? = try call.readBody { body throws(FieldError) in try body.number("hold_seconds", in: 0...31_536_000) }
             return try visitorOperation(call) { queue, id throws(QueueError) in
                 try queue.extend(id: id, holdSeconds: hold)
             }
@@ -83,12 +77,7 @@ enum QueueRoutes: ResourceAPI {
     private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let name = try call.name("name")
-        var body = try call.body()
-        let config: QueueConfig
-        do throws(FieldError) {
-            config = try QueueConfig.parse(&body)
-            try body.finish()
-        } catch { throw APIError(error) }
+        let config: QueueConfig = try call.readBody { body throws(FieldError) in try QueueConfig.parse(&body) }
         let (queue, created) = try create(name: name, config: config, in: call.app)
         let state = try run(queue) { q throws(QueueError) in try q.state(limit: 100) }
         return .respond(Reply.json(state.json(), status: created ? 201 : 200))
@@ -104,12 +93,7 @@ enum QueueRoutes: ResourceAPI {
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let queue = try queue(call)
-        var body = try call.body()
-        let patch: QueuePatch
-        do throws(FieldError) {
-            patch = try QueuePatch.parse(&body)
-            try body.finish()
-        } catch { throw APIError(error) }
+        let patch: QueuePatch = try call.readBody { body throws(FieldError) in try QueuePatch.parse(&body) }
         let state = try run(queue) { q throws(QueueError) in
             _ = try q.apply(patch)
             return try q.state(limit: 100)
@@ -120,12 +104,7 @@ enum QueueRoutes: ResourceAPI {
     private static func enqueue(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         let wait = try call.query(allowing: ["wait"]).wait()
         let queue = try queue(call)
-        var body = try call.body()
-        let request: VisitorRequest
-        do throws(FieldError) {
-            request = try VisitorRequest.parse(&body)
-            try body.finish()
-        } catch { throw APIError(error) }
+        let request: VisitorRequest = try call.readBody { body throws(FieldError) in try VisitorRequest.parse(&body) }
         let (view, created) = try run(queue) { q throws(QueueError) in try q.enqueue(request) }
         let status = created ? 201 : 200
         guard let wait, view.status == .waiting || view.status == .delayed else {

@@ -63,12 +63,7 @@ enum WindowRoutes: ResourceAPI {
     private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let name = try call.name("name")
-        var body = try call.body()
-        let config: WindowConfig
-        do throws(FieldError) {
-            config = try WindowConfig.parse(&body)
-            try body.finish()
-        } catch { throw APIError(error) }
+        let config: WindowConfig = try call.readBody { body throws(FieldError) in try WindowConfig.parse(&body) }
         let (window, created) = try create(name: name, config: config, in: call.app)
         let state = try run(window) { w throws(WindowError) in try w.state(limit: 100) }
         return .respond(Reply.json(state.json(), status: created ? 201 : 200))
@@ -84,12 +79,7 @@ enum WindowRoutes: ResourceAPI {
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let window = try window(call)
-        var body = try call.body()
-        let patch: WindowPatch
-        do throws(FieldError) {
-            patch = try WindowPatch.parse(&body)
-            try body.finish()
-        } catch { throw APIError(error) }
+        let patch: WindowPatch = try call.readBody { body throws(FieldError) in try WindowPatch.parse(&body) }
         let state = try run(window) { w throws(WindowError) in
             _ = try w.apply(patch)
             return try w.state(limit: 100)
@@ -100,12 +90,7 @@ enum WindowRoutes: ResourceAPI {
     private static func show(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let window = try window(call)
-        var body = try call.body()
-        let request: ShowRequest
-        do throws(FieldError) {
-            request = try ShowRequest.parse(&body)
-            try body.finish()
-        } catch { throw APIError(error) }
+        let request: ShowRequest = try call.readBody { body throws(FieldError) in try ShowRequest.parse(&body) }
         let (item, created) = try run(window) { w throws(WindowError) in try w.show(request) }
         return .respond(Reply.json(item.json(), status: created && item.status != .merged ? 201 : 200))
     }
@@ -113,12 +98,7 @@ enum WindowRoutes: ResourceAPI {
     private static func dismiss(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let window = try window(call)
-        var body = try call.body()
-        let id: String?
-        do throws(FieldError) {
-            id = try body.name("id")
-            try body.finish()
-        } catch { throw APIError(error) }
+        let id: String? = try call.readBody { body throws(FieldError) in try body.name("id") }
         let dismissal = try run(window) { w throws(WindowError) in try w.dismiss(id: id) }
         return .respond(Reply.json(dismissal.json()))
     }

@@ -43,6 +43,17 @@ public struct Call: Sendable {
         do throws(FieldError) { return try FieldReader(value) } catch { throw APIError(error) }
     }
 
+    /// Reads the body with `read`, then rejects any member `read` did not ask
+    /// for; a field error becomes a 400 naming the field.
+    public func readBody<T>(_ read: (inout FieldReader) throws(FieldError) -> T) throws(APIError) -> T {
+        var reader = try body()
+        do throws(FieldError) {
+            let value = try read(&reader)
+            try reader.finish()
+            return value
+        } catch { throw APIError(error) }
+    }
+
     /// The body as JSON, or nil when empty.
     public func bodyValue() throws(APIError) -> JSONValue? {
         if request.body.isEmpty || request.body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
