@@ -147,23 +147,13 @@ import Testing
         let s = try LiveServer(#"{"queues": {"q": {"capacity": 1}}}"#)
         let holder = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "h"}"#)
         #expect(holder.json["status"] as? String == "granted")
-        let result = Mutex<TestHTTPClient.Response?>(nil)
-        let done = DispatchSemaphore(value: 0)
         let started = Date()
-        Thread {
-            result.withLock { $0 = try? s.call("POST", "/v1/queues/q/visitors?wait=10", #"{"id": "w"}"#) }
-            done.signal()
-        }.start()
+        let response = s.inBackground { try s.call("POST", "/v1/queues/q/visitors?wait=10", #"{"id": "w"}"#) }
         // Wait until w is parked, then free the slot.
-        var waiting = false
-        for _ in 0..<200 where !waiting {
-            waiting = (try? s.call("GET", "/v1/queues/q/visitors/w"))?.json["status"] as? String == "waiting"
-            if !waiting { usleep(10_000) }
-        }
-        #expect(waiting)
+        s.untilParked(1)
+        #expect(try s.call("GET", "/v1/queues/q/visitors/w").json["status"] as? String == "waiting")
         #expect(try s.call("POST", "/v1/queues/q/visitors/h/complete").status == 200)
-        #expect(done.wait(timeout: .now() + 5) == .success)
-        let r = try #require(result.withLock { $0 })
+        let r = try #require(response())
         #expect(r.status == 201)
         #expect(r.json["status"] as? String == "granted")
         #expect(Date().timeIntervalSince(started) < 5)
@@ -181,20 +171,11 @@ import Testing
 
     @Test func waitersOfADeletedQueueGet410() throws {
         let s = try LiveServer(#"{"queues": {"q": {"capacity": 0}}}"#)
-        let result = Mutex<TestHTTPClient.Response?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            result.withLock { $0 = try? s.call("POST", "/v1/queues/q/visitors?wait=10", #"{"id": "w"}"#) }
-            done.signal()
-        }.start()
-        for _ in 0..<200 {
-            if (try? s.call("GET", "/v1/queues/q/visitors/w"))?.status == 200 { break }
-            usleep(10_000)
-        }
-        usleep(20_000)
+        let response = s.inBackground { try s.call("POST", "/v1/queues/q/visitors?wait=10", #"{"id": "w"}"#) }
+        s.untilParked(1)
+        #expect(try s.call("GET", "/v1/queues/q/visitors/w").status == 200)
         #expect(try s.call("DELETE", "/v1/queues/q").status == 204)
-        #expect(done.wait(timeout: .now() + 5) == .success)
-        let r = try #require(result.withLock { $0 })
+        let r = try #require(response())
         #expect(r.status == 410)
         #expect(r.code == "gone")
     }
@@ -240,22 +221,13 @@ import Testing
 
     @Test func shutdownAnswersParkedRequests503() throws {
         let s = try LiveServer(#"{"queues": {"q": {"capacity": 0}}}"#)
-        let result = Mutex<TestHTTPClient.Response?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            result.withLock { $0 = try? s.call("POST", "/v1/queues/q/visitors?wait=30", #"{"id": "w"}"#) }
-            done.signal()
-        }.start()
-        for _ in 0..<200 {
-            if s.server.suspendedRequests == 1 { break }
-            usleep(10_000)
-        }
+        let response = s.inBackground { try s.call("POST", "/v1/queues/q/visitors?wait=30", #"{"id": "w"}"#) }
+        s.untilParked(1)
         #expect(s.server.suspendedRequests == 1)
         let started = Date()
         #expect(s.shutdown())
         #expect(Date().timeIntervalSince(started) < 5)
-        #expect(done.wait(timeout: .now() + 5) == .success)
-        let r = try #require(result.withLock { $0 })
+        let r = try #require(response())
         #expect(r.status == 503)
         #expect(r.code == "shutting_down")
     }
