@@ -633,6 +633,25 @@ extension TestHTTPClient.Response {
 
     // MARK: - Many producers and consumers at once
 
+    /// Starts `producers` threads, each pushing `perProducer` items with ids
+    /// `p<producer>-<k>` and waiting for room; a push that is not 201 is a failure.
+    private func startProducers(
+        _ s: LiveServer, _ producers: Int, _ perProducer: Int, group: DispatchGroup,
+        failed: @escaping @Sendable (String) -> Void
+    ) {
+        for p in 0..<producers {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                let c = s.client()
+                for k in 0..<perProducer {
+                    let r = try? c.request("POST", "/v1/pipelines/p/items?wait=10", body: #"{"id": "p\#(p)-\#(k)", "payload": \#(k)}"#)
+                    if r?.status != 201 { failed("push p\(p)-\(k): \(r?.status ?? 0)") }
+                }
+            }.start()
+        }
+    }
+
     @Test func everyItemIsConsumedExactlyOnceWhenConsumersAck() throws {
         let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 20, "max_in_flight": 6}}}"#)
         let producers = 4, perProducer = 100, consumers = 4
@@ -641,18 +660,8 @@ extension TestHTTPClient.Response {
         let failures = Mutex<[String]>([])
         let deadline = Date().addingTimeInterval(30)
         let group = DispatchGroup()
-        for p in 0..<producers {
-            group.enter()
-            Thread {
-                defer { group.leave() }
-                let c = s.client()
-                for k in 0..<perProducer {
-                    // The pipeline holds 20: producers are held back by the consumers' pace.
-                    let r = try? c.request("POST", "/v1/pipelines/p/items?wait=10", body: #"{"id": "p\#(p)-\#(k)", "payload": \#(k)}"#)
-                    if r?.status != 201 { failures.withLock { $0.append("push p\(p)-\(k): \(r?.status ?? 0)") } }
-                }
-            }.start()
-        }
+        // The pipeline holds 20: producers are held back by the consumers' pace.
+        startProducers(s, producers, perProducer, group: group) { f in failures.withLock { $0.append(f) } }
         for _ in 0..<consumers {
             group.enter()
             Thread {
@@ -697,17 +706,7 @@ extension TestHTTPClient.Response {
         let failures = Mutex<[String]>([])
         let deadline = Date().addingTimeInterval(30)
         let group = DispatchGroup()
-        for p in 0..<producers {
-            group.enter()
-            Thread {
-                defer { group.leave() }
-                let c = s.client()
-                for k in 0..<perProducer {
-                    let r = try? c.request("POST", "/v1/pipelines/p/items?wait=10", body: #"{"id": "p\#(p)-\#(k)", "payload": \#(k)}"#)
-                    if r?.status != 201 { failures.withLock { $0.append("push p\(p)-\(k): \(r?.status ?? 0)") } }
-                }
-            }.start()
-        }
+        startProducers(s, producers, perProducer, group: group) { f in failures.withLock { $0.append(f) } }
         // Consumer 0 never acks a first delivery (it "crashes"); the others always ack.
         for careless in [true, false, false] {
             group.enter()
