@@ -1,26 +1,26 @@
+import Foundation
+
 /// Routes by method and path template, with `{name}` segments as parameters.
 ///
-/// Lookup walks a tree of path segments, so its cost grows with the depth
-/// of the path, not the number of routes.
+/// Lookup walks a tree of path segments over the path's UTF-8 bytes, so its
+/// cost grows with the depth of the path, not the number of routes, and it
+/// allocates only the parameter values.
 public struct Router<Handler: Sendable>: Sendable {
     /// The outcome of a lookup.
     public enum Match: Sendable {
         /// A route matched: its handler, template (e.g. `/v1/queues/{name}`) and parameters.
-        case found(Handler, template: String, parameters: [String: String])
+        case found(Handler, template: String, parameters: PathParameters)
         /// The path exists but not for this method; `allowed` is for the `Allow` header.
         case methodNotAllowed(allowed: [String])
         /// No route has this path.
         case notFound
     }
 
-    private final class Node: @unchecked Sendable {
-        /// Few per node: a linear scan comparing bytes beats hashing here.
-        var literals: [(segment: String, node: Node)] = []
-        var parameter: (name: String, node: Node)?
-        var handlers: [String: (Handler, String)] = [:]
-    }
-
-    private let root = Node()
+    /// The tree of path segments; not generic, so walking it needs no
+    /// runtime generic metadata.
+    @usableFromInline let table = RouteTable()
+    /// Handlers by the index the table stores.
+    @usableFromInline var handlers: [Handler] = []
 
     /// Every route added, as (method, template), in the order added.
     public private(set) var routes: [(method: String, template: String)] = []
@@ -30,49 +30,87 @@ public struct Router<Handler: Sendable>: Sendable {
     /// Adds a route. Templates look like `/v1/queues/{name}/visitors/{id}`.
     /// Call only while setting up, before the router is shared.
     public mutating func add(_ method: String, _ template: String, _ handler: Handler) {
+        table.add(method, template, index: handlers.count)
+        handlers.append(handler)
+        routes.append((method, template))
+    }
+
+    /// Finds the route for a method and path. `HEAD` falls back to `GET`.
+    /// Inlinable so that callers get a copy specialised for their handler type.
+    @inlinable
+    public func match(_ method: String, _ path: String) -> Match {
+        switch table.lookup(method, path) {
+        case .found(let index, let template, let parameters):
+            return .found(handlers[index], template: template, parameters: parameters)
+        case .methodNotAllowed(let allowed):
+            return .methodNotAllowed(allowed: allowed)
+        case .notFound:
+            return .notFound
+        }
+    }
+}
+
+/// The route tree behind `Router`, with handlers as indices.
+public final class RouteTable: @unchecked Sendable {
+    /// A lookup's outcome, with the handler's index.
+    public enum Lookup {
+        case found(Int, template: String, parameters: PathParameters)
+        case methodNotAllowed(allowed: [String])
+        case notFound
+    }
+
+    private let root = RouteNode()
+
+    init() {}
+
+    func add(_ method: String, _ template: String, index: Int) {
         var node = root
-        for segment in Self.segments(template) {
+        for segment in template.split(separator: "/", omittingEmptySubsequences: true) {
             if segment.hasPrefix("{") && segment.hasSuffix("}") {
                 let name = String(segment.dropFirst().dropLast())
                 if let existing = node.parameter {
                     precondition(existing.name == name, "conflicting parameter names at \(template)")
                     node = existing.node
                 } else {
-                    let next = Node()
+                    let next = RouteNode()
                     node.parameter = (name, next)
                     node = next
                 }
-            } else if let next = node.literals.first(where: { $0.segment == segment })?.node {
+            } else if let next = node.literals.first(where: { $0.segment.elementsEqual(segment.utf8) })?.node {
                 node = next
             } else {
-                let next = Node()
-                node.literals.append((segment, next))
+                let next = RouteNode()
+                node.literals.append((Array(segment.utf8), next))
                 node = next
             }
         }
-        precondition(node.handlers[method] == nil, "duplicate route \(method) \(template)")
-        node.handlers[method] = (handler, template)
-        routes.append((method, template))
+        precondition(node.handler(for: method) == nil, "duplicate route \(method) \(template)")
+        node.handlers.append((method, index, template))
     }
 
-    /// Finds the route for a method and path. `HEAD` falls back to `GET`.
-    public func match(_ method: String, _ path: String) -> Match {
+    /// Walks the tree over the path's UTF-8 bytes.
+    public func lookup(_ method: String, _ path: String) -> Lookup {
+        var path = path
+        return path.withUTF8 { lookup(method, $0) }
+    }
+
+    private func lookup(_ method: String, _ path: UnsafeBufferPointer<UInt8>) -> Lookup {
         var node = root
-        var parameters: [String: String] = [:]
-        // Walk the segments in place: no array of segments per request.
-        let utf8 = path.utf8
-        var index = utf8.startIndex
-        while index < utf8.endIndex {
-            if utf8[index] == 0x2F {
-                index = utf8.index(after: index)
+        var parameters = PathParameters()
+        var index = 0
+        let count = path.count
+        while index < count {
+            if path[index] == 0x2F {
+                index += 1
                 continue
             }
-            let end = utf8[index...].firstIndex(of: 0x2F) ?? utf8.endIndex
-            let segment = path.utf8[index..<end]
-            if let next = node.literals.first(where: { $0.segment.utf8.elementsEqual(segment) })?.node {
+            var end = index
+            while end < count && path[end] != 0x2F { end += 1 }
+            let segment = UnsafeBufferPointer(rebasing: path[index..<end])
+            if let next = node.literal(segment) {
                 node = next
             } else if let (name, next) = node.parameter {
-                parameters[name] = String(Substring(segment))
+                parameters.append(name, String(decoding: segment, as: UTF8.self))
                 node = next
             } else {
                 return .notFound
@@ -80,15 +118,63 @@ public struct Router<Handler: Sendable>: Sendable {
             index = end
         }
         if node.handlers.isEmpty { return .notFound }
-        if let (handler, template) = node.handlers[method] ?? (method == "HEAD" ? node.handlers["GET"] : nil) {
+        if let (handler, template) = node.handler(for: method) ?? (method == "HEAD" ? node.handler(for: "GET") : nil) {
             return .found(handler, template: template, parameters: parameters)
         }
-        var allowed = Array(node.handlers.keys)
+        var allowed = node.handlers.map(\.method)
         if allowed.contains("GET") { allowed.append("HEAD") }
         return .methodNotAllowed(allowed: allowed.sorted())
     }
+}
 
-    private static func segments(_ path: String) -> [String] {
-        path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+/// A node of the route tree: one path segment.
+private final class RouteNode: @unchecked Sendable {
+    /// Few per node: a linear scan comparing bytes beats hashing here.
+    var literals: [(segment: [UInt8], node: RouteNode)] = []
+    var parameter: (name: String, node: RouteNode)?
+    /// By method, with the index of the handler; a handful per node.
+    var handlers: [(method: String, index: Int, template: String)] = []
+
+    func handler(for method: String) -> (Int, String)? {
+        for entry in handlers where entry.method == method { return (entry.index, entry.template) }
+        return nil
+    }
+
+    func literal(_ segment: UnsafeBufferPointer<UInt8>) -> RouteNode? {
+        for (literal, next) in literals where literal.count == segment.count {
+            let same = literal.withUnsafeBytes { memcmp($0.baseAddress!, segment.baseAddress!, segment.count) == 0 }
+            if same { return next }
+        }
+        return nil
+    }
+}
+
+/// The `{name}` segments of a matched path, in path order. A route has one or
+/// two, so a short array scanned by name beats a dictionary.
+public struct PathParameters: Sendable, Equatable, ExpressibleByDictionaryLiteral {
+    private var pairs: [(name: String, value: String)] = []
+
+    public init() {}
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        for (name, value) in elements { append(name, value) }
+    }
+
+    mutating func append(_ name: String, _ value: String) {
+        if pairs.isEmpty { pairs.reserveCapacity(2) }
+        pairs.append((name, value))
+    }
+
+    /// The value of the parameter `name`, if the route has it.
+    public subscript(name: String) -> String? {
+        for pair in pairs where pair.name == name { return pair.value }
+        return nil
+    }
+
+    public var isEmpty: Bool { pairs.isEmpty }
+
+    /// Same names with the same values, in any order.
+    public static func == (lhs: PathParameters, rhs: PathParameters) -> Bool {
+        lhs.pairs.count == rhs.pairs.count && lhs.pairs.allSatisfy { rhs[$0.name] == $0.value }
     }
 }
