@@ -80,14 +80,14 @@ enum QueueRoutes: ResourceAPI {
         let config: QueueConfig = try call.readBody { body throws(FieldError) in try QueueConfig.parse(&body) }
         let (queue, created) = try create(name: name, config: config, in: call.app)
         let state = try run(queue) { q throws(QueueError) in try q.state(limit: 100) }
-        return .respond(Reply.json(state.json(), status: created ? 201 : 200))
+        return .respond(Reply.json(state, status: created ? 201 : 200))
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         let query = try call.query(allowing: ["limit"])
         let limit = try query.int("limit", in: 0...10_000) ?? 100
         let queue = try queue(call)
-        return .respond(Reply.json(try run(queue) { q throws(QueueError) in try q.state(limit: limit) }.json()))
+        return .respond(Reply.json(try run(queue) { q throws(QueueError) in try q.state(limit: limit) }))
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -98,7 +98,7 @@ enum QueueRoutes: ResourceAPI {
             _ = try q.apply(patch)
             return try q.state(limit: 100)
         }
-        return .respond(Reply.json(state.json()))
+        return .respond(Reply.json(state))
     }
 
     private static func enqueue(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -108,14 +108,14 @@ enum QueueRoutes: ResourceAPI {
         let (view, created) = try run(queue) { q throws(QueueError) in try q.enqueue(request) }
         let status = created ? 201 : 200
         guard let wait, view.status == .waiting || view.status == .delayed else {
-            return .respond(Reply.json(view.json(), status: status))
+            return .respond(Reply.json(view, status: status))
         }
         let app = call.app
         let deadline = app.deadline(after: wait)
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
                 let final = try await queue.waitWhileWaiting(id: view.id, until: deadline)
-                return Reply.json(final.json(), status: status)
+                return Reply.json(final, status: status)
             } catch { throw APIError(error) }
         }
     }
@@ -125,12 +125,12 @@ enum QueueRoutes: ResourceAPI {
         let queue = try queue(call)
         let id = try call.name("id")
         let view = try run(queue) { q throws(QueueError) in try q.visitor(id: id) }
-        guard let wait, !view.status.isFinished else { return .respond(Reply.json(view.json())) }
+        guard let wait, !view.status.isFinished else { return .respond(Reply.json(view)) }
         let app = call.app
         let deadline = app.deadline(after: wait)
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
-                return Reply.json(try await queue.waitForChange(id: id, from: view.status, until: deadline).json())
+                return Reply.json(try await queue.waitForChange(id: id, from: view.status, until: deadline))
             } catch { throw APIError(error) }
         }
     }
@@ -142,6 +142,6 @@ enum QueueRoutes: ResourceAPI {
         let queue = try queue(call)
         let id = try call.name("id")
         let view = try run(queue) { q throws(QueueError) in try body(q, id) }
-        return .respond(Reply.json(view.json()))
+        return .respond(Reply.json(view))
     }
 }

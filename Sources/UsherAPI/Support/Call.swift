@@ -8,7 +8,7 @@ public struct Call: Sendable {
     /// The request.
     public let request: HTTPRequest
     /// Path parameters by name.
-    public let parameters: [String: String]
+    public let parameters: PathParameters
     /// The application serving it.
     public let app: UsherApp
 
@@ -56,9 +56,10 @@ public struct Call: Sendable {
 
     /// The body as JSON, or nil when empty.
     public func bodyValue() throws(APIError) -> JSONValue? {
-        if request.body.isEmpty || request.body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
-            return nil
+        let blank = request.body.withUnsafeBytes { bytes in
+            bytes.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
         }
+        if blank { return nil }
         do throws(JSONSyntaxError) { return try JSONValue.parse(request.body) } catch { throw APIError(error) }
     }
 }
@@ -107,6 +108,12 @@ public enum Reply {
     public static func json(_ value: JSONValue, status: Int = 200, headers: [(name: String, value: String)] = []) -> HTTPResponse {
         HTTPResponse(status: status, headers: [("Content-Type", "application/json; charset=utf-8")] + headers,
                      body: value.jsonBytes)
+    }
+
+    /// A value that writes its own JSON (no `JSONValue` tree on the way).
+    public static func json(_ value: some JSONEncodable, status: Int = 200, headers: [(name: String, value: String)] = []) -> HTTPResponse {
+        HTTPResponse(status: status, headers: [("Content-Type", "application/json; charset=utf-8")] + headers,
+                     body: value.encodedJSON)
     }
 
     /// 204 with no body.

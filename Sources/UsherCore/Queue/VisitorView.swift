@@ -7,7 +7,7 @@
 /// `merged_into`, `cancelled_with` and `reason` only where they apply
 /// (`merged`; `cancelled` by an opposite; `cancelled`). A waiting visitor's
 /// `estimated_wait_seconds` is `null` when it cannot be estimated.
-public struct VisitorView: Sendable, Equatable {
+public struct VisitorView: Sendable, Equatable, JSONEncodable {
     /// The visitor's id (client-supplied or `v` + base 36).
     public var id: String
     /// The queue's name.
@@ -71,30 +71,29 @@ public struct VisitorView: Sendable, Equatable {
     }
 
     /// The SPEC §2 visitor object, fields in documented order.
-    public func json() -> JSONValue {
-        var m: [(String, JSONValue)] = [
-            ("id", .string(id)),
-            ("queue", .string(queue)),
-            ("key", key.map(JSONValue.string) ?? .null),
-            ("action", action.map(JSONValue.string) ?? .null),
-            ("payload", payload ?? .null),
-            ("priority", .int(priority)),
-            ("status", .string(status.rawValue)),
-        ]
-        m.reserveCapacity(17)
+    @_specialize(where Sink == JSONWriter)
+    public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
+        sink.beginObject()
+        sink.key("id"); sink.string(id)
+        sink.key("queue"); sink.string(queue)
+        sink.key("key"); sink.string(key)
+        sink.key("action"); sink.string(action)
+        sink.key("payload"); sink.value(payload)
+        sink.key("priority"); sink.int(priority)
+        sink.key("status"); sink.string(status.rawValue)
         if status == .waiting {
-            if let position { m.append(("position", .int(position))) }
-            m.append(("estimated_wait_seconds", estimatedWaitSeconds.map(JSONValue.seconds) ?? .null))
+            if let position { sink.key("position"); sink.int(position) }
+            sink.key("estimated_wait_seconds"); sink.value(estimatedWaitSeconds.map(JSONValue.seconds))
         }
-        m.append(("enqueued_at", .string(enqueuedAt.rfc3339)))
-        m.append(("granted_at", grantedAt.map { .string($0.rfc3339) } ?? .null))
-        m.append(("expires_at", expiresAt.map { .string($0.rfc3339) } ?? .null))
-        m.append(("finished_at", finishedAt.map { .string($0.rfc3339) } ?? .null))
-        m.append(("fence", fence.map { .int(Int($0)) } ?? .null))
-        if let mergedInto { m.append(("merged_into", .string(mergedInto))) }
-        if let cancelledWith { m.append(("cancelled_with", .string(cancelledWith))) }
-        if let reason { m.append(("reason", .string(reason))) }
-        return .object(m)
+        sink.key("enqueued_at"); sink.timestamp(enqueuedAt)
+        sink.key("granted_at"); sink.timestamp(grantedAt)
+        sink.key("expires_at"); sink.timestamp(expiresAt)
+        sink.key("finished_at"); sink.timestamp(finishedAt)
+        sink.key("fence"); sink.int(fence.map { Int($0) })
+        if let mergedInto { sink.key("merged_into"); sink.string(mergedInto) }
+        if let cancelledWith { sink.key("cancelled_with"); sink.string(cancelledWith) }
+        if let reason { sink.key("reason"); sink.string(reason) }
+        sink.endObject()
     }
 }
 
@@ -145,7 +144,7 @@ public struct QueueCounts: Sendable, Equatable {
 }
 
 /// `GET /v1/queues/{q}`: the config, the holders, the head of the line, counts.
-public struct QueueState: Sendable, Equatable {
+public struct QueueState: Sendable, Equatable, JSONEncodable {
     /// The queue's name.
     public var name: String
     /// Its config, defaults filled in.
@@ -167,13 +166,14 @@ public struct QueueState: Sendable, Equatable {
     }
 
     /// `{"name", "config", "holding", "waiting", "counts"}`.
-    public func json() -> JSONValue {
-        .object([
-            ("name", .string(name)),
-            ("config", config.json()),
-            ("holding", .array(holding.map { $0.json() })),
-            ("waiting", .array(waiting.map { $0.json() })),
-            ("counts", counts.json()),
-        ])
+    @_specialize(where Sink == JSONWriter)
+    public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
+        sink.beginObject()
+        sink.key("name"); sink.string(name)
+        sink.key("config"); sink.value(config.json())
+        sink.key("holding"); sink.array(holding)
+        sink.key("waiting"); sink.array(waiting)
+        sink.key("counts"); sink.value(counts.json())
+        sink.endObject()
     }
 }

@@ -42,7 +42,9 @@ public enum Names {
 /// `capactiy` is an error naming the field instead of being ignored.
 public struct FieldReader {
     private let members: [(String, JSONValue)]
-    private var used: Set<String> = []
+    /// `used[i]`: some accessor asked for `members[i]` (flags by index: no
+    /// hashing on the request path).
+    private var used: [Bool]
     /// The dotted path of this object, used as the prefix of field names.
     public let path: String
 
@@ -54,6 +56,7 @@ public struct FieldReader {
         case .object(let m)?: members = m
         default: throw FieldError(field: path, message: path.isEmpty ? "the body must be a JSON object" : "must be an object")
         }
+        used = [Bool](repeating: false, count: members.count)
     }
 
     /// The names of all members, in order.
@@ -64,15 +67,21 @@ public struct FieldReader {
 
     /// The raw value of a member; `null` reads as absent.
     public mutating func value(_ key: String) -> JSONValue? {
-        used.insert(key)
-        guard let v = members.first(where: { $0.0 == key })?.1, !v.isNull else { return nil }
-        return v
+        guard let i = index(of: key) else { return nil }
+        used[i] = true
+        let v = members[i].1
+        return v.isNull ? nil : v
     }
 
     /// True when the member is present (and not null).
     public func has(_ key: String) -> Bool {
-        guard let v = members.first(where: { $0.0 == key })?.1 else { return false }
-        return !v.isNull
+        guard let i = index(of: key) else { return false }
+        return !members[i].1.isNull
+    }
+
+    private func index(of key: String) -> Int? {
+        for i in members.indices where members[i].0 == key { return i }
+        return nil
     }
 
     public mutating func string(_ key: String) throws(FieldError) -> String? {
@@ -150,8 +159,8 @@ public struct FieldReader {
 
     /// Fails naming the first member that no accessor asked for.
     public func finish() throws(FieldError) {
-        if let unknown = members.first(where: { !used.contains($0.0) }) {
-            throw FieldError(field: fieldPath(unknown.0), message: "unknown field")
+        for i in members.indices where !used[i] {
+            throw FieldError(field: fieldPath(members[i].0), message: "unknown field")
         }
     }
 

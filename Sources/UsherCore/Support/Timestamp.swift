@@ -36,6 +36,22 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// RFC 3339 UTC with milliseconds, e.g. `2026-11-30T03:24:02.123Z`.
     public var rfc3339: String {
+        String(unsafeUninitializedCapacity: 24) { buffer in
+            writeRFC3339(into: UnsafeMutableRawBufferPointer(buffer))
+            return 24
+        }
+    }
+
+    /// Appends `rfc3339` to `out` without making a `String`.
+    public func writeRFC3339(to out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(byteCount: 24, alignment: 1) { buffer in
+            writeRFC3339(into: buffer)
+            out.append(contentsOf: buffer)
+        }
+    }
+
+    /// Writes the 24 bytes of `rfc3339` at the start of `buffer`.
+    func writeRFC3339(into buffer: UnsafeMutableRawBufferPointer) {
         let totalMillis = micros >= 0 ? micros / 1000 : (micros - 999) / 1000
         let secs = totalMillis >= 0 ? totalMillis / 1000 : (totalMillis - 999) / 1000
         let millis = Int(totalMillis - secs * 1000)
@@ -44,30 +60,27 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let (y, m, d) = Timestamp.civil(fromDays: days)
         // Written digit by digit: this runs several times per response, and
         // String(format:) costs microseconds each time.
-        return String(unsafeUninitializedCapacity: 24) { buffer in
-            func put(_ value: Int, _ width: Int, at offset: Int) {
-                var v = value
-                for i in stride(from: offset + width - 1, through: offset, by: -1) {
-                    buffer[i] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
-                    v /= 10
-                }
+        func put(_ value: Int, _ width: Int, at offset: Int) {
+            var v = value
+            for i in stride(from: offset + width - 1, through: offset, by: -1) {
+                buffer[i] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
+                v /= 10
             }
-            put(y, 4, at: 0)
-            buffer[4] = 0x2D
-            put(m, 2, at: 5)
-            buffer[7] = 0x2D
-            put(d, 2, at: 8)
-            buffer[10] = 0x54
-            put(secOfDay / 3600, 2, at: 11)
-            buffer[13] = 0x3A
-            put((secOfDay / 60) % 60, 2, at: 14)
-            buffer[16] = 0x3A
-            put(secOfDay % 60, 2, at: 17)
-            buffer[19] = 0x2E
-            put(millis, 3, at: 20)
-            buffer[23] = 0x5A
-            return 24
         }
+        put(y, 4, at: 0)
+        buffer[4] = 0x2D
+        put(m, 2, at: 5)
+        buffer[7] = 0x2D
+        put(d, 2, at: 8)
+        buffer[10] = 0x54
+        put(secOfDay / 3600, 2, at: 11)
+        buffer[13] = 0x3A
+        put((secOfDay / 60) % 60, 2, at: 14)
+        buffer[16] = 0x3A
+        put(secOfDay % 60, 2, at: 17)
+        buffer[19] = 0x2E
+        put(millis, 3, at: 20)
+        buffer[23] = 0x5A
     }
 
     public var description: String { rfc3339 }

@@ -1,0 +1,294 @@
+/// Where a `JSONEncodable` value writes itself: bytes (`JSONWriter`, for
+/// responses) or a `JSONValue` tree (`JSONTreeBuilder`, for everything that
+/// wants a value). One field list per type serves both.
+///
+/// Members are written as `key` then one value; containers as begin, values,
+/// end. Sinks place the commas.
+public protocol JSONSink {
+    mutating func beginObject()
+    mutating func endObject()
+    mutating func beginArray()
+    mutating func endArray()
+    /// An object member's name; must need no escaping (a literal of ours).
+    mutating func key(_ name: StaticString)
+    mutating func string(_ value: String)
+    mutating func int(_ value: Int)
+    mutating func null()
+    /// A time as an RFC 3339 string (`Timestamp.rfc3339`).
+    mutating func timestamp(_ value: Timestamp)
+    mutating func value(_ value: JSONValue)
+}
+
+extension JSONSink {
+    // Optionals are written as `null` when absent.
+    public mutating func string(_ value: String?) { if let value { string(value) } else { null() } }
+    public mutating func int(_ value: Int?) { if let value { int(value) } else { null() } }
+    public mutating func timestamp(_ value: Timestamp?) { if let value { timestamp(value) } else { null() } }
+    public mutating func value(_ value: JSONValue?) { if let value { self.value(value) } else { null() } }
+
+    /// Any encodable value (e.g. an element of an array).
+    public mutating func encode(_ value: some JSONEncodable) { value.writeJSON(to: &self) }
+
+    /// An array of encodable values.
+    public mutating func array(_ values: [some JSONEncodable]) {
+        beginArray()
+        for value in values { value.writeJSON(to: &self) }
+        endArray()
+    }
+}
+
+/// A value that writes itself to a `JSONSink`: straight to bytes on the hot
+/// path (building a `JSONValue` tree first costs an allocation per member and
+/// a second walk), or as a tree through `json()`.
+public protocol JSONEncodable {
+    func writeJSON<Sink: JSONSink>(to sink: inout Sink)
+}
+
+extension JSONEncodable {
+    /// Compact JSON text as UTF-8 bytes.
+    public var encodedJSON: [UInt8] {
+        var writer = JSONWriter()
+        writeJSON(to: &writer)
+        return writer.finish()
+    }
+
+    /// The same value as a tree, members in the order written.
+    public func json() -> JSONValue {
+        var builder = JSONTreeBuilder()
+        writeJSON(to: &builder)
+        return builder.result
+    }
+}
+
+extension JSONValue: JSONEncodable {
+    public func writeJSON<Sink: JSONSink>(to sink: inout Sink) { sink.value(self) }
+}
+
+/// Writes compact JSON text into a buffer it grows itself, with plain stores
+/// (appending to an `Array` byte by byte checks uniqueness and capacity each
+/// time). Used only through `encodedJSON`, which calls `finish()`: the one
+/// place the buffer is freed.
+struct JSONWriter: JSONSink {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var count = 0
+    private var capacity: Int
+    private var needsComma = false
+
+    init(capacity: Int = 1024) {
+        self.capacity = capacity
+        base = .allocate(capacity: capacity)
+    }
+
+    /// The text written, as an array; frees the buffer (the writer is done).
+    mutating func finish() -> [UInt8] {
+        let bytes = [UInt8](UnsafeBufferPointer(start: base, count: count))
+        base.deallocate()
+        capacity = 0
+        count = 0
+        return bytes
+    }
+
+    private mutating func reserve(_ n: Int) {
+        guard count + n > capacity else { return }
+        let larger = max(capacity * 2, count + n)
+        let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
+        grown.initialize(from: base, count: count)
+        base.deallocate()
+        base = grown
+        capacity = larger
+    }
+
+    private mutating func byte(_ b: UInt8) {
+        reserve(1)
+        base[count] = b
+        count += 1
+    }
+
+    private mutating func raw(_ source: UnsafeBufferPointer<UInt8>) {
+        reserve(source.count)
+        if let start = source.baseAddress { (base + count).update(from: start, count: source.count) }
+        count += source.count
+    }
+
+    private mutating func separate() {
+        if needsComma { byte(0x2C) }
+        needsComma = false
+    }
+
+    mutating func beginObject() {
+        separate()
+        byte(0x7B)
+    }
+
+    mutating func endObject() {
+        byte(0x7D)
+        needsComma = true
+    }
+
+    mutating func beginArray() {
+        separate()
+        byte(0x5B)
+    }
+
+    mutating func endArray() {
+        byte(0x5D)
+        needsComma = true
+    }
+
+    mutating func key(_ name: StaticString) {
+        separate()
+        reserve(name.utf8CodeUnitCount + 3)
+        base[count] = 0x22
+        (base + count + 1).update(from: name.utf8Start, count: name.utf8CodeUnitCount)
+        count += name.utf8CodeUnitCount + 1
+        base[count] = 0x22
+        base[count + 1] = 0x3A
+        count += 2
+    }
+
+    mutating func string(_ value: String) {
+        separate()
+        needsComma = true
+        // Most strings need no escape: check and copy the contiguous bytes.
+        var value = value
+        let copied = value.withUTF8 { bytes -> Bool in
+            for b in bytes where b < 0x20 || b == 0x22 || b == 0x5C { return false }
+            byte(0x22)
+            raw(bytes)
+            byte(0x22)
+            return true
+        }
+        if copied { return }
+        var escaped: [UInt8] = []
+        JSONValue.writeString(value, to: &escaped)
+        escaped.withUnsafeBufferPointer { raw($0) }
+    }
+
+    mutating func int(_ value: Int) {
+        separate()
+        needsComma = true
+        reserve(20)
+        if value < 0 {
+            base[count] = 0x2D
+            count += 1
+        }
+        var magnitude = value.magnitude
+        var digits = 1
+        var rest = magnitude
+        while rest >= 10 {
+            rest /= 10
+            digits += 1
+        }
+        var i = count + digits - 1
+        repeat {
+            base[i] = 0x30 + UInt8(truncatingIfNeeded: magnitude % 10)
+            magnitude /= 10
+            i -= 1
+        } while magnitude > 0
+        count += digits
+    }
+
+    mutating func null() {
+        separate()
+        reserve(4)
+        base[count] = 0x6E
+        base[count + 1] = 0x75
+        base[count + 2] = 0x6C
+        base[count + 3] = 0x6C
+        count += 4
+        needsComma = true
+    }
+
+    mutating func timestamp(_ value: Timestamp) {
+        separate()
+        reserve(26)
+        base[count] = 0x22
+        value.writeRFC3339(into: UnsafeMutableRawBufferPointer(start: base + count + 1, count: 24))
+        base[count + 25] = 0x22
+        count += 26
+        needsComma = true
+    }
+
+    mutating func value(_ value: JSONValue) {
+        separate()
+        needsComma = true
+        switch value {
+        case .string(let s):
+            needsComma = false
+            string(s)
+        case .int(let i):
+            needsComma = false
+            int(i)
+        case .null:
+            needsComma = false
+            null()
+        default:
+            var text: [UInt8] = []
+            value.write(to: &text)
+            text.withUnsafeBufferPointer { raw($0) }
+        }
+    }
+}
+
+/// Builds a `JSONValue` from what is written to it.
+public struct JSONTreeBuilder: JSONSink {
+    /// An open container and the member name it will have in its parent.
+    private enum Container {
+        case object([(String, JSONValue)], key: String?)
+        case array([JSONValue], key: String?)
+    }
+
+    private var stack: [Container] = []
+    private var pendingKey: String?
+    private var finished: JSONValue?
+
+    public init() {}
+
+    /// The value written (null when nothing was).
+    public var result: JSONValue { finished ?? .null }
+
+    private mutating func add(_ value: JSONValue) {
+        guard let top = stack.popLast() else {
+            finished = value
+            return
+        }
+        switch top {
+        case .object(var members, let key):
+            members.append((pendingKey ?? "", value))
+            stack.append(.object(members, key: key))
+        case .array(var elements, let key):
+            elements.append(value)
+            stack.append(.array(elements, key: key))
+        }
+        pendingKey = nil
+    }
+
+    public mutating func beginObject() {
+        stack.append(.object([], key: pendingKey))
+        pendingKey = nil
+    }
+
+    public mutating func beginArray() {
+        stack.append(.array([], key: pendingKey))
+        pendingKey = nil
+    }
+
+    public mutating func endObject() {
+        guard case .object(let members, let key)? = stack.popLast() else { preconditionFailure("endObject without beginObject") }
+        pendingKey = key
+        add(.object(members))
+    }
+
+    public mutating func endArray() {
+        guard case .array(let elements, let key)? = stack.popLast() else { preconditionFailure("endArray without beginArray") }
+        pendingKey = key
+        add(.array(elements))
+    }
+
+    public mutating func key(_ name: StaticString) { pendingKey = name.description }
+    public mutating func string(_ value: String) { add(.string(value)) }
+    public mutating func int(_ value: Int) { add(.int(value)) }
+    public mutating func null() { add(.null) }
+    public mutating func timestamp(_ value: Timestamp) { add(.string(value.rfc3339)) }
+    public mutating func value(_ value: JSONValue) { add(value) }
+}
