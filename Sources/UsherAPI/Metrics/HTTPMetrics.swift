@@ -1,3 +1,4 @@
+import Foundation
 import HTTPServer
 import Synchronization
 
@@ -61,7 +62,7 @@ public final class HTTPMetrics: Sendable {
 
     /// Wraps a handler result so that it is recorded when its answer is ready
     /// (at once for `.respond` and `.stream`, when the deferred work ends for `.deferred`).
-    func measure(_ result: HTTPHandlerResult, route: String, method: String, since start: ContinuousClock.Instant) -> HTTPHandlerResult {
+    func measure(_ result: HTTPHandlerResult, route: String, method: String, since start: UInt64) -> HTTPHandlerResult {
         if case .respond(let response) = result {
             record(route: route, method: method, status: response.status, seconds: Self.seconds(since: start))
             return result
@@ -82,9 +83,17 @@ public final class HTTPMetrics: Sendable {
         }
     }
 
-    static func seconds(since start: ContinuousClock.Instant) -> Double {
-        let d = ContinuousClock.now - start
-        return Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18
+    /// Monotonic nanoseconds: a request's start for `seconds(since:)`
+    /// (`clock_gettime` straight: `ContinuousClock.now` costs a generic
+    /// metadata lookup per call).
+    static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    static func seconds(since start: UInt64) -> Double {
+        Double(now() &- start) / 1e9
     }
 
     /// A copy of every series, for a scrape.

@@ -77,7 +77,7 @@ public final class UsherApp: HTTPHandler {
     // MARK: HTTPHandler
 
     public func handle(_ request: HTTPRequest) -> HTTPHandlerResult {
-        let start = ContinuousClock.now
+        let start = HTTPMetrics.now()
         var template = "unmatched"
         let result = dispatch(request, template: &template)
         guard logger.level == .debug else {
@@ -91,7 +91,7 @@ public final class UsherApp: HTTPHandler {
     /// At `debug`, one access-log line per answered request (after a long-poll
     /// ends, for deferred answers).
     private func accessLogged(
-        _ result: HTTPHandlerResult, request: HTTPRequest, route: String, since start: ContinuousClock.Instant
+        _ result: HTTPHandlerResult, request: HTTPRequest, route: String, since start: UInt64
     ) -> HTTPHandlerResult {
         let logger = self.logger
         let method = request.method, path = request.path
