@@ -37,6 +37,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     private let configuration: Configuration
     private let handler: any HTTPHandler
+    /// `capturedHeaders` as lower-case bytes, for comparing without making strings.
+    private let capturedHeaderNames: [(bytes: [UInt8], name: String)]
     private var daemon: OpaquePointer?
     private var boundPort: UInt16 = 0
     private let counters = Mutex(Counters())
@@ -55,6 +57,7 @@ public final class HTTPServer: @unchecked Sendable {
     public init(configuration: Configuration, handler: any HTTPHandler) {
         self.configuration = configuration
         self.handler = handler
+        self.capturedHeaderNames = configuration.capturedHeaders.map { (Array($0.lowercased().utf8), $0.lowercased()) }
     }
 
     deinit {
@@ -275,31 +278,31 @@ public final class HTTPServer: @unchecked Sendable {
         return result
     }
 
+    /// One pass over the request's headers (a lookup per captured name
+    /// scanned them all each time), keeping the captured ones.
     private func capturedHeaders(_ connection: OpaquePointer) -> [String: String] {
-        var headers: [String: String] = [:]
-        for name in configuration.capturedHeaders {
-            if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, name) {
-                headers[name] = String(cString: value)
-            }
+        var capture = HeaderCapture(names: capturedHeaderNames)
+        withUnsafeMutablePointer(to: &capture) { pointer in
+            _ = MHD_get_connection_values(connection, .HEADER_KIND, collectHeader, pointer)
         }
-        return headers
+        return capture.found
     }
 
-    private final class QueryBox {
-        var items: [(name: String, value: String)] = []
-    }
 
-    private static func queryArguments(_ connection: OpaquePointer) -> [(name: String, value: String)] {
-        let box = QueryBox()
-        let opaque = Unmanaged.passUnretained(box).toOpaque()
-        _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, opaque)
-        return withExtendedLifetime(box) { box.items }
+    typealias QueryItems = [(name: String, value: String)]
+
+    private static func queryArguments(_ connection: OpaquePointer) -> QueryItems {
+        var items: QueryItems = []
+        withUnsafeMutablePointer(to: &items) { pointer in
+            _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, pointer)
+        }
+        return items
     }
 
     fileprivate static func appendArgument(_ cls: UnsafeMutableRawPointer?, key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?) {
         guard let cls, let key else { return }
-        let box = Unmanaged<QueryBox>.fromOpaque(cls).takeUnretainedValue()
-        box.items.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+        cls.assumingMemoryBound(to: QueryItems.self).pointee
+            .append((String(cString: key), value.map { String(cString: $0) } ?? ""))
     }
 }
 
@@ -337,5 +340,35 @@ private func collectArgument(
     cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind, key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?
 ) -> MHD_Result {
     HTTPServer.appendArgument(cls, key: key, value: value)
+    return .YES
+}
+
+/// The captured headers found so far, filled by `collectHeader`.
+struct HeaderCapture {
+    let names: [(bytes: [UInt8], name: String)]
+    var found: [String: String] = [:]
+
+    mutating func offer(_ key: UnsafePointer<CChar>, _ value: UnsafePointer<CChar>?) {
+        let length = strlen(key)
+        for (bytes, name) in names where bytes.count == length {
+            let same = key.withMemoryRebound(to: UInt8.self, capacity: length) { key in
+                (0..<length).allSatisfy { i in
+                    let b = key[i]
+                    return (b >= 0x41 && b <= 0x5A ? b | 0x20 : b) == bytes[i]
+                }
+            }
+            if same {
+                found[name] = value.map { String(cString: $0) } ?? ""
+                return
+            }
+        }
+    }
+}
+
+private func collectHeader(
+    cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind, key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?
+) -> MHD_Result {
+    guard let cls, let key else { return .YES }
+    cls.assumingMemoryBound(to: HeaderCapture.self).pointee.offer(key, value)
     return .YES
 }

@@ -106,14 +106,19 @@ public struct Query: Sendable {
 public enum Reply {
     /// `application/json; charset=utf-8` with the given status.
     public static func json(_ value: JSONValue, status: Int = 200, headers: [(name: String, value: String)] = []) -> HTTPResponse {
-        HTTPResponse(status: status, headers: [("Content-Type", "application/json; charset=utf-8")] + headers,
-                     body: value.jsonBytes)
+        HTTPResponse(status: status, headers: jsonHeaders(headers), body: value.jsonBytes)
     }
 
     /// A value that writes its own JSON (no `JSONValue` tree on the way).
     public static func json(_ value: some JSONEncodable, status: Int = 200, headers: [(name: String, value: String)] = []) -> HTTPResponse {
-        HTTPResponse(status: status, headers: [("Content-Type", "application/json; charset=utf-8")] + headers,
-                     body: value.encodedJSON)
+        HTTPResponse(status: status, headers: jsonHeaders(headers), body: value.encodedJSON)
+    }
+
+    private static let contentType: [(name: String, value: String)] = [("Content-Type", "application/json; charset=utf-8")]
+
+    /// The content type, then `extra` (the shared array when there is none: no allocation).
+    private static func jsonHeaders(_ extra: [(name: String, value: String)]) -> [(name: String, value: String)] {
+        extra.isEmpty ? contentType : contentType + extra
     }
 
     /// 204 with no body.

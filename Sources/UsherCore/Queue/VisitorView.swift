@@ -101,7 +101,7 @@ public struct VisitorView: Sendable, Equatable, JSONEncodable {
 ///
 /// Invariant: `enqueuedTotal == waiting + holding + delayed + completedTotal +
 /// releasedTotal + expiredTotal + cancelledTotal + mergedTotal`.
-public struct QueueCounts: Sendable, Equatable {
+public struct QueueCounts: Sendable, Equatable, JSONEncodable {
     /// Visitors in the waiting line now.
     public var waiting = 0
     /// Visitors holding a slot now.
@@ -127,19 +127,19 @@ public struct QueueCounts: Sendable, Equatable {
     public init() {}
 
     /// `{waiting, holding, delayed, enqueued_total, …, merged_total}`.
-    public func json() -> JSONValue {
-        .object([
-            ("waiting", .int(waiting)),
-            ("holding", .int(holding)),
-            ("delayed", .int(delayed)),
-            ("enqueued_total", .int(enqueuedTotal)),
-            ("granted_total", .int(grantedTotal)),
-            ("completed_total", .int(completedTotal)),
-            ("released_total", .int(releasedTotal)),
-            ("expired_total", .int(expiredTotal)),
-            ("cancelled_total", .int(cancelledTotal)),
-            ("merged_total", .int(mergedTotal)),
-        ])
+    public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
+        sink.beginObject()
+        sink.key("waiting"); sink.int(waiting)
+        sink.key("holding"); sink.int(holding)
+        sink.key("delayed"); sink.int(delayed)
+        sink.key("enqueued_total"); sink.int(enqueuedTotal)
+        sink.key("granted_total"); sink.int(grantedTotal)
+        sink.key("completed_total"); sink.int(completedTotal)
+        sink.key("released_total"); sink.int(releasedTotal)
+        sink.key("expired_total"); sink.int(expiredTotal)
+        sink.key("cancelled_total"); sink.int(cancelledTotal)
+        sink.key("merged_total"); sink.int(mergedTotal)
+        sink.endObject()
     }
 }
 
@@ -173,7 +173,7 @@ public struct QueueState: Sendable, Equatable, JSONEncodable {
         sink.key("config"); sink.value(config.json())
         sink.key("holding"); sink.array(holding)
         sink.key("waiting"); sink.array(waiting)
-        sink.key("counts"); sink.value(counts.json())
+        sink.key("counts"); sink.encode(counts)
         sink.endObject()
     }
 }

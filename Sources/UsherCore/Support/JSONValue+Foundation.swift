@@ -75,66 +75,10 @@ extension JSONValue {
     public var jsonString: String { String(decoding: jsonBytes, as: UTF8.self) }
 
     /// Compact JSON text as UTF-8 bytes (what responses carry).
-    public var jsonBytes: [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
-        write(to: &out)
-        return out
-    }
+    public var jsonBytes: [UInt8] { encodedJSON }
 
     /// Appends compact JSON text to `out`.
-    public func write(to out: inout [UInt8]) {
-        switch self {
-        case .null: out.append(contentsOf: JSONValue.nullBytes)
-        case .bool(let b): out.append(contentsOf: b ? JSONValue.trueBytes : JSONValue.falseBytes)
-        case .int(let i): JSONValue.writeInt(i, to: &out)
-        case .double(let d):
-            if d.isFinite { out.append(contentsOf: d.description.utf8) } else { out.append(contentsOf: JSONValue.nullBytes) }
-        case .string(let s): JSONValue.writeString(s, to: &out)
-        case .array(let a):
-            out.append(0x5B)
-            for (i, v) in a.enumerated() {
-                if i > 0 { out.append(0x2C) }
-                v.write(to: &out)
-            }
-            out.append(0x5D)
-        case .object(let members):
-            out.append(0x7B)
-            for (i, (k, v)) in members.enumerated() {
-                if i > 0 { out.append(0x2C) }
-                JSONValue.writeString(k, to: &out)
-                out.append(0x3A)
-                v.write(to: &out)
-            }
-            out.append(0x7D)
-        }
-    }
-
-    private static let nullBytes: [UInt8] = Array("null".utf8)
-    private static let trueBytes: [UInt8] = Array("true".utf8)
-    private static let falseBytes: [UInt8] = Array("false".utf8)
-
-    /// Appends an integer in decimal without going through `String`.
-    static func writeInt(_ value: Int, to out: inout [UInt8]) {
-        if value == 0 {
-            out.append(0x30)
-            return
-        }
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                      UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var count = 0
-        var magnitude = value.magnitude
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            while magnitude > 0 {
-                buffer[19 - count] = UInt8(truncatingIfNeeded: 0x30 + magnitude % 10)
-                magnitude /= 10
-                count += 1
-            }
-            if value < 0 { out.append(0x2D) }
-            out.append(contentsOf: buffer[(20 - count)...])
-        }
-    }
+    public func write(to out: inout [UInt8]) { out.append(contentsOf: encodedJSON) }
 
     /// Appends a JSON string literal, escaping what RFC 8259 requires.
     public static func writeString(_ s: String, to out: inout [UInt8]) {

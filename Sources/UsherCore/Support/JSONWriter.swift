@@ -210,23 +210,38 @@ struct JSONWriter: JSONSink {
     }
 
     mutating func value(_ value: JSONValue) {
-        separate()
-        needsComma = true
         switch value {
-        case .string(let s):
-            needsComma = false
-            string(s)
-        case .int(let i):
-            needsComma = false
-            int(i)
-        case .null:
-            needsComma = false
-            null()
-        default:
-            var text: [UInt8] = []
-            value.write(to: &text)
-            text.withUnsafeBufferPointer { raw($0) }
+        case .null: null()
+        case .bool(let b): literal(b ? Self.trueText : Self.falseText)
+        case .int(let i): int(i)
+        case .double(let d):
+            if d.isFinite { literal(d.description) } else { null() }
+        case .string(let s): string(s)
+        case .array(let elements):
+            beginArray()
+            for element in elements { self.value(element) }
+            endArray()
+        case .object(let members):
+            beginObject()
+            for (name, member) in members {
+                string(name)
+                byte(0x3A)
+                needsComma = false
+                self.value(member)
+            }
+            endObject()
         }
+    }
+
+    private static let trueText = "true"
+    private static let falseText = "false"
+
+    /// A bare token (`true`, a number's digits).
+    private mutating func literal(_ text: String) {
+        separate()
+        var text = text
+        text.withUTF8 { raw($0) }
+        needsComma = true
     }
 }
 

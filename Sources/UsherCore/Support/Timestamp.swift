@@ -62,9 +62,11 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         // String(format:) costs microseconds each time.
         func put(_ value: Int, _ width: Int, at offset: Int) {
             var v = value
-            for i in stride(from: offset + width - 1, through: offset, by: -1) {
+            var i = offset + width - 1
+            while i >= offset {
                 buffer[i] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
                 v /= 10
+                i -= 1
             }
         }
         put(y, 4, at: 0)
