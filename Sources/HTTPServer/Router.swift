@@ -18,7 +18,7 @@ public struct Router<Handler: Sendable>: Sendable {
 
     /// The tree of path segments; not generic, so walking it needs no
     /// runtime generic metadata.
-    @usableFromInline let table = RouteTable()
+    @usableFromInline var table = RouteTable()
     /// Handlers by the index the table stores.
     @usableFromInline var handlers: [Handler] = []
 
@@ -50,8 +50,10 @@ public struct Router<Handler: Sendable>: Sendable {
     }
 }
 
-/// The route tree behind `Router`, with handlers as indices.
-public final class RouteTable: @unchecked Sendable {
+/// The route tree behind `Router`, with handlers as indices. A value type
+/// with its nodes in one array: reading it needs no reference counting or
+/// dynamic exclusivity checks (which class properties would cost per step).
+public struct RouteTable: Sendable {
     /// A lookup's outcome, with the handler's index.
     public enum Lookup {
         case found(Int, template: String, parameters: PathParameters)
@@ -59,33 +61,56 @@ public final class RouteTable: @unchecked Sendable {
         case notFound
     }
 
-    private let root = RouteNode()
+    /// One path segment's node; children by index into `nodes`.
+    private struct Node: Sendable {
+        /// Few per node: a linear scan comparing bytes beats hashing here.
+        var literals: [(segment: [UInt8], node: Int)] = []
+        var parameter: (name: String, node: Int)?
+        /// By method, with the index of the handler; a handful per node.
+        var handlers: [(method: String, index: Int, template: String)] = []
+
+        func handler(for method: String) -> (Int, String)? {
+            for entry in handlers where entry.method == method { return (entry.index, entry.template) }
+            return nil
+        }
+
+        func literal(_ segment: UnsafeBufferPointer<UInt8>) -> Int? {
+            for (literal, next) in literals where literal.count == segment.count {
+                let same = literal.withUnsafeBytes { memcmp($0.baseAddress!, segment.baseAddress!, segment.count) == 0 }
+                if same { return next }
+            }
+            return nil
+        }
+    }
+
+    /// `nodes[0]` is the root.
+    private var nodes = [Node()]
 
     init() {}
 
-    func add(_ method: String, _ template: String, index: Int) {
-        var node = root
+    mutating func add(_ method: String, _ template: String, index: Int) {
+        var node = 0
         for segment in template.split(separator: "/", omittingEmptySubsequences: true) {
             if segment.hasPrefix("{") && segment.hasSuffix("}") {
                 let name = String(segment.dropFirst().dropLast())
-                if let existing = node.parameter {
+                if let existing = nodes[node].parameter {
                     precondition(existing.name == name, "conflicting parameter names at \(template)")
                     node = existing.node
                 } else {
-                    let next = RouteNode()
-                    node.parameter = (name, next)
-                    node = next
+                    nodes.append(Node())
+                    nodes[node].parameter = (name, nodes.count - 1)
+                    node = nodes.count - 1
                 }
-            } else if let next = node.literals.first(where: { $0.segment.elementsEqual(segment.utf8) })?.node {
+            } else if let next = nodes[node].literals.first(where: { $0.segment.elementsEqual(segment.utf8) })?.node {
                 node = next
             } else {
-                let next = RouteNode()
-                node.literals.append((Array(segment.utf8), next))
-                node = next
+                nodes.append(Node())
+                nodes[node].literals.append((Array(segment.utf8), nodes.count - 1))
+                node = nodes.count - 1
             }
         }
-        precondition(node.handler(for: method) == nil, "duplicate route \(method) \(template)")
-        node.handlers.append((method, index, template))
+        precondition(nodes[node].handler(for: method) == nil, "duplicate route \(method) \(template)")
+        nodes[node].handlers.append((method, index, template))
     }
 
     /// Walks the tree over the path's UTF-8 bytes.
@@ -95,7 +120,7 @@ public final class RouteTable: @unchecked Sendable {
     }
 
     private func lookup(_ method: String, _ path: UnsafeBufferPointer<UInt8>) -> Lookup {
-        var node = root
+        var node = 0
         var parameters = PathParameters()
         var index = 0
         let count = path.count
@@ -107,9 +132,9 @@ public final class RouteTable: @unchecked Sendable {
             var end = index
             while end < count && path[end] != 0x2F { end += 1 }
             let segment = UnsafeBufferPointer(rebasing: path[index..<end])
-            if let next = node.literal(segment) {
+            if let next = nodes[node].literal(segment) {
                 node = next
-            } else if let (name, next) = node.parameter {
+            } else if let (name, next) = nodes[node].parameter {
                 parameters.append(name, String(decoding: segment, as: UTF8.self))
                 node = next
             } else {
@@ -117,35 +142,14 @@ public final class RouteTable: @unchecked Sendable {
             }
             index = end
         }
-        if node.handlers.isEmpty { return .notFound }
-        if let (handler, template) = node.handler(for: method) ?? (method == "HEAD" ? node.handler(for: "GET") : nil) {
+        let found = nodes[node]
+        if found.handlers.isEmpty { return .notFound }
+        if let (handler, template) = found.handler(for: method) ?? (method == "HEAD" ? found.handler(for: "GET") : nil) {
             return .found(handler, template: template, parameters: parameters)
         }
-        var allowed = node.handlers.map(\.method)
+        var allowed = found.handlers.map(\.method)
         if allowed.contains("GET") { allowed.append("HEAD") }
         return .methodNotAllowed(allowed: allowed.sorted())
-    }
-}
-
-/// A node of the route tree: one path segment.
-private final class RouteNode: @unchecked Sendable {
-    /// Few per node: a linear scan comparing bytes beats hashing here.
-    var literals: [(segment: [UInt8], node: RouteNode)] = []
-    var parameter: (name: String, node: RouteNode)?
-    /// By method, with the index of the handler; a handful per node.
-    var handlers: [(method: String, index: Int, template: String)] = []
-
-    func handler(for method: String) -> (Int, String)? {
-        for entry in handlers where entry.method == method { return (entry.index, entry.template) }
-        return nil
-    }
-
-    func literal(_ segment: UnsafeBufferPointer<UInt8>) -> RouteNode? {
-        for (literal, next) in literals where literal.count == segment.count {
-            let same = literal.withUnsafeBytes { memcmp($0.baseAddress!, segment.baseAddress!, segment.count) == 0 }
-            if same { return next }
-        }
-        return nil
     }
 }
 

@@ -201,9 +201,15 @@ public struct QueueEngine: Sendable {
     /// Cleared when the next operation begins; so call it after each one.
     public mutating func drainChanges() -> [String] {
         guard !changed.isEmpty else { return [] }
-        var seen = Set<Int32>(minimumCapacity: changed.count)
         var out: [String] = []
-        for h in changed where seen.insert(h).inserted { out.append(records[Int(h)].id) }
+        out.reserveCapacity(changed.count)
+        if changed.count <= 16 {
+            // An operation changes one or two visitors: a scan beats hashing.
+            for (i, h) in changed.enumerated() where !changed[..<i].contains(h) { out.append(records[Int(h)].id) }
+        } else {
+            var seen = Set<Int32>(minimumCapacity: changed.count)
+            for h in changed where seen.insert(h).inserted { out.append(records[Int(h)].id) }
+        }
         changed.removeAll(keepingCapacity: changed.count <= 1024)
         return out
     }

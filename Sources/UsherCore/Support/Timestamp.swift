@@ -60,32 +60,35 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let (y, m, d) = Timestamp.civil(fromDays: days)
         // Written digit by digit: this runs several times per response, and
         // String(format:) costs microseconds each time.
-        func put(_ value: Int, _ width: Int, at offset: Int) {
-            var v = value
-            var i = offset + width - 1
-            while i >= offset {
-                buffer[i] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
-                v /= 10
-                i -= 1
-            }
-        }
-        put(y, 4, at: 0)
+        Self.put(y, 4, at: 0, in: buffer)
         buffer[4] = 0x2D
-        put(m, 2, at: 5)
+        Self.put(m, 2, at: 5, in: buffer)
         buffer[7] = 0x2D
-        put(d, 2, at: 8)
+        Self.put(d, 2, at: 8, in: buffer)
         buffer[10] = 0x54
-        put(secOfDay / 3600, 2, at: 11)
+        Self.put(secOfDay / 3600, 2, at: 11, in: buffer)
         buffer[13] = 0x3A
-        put((secOfDay / 60) % 60, 2, at: 14)
+        Self.put((secOfDay / 60) % 60, 2, at: 14, in: buffer)
         buffer[16] = 0x3A
-        put(secOfDay % 60, 2, at: 17)
+        Self.put(secOfDay % 60, 2, at: 17, in: buffer)
         buffer[19] = 0x2E
-        put(millis, 3, at: 20)
+        Self.put(millis, 3, at: 20, in: buffer)
         buffer[23] = 0x5A
     }
 
     public var description: String { rfc3339 }
+
+    /// Writes `value` as `width` decimal digits at `offset` (a plain function:
+    /// a nested one capturing the buffer was allocated as a closure per call).
+    private static func put(_ value: Int, _ width: Int, at offset: Int, in buffer: UnsafeMutableRawBufferPointer) {
+        var v = value
+        var i = offset + width - 1
+        while i >= offset {
+            buffer[i] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
+            v /= 10
+            i -= 1
+        }
+    }
 
     /// Days since the epoch to a proleptic Gregorian date (H. Hinnant's algorithm).
     private static func civil(fromDays z0: Int64) -> (Int, Int, Int) {
