@@ -28,6 +28,11 @@
  *   -P PID       read VmRSS/Threads of PID before the long-polls, parked, and after release
  *   -t SECONDS   give up after this long in any phase [60]
  *   -c N         connects in progress at once [256]
+ *   -2           after the release, send the long-poll again on every answered
+ *                connection, wait until parked again and sample -P (the steady
+ *                state of a client that polls again: its connection has served
+ *                a response); those second long-polls are left to the server
+ *   -O BODY      body of the second long-polls [the -b body]
  *
  * Output: key=value lines (parse-friendly), then a summary.
  * Build: cc -O2 -o longpoll longpoll.c  (see Makefile)
@@ -76,6 +81,8 @@ static double settle = 1;
 static int server_pid;
 static double timeout_s = 60;
 static int max_connecting = 256;
+static int repark;
+static const char *repark_body;
 
 static struct sockaddr_in addr;
 static int ep;
@@ -254,7 +261,7 @@ static void usage(void) {
 int main(int argc, char **argv) {
     int opt;
     const char *release = NULL;
-    while ((opt = getopt(argc, argv, "H:p:n:m:u:b:r:R:W:M:s:P:t:c:")) != -1) {
+    while ((opt = getopt(argc, argv, "H:p:n:m:u:b:r:R:W:M:s:P:t:c:2O:")) != -1) {
         switch (opt) {
         case 'H': host = optarg; break;
         case 'p': port = atoi(optarg); break;
@@ -270,6 +277,8 @@ int main(int argc, char **argv) {
         case 'P': server_pid = atoi(optarg); break;
         case 't': timeout_s = atof(optarg); break;
         case 'c': max_connecting = atoi(optarg); break;
+        case '2': repark = 1; break;
+        case 'O': repark_body = optarg; break;
         default: usage();
         }
     }
@@ -441,6 +450,42 @@ int main(int argc, char **argv) {
                lat[0] * 1e3, lat[m / 2] * 1e3, lat[(int)(m * 0.99) < m ? (int)(m * 0.99) : m - 1] * 1e3, lat[m - 1] * 1e3);
     }
     fflush(stdout);
+
+    /* Phase 4 (-2): the same long-poll again on every answered connection. */
+    if (repark) {
+        int again = 0;
+        double before_metric = watch_path ? metric_value() : 0;
+        for (int i = 0; i < n; i++) {
+            struct conn *c = &conns[i];
+            if (c->st != ST_DONE || c->done_at < 0) continue;
+            free(c->req);
+            char *path = expand(lp_path, i), *body = expand(repark_body ? repark_body : lp_body, i);
+            c->req = build_request(lp_method, path, body, 1, &c->req_len);
+            free(path);
+            free(body);
+            c->req_off = 0;
+            c->len = 0;
+            c->status = 0;
+            if (write_some(c) == 1) { c->st = ST_WAITING; again++; }
+        }
+        double t1 = now(), got = -1;
+        int ok = !watch_path;
+        while (watch_path && now() < t1 + timeout_s) {
+            int k = epoll_wait(ep, evs, 1024, 50);
+            for (int i = 0; i < k; i++) {
+                if (evs[i].data.u32 == UINT32_MAX) continue;
+                struct conn *c = &conns[evs[i].data.u32];
+                if (c->st != ST_WAITING) continue;
+                int r = read_some(c);
+                if (r != 0) { c->st = r > 0 ? ST_DONE : ST_FAILED; again--; }
+            }
+            got = metric_value();
+            if (got - (before_metric > 0 ? before_metric : 0) >= again) { ok = 1; break; }
+        }
+        usleep((useconds_t)(settle * 1e6));
+        printf("reparked=%d\nreparked_metric=%.0f\nreparked_ok=%d\nreparked_seconds=%.3f\n", again, got, ok, now() - t1);
+        proc_sample("reparked");
+    }
     for (int i = 0; i < n; i++) {
         if (conns[i].fd > 0) close(conns[i].fd);
         free(conns[i].req);
