@@ -131,7 +131,10 @@ extension EngineHost {
 
     /// After an operation: answers the waiters whose condition now holds.
     func wakeWaiters(_ changes: [String]) {
-        guard !host.waiters.isEmpty else { return }
+        // No status changed, so no holder did either: without this, every
+        // read (each new long-poll's own check included) rescanned all of a
+        // window's `showing` waiters, O(n²) to park n of them.
+        guard !host.waiters.isEmpty, !changes.isEmpty else { return }
         for id in changes where host.waiters[.visitor(id)] != nil { wake(.visitor(id)) }
         if host.waiters[.firstHolder] != nil { wake(.firstHolder) }
     }
