@@ -243,7 +243,20 @@ static void proc_sample(const char *label) {
         if (!strncmp(line, "Threads:", 8)) threads = atol(line + 8);
     }
     fclose(f);
-    printf("%s_rss_kib=%ld\n%s_threads=%ld\n", label, rss, label, threads);
+    /* utime + stime of all threads (fields 14 and 15 of /proc/PID/stat), after "(comm) ". */
+    double cpu_ms = -1;
+    snprintf(path, sizeof path, "/proc/%d/stat", server_pid);
+    if ((f = fopen(path, "r"))) {
+        char stat[1024];
+        size_t got = fread(stat, 1, sizeof stat - 1, f);
+        stat[got] = 0;
+        fclose(f);
+        char *p = strrchr(stat, ')');
+        unsigned long ut = 0, st = 0;
+        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+            cpu_ms = (ut + st) * 1000.0 / sysconf(_SC_CLK_TCK);
+    }
+    printf("%s_rss_kib=%ld\n%s_threads=%ld\n%s_cpu_ms=%.0f\n", label, rss, label, threads, label, cpu_ms);
     fflush(stdout);
 }
 
