@@ -47,10 +47,11 @@ final class ToyHandler: HTTPHandler {
 }
 
 @Suite(.serialized) struct HTTPServerLiveTests {
-    private func startServer(maxBody: Int = 1024) throws -> (HTTPServer, ToyHandler) {
+    private func startServer(maxBody: Int = 1024, connectionMemory: Int? = nil) throws -> (HTTPServer, ToyHandler) {
         var config = HTTPServer.Configuration()
         config.port = 0
         config.maxBodyBytes = maxBody
+        if let connectionMemory { config.connectionMemoryLimit = connectionMemory }
         config.capturedHeaders = ["authorization"]
         let handler = ToyHandler()
         let server = HTTPServer(configuration: config, handler: handler)
@@ -118,6 +119,34 @@ final class ToyHandler: HTTPHandler {
         let ok = try TestHTTPClient.once(port: server.port, "POST", "/echo", body: String(repeating: "z", count: 1024))
         #expect(ok.status == 200)
         #expect(ok.body.count == 1024)
+    }
+
+    @Test func connectionMemoryLimitRefusesOversizeHeadersWith431() throws {
+        let (server, handler) = try startServer(maxBody: 65_536, connectionMemory: 4096)
+        defer { server.stop() }
+        let client = TestHTTPClient(port: server.port)
+        let fits = try client.request("GET", "/hello", headers: ["X-Pad": String(repeating: "a", count: 2000)])
+        #expect(fits.status == 200)
+        #expect(client.isConnected)
+        // Headers larger than the connection's memory: libmicrohttpd answers 431 itself.
+        let big = try TestHTTPClient.once(port: server.port, "GET", "/hello",
+                                          headers: ["X-Pad": String(repeating: "a", count: 6000)])
+        #expect(big.status == 431)
+        // Bodies stream through the small pool; responses are not copied into it.
+        let body = String(repeating: "b", count: 60_000)
+        let echoed = try client.request("POST", "/echo", body: body)
+        #expect(echoed.status == 200)
+        #expect(echoed.body.count == 60_000)
+        // A parked request with sizeable headers is answered on the same connection.
+        let parked = TestHTTPClient(port: server.port)
+        try parked.sendRaw(Data("GET /park HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "p", count: 2000))\r\n\r\n".utf8))
+        let deadline = Date().addingTimeInterval(5)
+        while handler.parkedCount < 1 && Date() < deadline { usleep(1000) }
+        handler.release()
+        let released = try parked.readResponse()
+        #expect(released.status == 200)
+        #expect(released.text == "released")
+        #expect(try parked.request("GET", "/hello").status == 200)
     }
 
     @Test func deferredAnswersKeepTheConnection() throws {

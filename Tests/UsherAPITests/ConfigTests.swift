@@ -34,6 +34,7 @@ import UsherCore
         #expect(c.maxResources == 1000)
         #expect(c.maxConnections == 10_000)
         #expect(c.idleTimeoutSeconds == 90)
+        #expect(c.connectionMemoryBytes == 8192)
         #expect(c.shutdownGraceSeconds == 10)
         #expect(c.dataDir == "data")
         #expect(c.allowRemoteSources == false)
@@ -45,6 +46,8 @@ import UsherCore
         #expect(error(#"{"port": "80"}"#)?.field == "port")
         #expect(error(#"{"port": 70000}"#)?.field == "port")
         #expect(error(#"{"max_body_bytes": 0}"#)?.field == "max_body_bytes")
+        #expect(error(#"{"connection_memory_bytes": 1024}"#)?.field == "connection_memory_bytes")
+        #expect(error(#"{"connection_memory_bytes": 2097152}"#)?.field == "connection_memory_bytes")
         #expect(error(#"{"queues": {"q": {"capactiy": 1}}}"#)?.field == "queues.q.capactiy")
         #expect(error(#"{"queues": {"q": {"capacity": -1}}}"#)?.field == "queues.q.capacity")
         #expect(error(#"{"queues": {"bad name": {}}}"#)?.field == "queues.bad name")
@@ -62,6 +65,16 @@ import UsherCore
         #expect(c.logLevel == .debug)
         #expect(throws: FieldError.self) { try c.applyEnvironment(["USHER_PORT": "eighty"]) }
         #expect(throws: FieldError.self) { try c.applyEnvironment(["USHER_LOG_LEVEL": "loud"]) }
+    }
+
+    @Test func connectionMemoryReachesTheServer() throws {
+        var c = try parse(#"{"connection_memory_bytes": 16384}"#)
+        #expect(Service.serverConfiguration(for: c).connectionMemoryLimit == 16384)
+        try c.applyEnvironment(["USHER_CONNECTION_MEMORY_BYTES": "4096"])
+        #expect(c.connectionMemoryBytes == 4096)
+        #expect(Service.serverConfiguration(for: c).connectionMemoryLimit == 4096)
+        #expect(throws: FieldError.self) { try c.applyEnvironment(["USHER_CONNECTION_MEMORY_BYTES": "100"]) }
+        #expect(throws: FieldError.self) { try c.applyEnvironment(["USHER_CONNECTION_MEMORY_BYTES": "lots"]) }
     }
 
     @Test func shippedConfigIsValid() throws {

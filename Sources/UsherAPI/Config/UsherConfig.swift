@@ -20,6 +20,12 @@ public struct UsherConfig: Sendable {
     public var maxConnections = 10_000
     /// Idle HTTP connections are closed after this many seconds. Default 90.
     public var idleTimeoutSeconds = 90
+    /// Memory libmicrohttpd reserves per connection for the request line,
+    /// headers and the response headers (`USHER_CONNECTION_MEMORY_BYTES`
+    /// overrides). Requests whose headers do not fit are answered 431.
+    /// Default 8192 (libmicrohttpd's own is 32768, nearly all of it resident
+    /// once a connection has answered: the cost of a parked long-poll).
+    public var connectionMemoryBytes = 8192
     /// Longest time from SIGTERM/SIGINT to exit, in seconds. Default 10.
     public var shutdownGraceSeconds = 10.0
     /// Root directory for pipeline file sources. Default `data`.
@@ -56,6 +62,7 @@ public struct UsherConfig: Sendable {
         if let v = try r.int("max_resources", in: 1...1_000_000) { config.maxResources = v }
         if let v = try r.int("max_connections", in: 1...1_000_000) { config.maxConnections = v }
         if let v = try r.int("idle_timeout_seconds", in: 1...86_400) { config.idleTimeoutSeconds = v }
+        if let v = try r.int("connection_memory_bytes", in: connectionMemoryRange) { config.connectionMemoryBytes = v }
         if let v = try r.number("shutdown_grace_seconds", in: 0...3600) { config.shutdownGraceSeconds = v }
         if let v = try r.string("data_dir") {
             guard !v.isEmpty else { throw FieldError(field: "data_dir", message: "must not be empty") }
@@ -91,7 +98,12 @@ public struct UsherConfig: Sendable {
         return config
     }
 
-    /// Applies `USHER_HOST`, `USHER_PORT`, `USHER_TOKEN` and `USHER_LOG_LEVEL`.
+    /// The accepted `connection_memory_bytes`: below 4 KiB a request with a
+    /// few ordinary headers would not fit.
+    public static let connectionMemoryRange = 4096...(1 << 20)
+
+    /// Applies `USHER_HOST`, `USHER_PORT`, `USHER_TOKEN`, `USHER_LOG_LEVEL`
+    /// and `USHER_CONNECTION_MEMORY_BYTES`.
     public mutating func applyEnvironment(_ environment: [String: String]) throws(FieldError) {
         if let host = environment["USHER_HOST"], !host.isEmpty { self.host = host }
         if let port = environment["USHER_PORT"], !port.isEmpty {
@@ -101,6 +113,12 @@ public struct UsherConfig: Sendable {
             self.port = p
         }
         if let token = environment["USHER_TOKEN"], !token.isEmpty { authToken = token }
+        if let bytes = environment["USHER_CONNECTION_MEMORY_BYTES"], !bytes.isEmpty {
+            guard let b = Int(bytes), Self.connectionMemoryRange.contains(b) else {
+                throw FieldError(field: "USHER_CONNECTION_MEMORY_BYTES", message: "must be a number of bytes (4096-1048576)")
+            }
+            connectionMemoryBytes = b
+        }
         if let level = environment["USHER_LOG_LEVEL"], !level.isEmpty {
             guard let l = LogLevel(rawValue: level.lowercased()) else {
                 throw FieldError(field: "USHER_LOG_LEVEL", message: "must be debug, info, warn or error")

@@ -27,6 +27,7 @@ public enum Service {
         http.maxBodyBytes = config.maxBodyBytes
         http.connectionLimit = config.maxConnections
         http.idleTimeoutSeconds = config.idleTimeoutSeconds
+        http.connectionMemoryLimit = config.connectionMemoryBytes
         http.capturedHeaders = UsherApp.capturedHeaders
         return http
     }

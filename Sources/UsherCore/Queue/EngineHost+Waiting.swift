@@ -27,11 +27,27 @@ enum WaitCondition: Sendable {
     }
 }
 
+/// A long-poll's answer, boxed: the async frames a parked request keeps on
+/// the heap then hold a reference instead of a `VisitorView` (about 270 bytes)
+/// in every temporary.
+final class WaitAnswer: Sendable {
+    let result: Result<VisitorView?, QueueError>
+
+    init(_ result: Result<VisitorView?, QueueError>) {
+        self.result = result
+    }
+
+    @inline(never)
+    func get() throws(QueueError) -> VisitorView? {
+        try result.get()
+    }
+}
+
 /// One parked long-poll.
 struct Waiter: Sendable {
     let token: UInt64
     let condition: WaitCondition
-    let continuation: CheckedContinuation<Result<VisitorView?, QueueError>, Never>
+    let continuation: CheckedContinuation<WaitAnswer, Never>
     let timer: any ScheduledTimer
 }
 
@@ -58,35 +74,55 @@ extension EngineHost {
     func park(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp) async throws(QueueError)
         -> VisitorView?
     {
-        if let early = try answerWithoutWaiting(subject, until: condition, deadline: deadline) { return try early.get() }
+        if let early = try earlyAnswer(subject, until: condition, deadline: deadline) { return try early.get() }
         let token = host.nextToken
         host.nextToken += 1
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Result<VisitorView?, QueueError>, Never>) in
-                // Check again and register in one isolated step: reaching
-                // here may have taken an executor hop (this is generic code
-                // isolated to `self`), and a change made meanwhile woke nobody.
-                let early: Result<VisitorView?, QueueError>?
-                do throws(QueueError) {
-                    early = try answerWithoutWaiting(subject, until: condition, deadline: deadline)
-                } catch {
-                    early = .failure(error)
-                }
-                if let early {
-                    c.resume(returning: early)
-                    return
-                }
-                let timer = clock.schedule(at: deadline) { [weak self] in
-                    self?.withIsolation { $0.answerNow(token) }
-                }
-                host.subjects[token] = subject
-                host.waiters[subject, default: []].append(
-                    Waiter(token: token, condition: condition, continuation: c, timer: timer))
+        let answer = await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<WaitAnswer, Never>) in
+                register(c, token: token, subject: subject, until: condition, deadline: deadline)
             }
         } onCancel: {
             Task { await self.answerNow(token) }
         }
-        return try result.get()
+        return try answer.get()
+    }
+
+    /// Parks `c` unless there is nothing to wait for any more. Checks again and
+    /// registers in one isolated step: reaching here may have taken an executor
+    /// hop (this is generic code isolated to `self`), and a change made
+    /// meanwhile woke nobody.
+    ///
+    /// Not inlined, and neither is `earlyAnswer`: inlined into the async
+    /// `park`, their `VisitorView` temporaries were laid out in its async
+    /// frame, which stays on the heap for as long as the request is parked.
+    @inline(never)
+    func register(
+        _ c: CheckedContinuation<WaitAnswer, Never>, token: UInt64, subject: WaitSubject,
+        until condition: WaitCondition, deadline: Timestamp
+    ) {
+        let early: Result<VisitorView?, QueueError>?
+        do throws(QueueError) {
+            early = try answerWithoutWaiting(subject, until: condition, deadline: deadline)
+        } catch {
+            early = .failure(error)
+        }
+        if let early {
+            c.resume(returning: WaitAnswer(early))
+            return
+        }
+        let timer = clock.schedule(at: deadline) { [weak self] in
+            self?.withIsolation { $0.answerNow(token) }
+        }
+        host.subjects[token] = subject
+        host.waiters[subject, default: []].append(Waiter(token: token, condition: condition, continuation: c, timer: timer))
+    }
+
+    /// `answerWithoutWaiting`, boxed (see `register`).
+    @inline(never)
+    func earlyAnswer(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp)
+        throws(QueueError) -> WaitAnswer?
+    {
+        try answerWithoutWaiting(subject, until: condition, deadline: deadline).map(WaitAnswer.init)
     }
 
     /// The answer when there is nothing to wait for (the condition holds, the
@@ -131,7 +167,10 @@ extension EngineHost {
 
     /// After an operation: answers the waiters whose condition now holds.
     func wakeWaiters(_ changes: [String]) {
-        guard !host.waiters.isEmpty else { return }
+        // No status changed, so no holder did either: without this, every
+        // read (each new long-poll's own check included) rescanned all of a
+        // window's `showing` waiters, O(n²) to park n of them.
+        guard !host.waiters.isEmpty, !changes.isEmpty else { return }
         for id in changes where host.waiters[.visitor(id)] != nil { wake(.visitor(id)) }
         if host.waiters[.firstHolder] != nil { wake(.firstHolder) }
     }
@@ -181,6 +220,6 @@ extension EngineHost {
     func resume(_ w: Waiter, with result: Result<VisitorView?, QueueError>) {
         host.subjects[w.token] = nil
         w.timer.cancel()
-        w.continuation.resume(returning: result)
+        w.continuation.resume(returning: WaitAnswer(result))
     }
 }
