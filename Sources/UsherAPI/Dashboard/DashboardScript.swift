@@ -37,6 +37,10 @@ enum DashboardScript {
       const summaries = {};        // kind → Map(name → summary JSON)
       const pending = new Map();   // "kind/name" → debounce timer
       const seqs = new Map();      // "kind/name" → latest request number
+      // Resources an event named since the last summary check: the next check
+      // re-reads them even when their summary looks the same as before (a grant
+      // and a new waiting visitor can leave the same counts).
+      const touched = new Set();   // "kind/name"
 
       class Unauthorized extends Error {}
 
@@ -72,10 +76,11 @@ enum DashboardScript {
 
       function duration(seconds) {
         const s = Math.max(0, Math.floor(seconds));
-        if (s < 60) return s + ' s';
-        if (s < 3600) return Math.floor(s / 60) + ' min' + (s % 60 ? ' ' + (s % 60) + ' s' : '');
-        if (s < 86400) return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
-        return Math.floor(s / 86400) + ' d ' + Math.floor((s % 86400) / 3600) + ' h';
+        const two = (big, bigUnit, small, smallUnit) => big + bigUnit + (small ? ' ' + small + smallUnit : '');
+        if (s < 60) return s + 's';
+        if (s < 3600) return two(Math.floor(s / 60), 'm', s % 60, 's');
+        if (s < 86400) return two(Math.floor(s / 3600), 'h', Math.floor((s % 3600) / 60), 'm');
+        return two(Math.floor(s / 86400), 'd', Math.floor((s % 86400) / 3600), 'h');
       }
       function compact(value, max = 80) {
         if (value === null || value === undefined) return '';
@@ -113,7 +118,7 @@ enum DashboardScript {
           .map((k) => el('span', {'data-total': k}, k.replace(/_total$/, '').replace(/_/g, ' ') + ' ' + counts[k])));
       }
       function table(caption, columns, rows, emptyText, attrs) {
-        if (!rows.length) return el('div', {class: 'block'}, el('h4', {}, caption), el('p', {class: 'none'}, emptyText));
+        if (!rows.length) return el('div', {class: 'block inline'}, el('h4', {}, caption), el('p', {class: 'none'}, emptyText));
         return el('div', {class: 'block'}, el('h4', {}, caption),
           el('div', {class: 'scroll'}, el('table', attrs || {},
             el('thead', {}, el('tr', {}, columns.map((c) => el('th', {scope: 'col'}, c)))),
@@ -137,9 +142,8 @@ enum DashboardScript {
       function renderQueue(q) {
         const c = q.counts, cfg = q.config;
         const holders = q.holding.map((v) => el('tr', {'data-id': v.id},
-          el('td', {}, withPayload(v.id, v.payload)), el('td', {}, keyAction(v)),
-          el('td', {class: 'num'}, since(v.granted_at)), el('td', {class: 'num'}, until(v.expires_at, 'no limit')),
-          el('td', {class: 'num fence'}, v.fence)));
+          el('td', {}, withPayload(v.id, v.payload), el('span', {class: 'fence'}, 'fence ' + v.fence)), el('td', {}, keyAction(v)),
+          el('td', {class: 'num'}, since(v.granted_at)), el('td', {class: 'num'}, until(v.expires_at, 'no limit'))));
         const waiting = q.waiting.slice(0, WAITING_ROWS).map((v) => el('tr', {'data-id': v.id},
           el('td', {class: 'num'}, v.position), el('td', {}, withPayload(v.id, v.payload)), el('td', {}, keyAction(v)),
           el('td', {class: 'num'}, v.estimated_wait_seconds === null ? '—' : '~' + duration(v.estimated_wait_seconds)),
@@ -149,8 +153,8 @@ enum DashboardScript {
             + (cfg.dedup !== 'off' ? ' · dedup ' + cfg.dedup : '')),
           stats([['capacity', cfg.capacity, 'capacity'], ['holding', c.holding, 'holding', c.holding >= cfg.capacity && cfg.capacity > 0 ? 'full' : ''],
             ['waiting', c.waiting, 'waiting'], ['delayed', c.delayed, 'delayed']]),
-          table('Holding', ['id', 'key / action', 'held for', 'expires in', 'fence'], holders, 'No one holds a slot.', {class: 'holders'}),
-          table('Waiting', ['#', 'id', 'key / action', 'est. wait', 'waiting'], waiting, 'No one is waiting.', {class: 'waiting'}),
+          table('Holding', ['id · fence', 'key / action', 'held for', 'expires in'], holders, 'none', {class: 'holders'}),
+          table('Waiting', ['#', 'id', 'key / action', 'est. wait', 'waiting'], waiting, 'none', {class: 'waiting'}),
           more(waiting.length, c.waiting, 'waiting'),
           totals(c, ['enqueued_total', 'granted_total', 'completed_total', 'released_total', 'expired_total', 'cancelled_total', 'merged_total']),
         ];
@@ -176,7 +180,7 @@ enum DashboardScript {
           head(w.name, 'display ' + (cfg.display_seconds ? cfg.display_seconds + ' s' : 'until dismissed') + ' · dedup ' + cfg.dedup),
           stats([['showing', c.showing, 'showing'], ['queued', c.queued, 'queued'], ['delayed', c.delayed, 'delayed'], ['shown', c.shown_total, 'shown_total']]),
           el('div', {class: 'block'}, el('h4', {}, 'Showing'), showing),
-          table('Queued', ['#', 'title', 'id', 'priority', 'queued'], queued, 'Nothing queued.', {class: 'queued'}),
+          table('Queued', ['#', 'title', 'id', 'priority', 'queued'], queued, 'none', {class: 'queued'}),
           more(queued.length, c.queued, 'queued'),
           totals(c, ['received_total', 'dismissed_total', 'expired_total', 'merged_total']),
         ];
@@ -220,7 +224,7 @@ enum DashboardScript {
         return parts.join(' ');
       }
       function describeSource(s) {
-        if (!s) return el('p', {class: 'none'}, 'No source.');
+        if (!s) return el('p', {class: 'none'}, 'none');
         const bits = [s.kind + ' ' + (s.path || s.url || ''), 'pulled ' + s.pulled_total, 'errors ' + s.errors_total];
         if (s.exhausted) bits.push('exhausted');
         return el('div', {class: 'source'}, el('p', {}, bits.join(' · ')),
@@ -246,12 +250,12 @@ enum DashboardScript {
             ['dead', p.dead, 'dead', p.dead > 0 ? 'bad' : '']]),
           meter(pct, used + ' of ' + p.capacity + ' used'),
           el('p', {class: 'meter-text'}, used + ' of ' + p.capacity + ' used · consumers waiting ' + p.waiting_consumers + ' · producers waiting ' + p.waiting_producers),
-          el('div', {class: 'block'}, el('h4', {}, 'Filters, in the order they run'),
+          el('div', {class: 'block' + (filters.length ? '' : ' inline')}, el('h4', {}, 'Filters, in the order they run'),
             filters.length ? el('ol', {class: 'filters'}, filters.map((f) => el('li', {'data-filter': f.name},
               el('span', {class: 'prio'}, f.priority), el('span', {class: 'fname'}, f.name), el('span', {class: 'fdesc'}, describeFilter(f)))))
-              : el('p', {class: 'none'}, 'No filters.')),
-          el('div', {class: 'block'}, el('h4', {}, 'Source'), describeSource(p.source)),
-          table('Items', ['id', 'status', 'priority', 'deliveries'], items, 'No items waiting.', {class: 'items'}),
+              : el('p', {class: 'none'}, 'none')),
+          el('div', {class: 'block' + (p.source ? '' : ' inline')}, el('h4', {}, 'Source'), describeSource(p.source)),
+          table('Items', ['id', 'status', 'priority', 'deliveries'], items, 'none', {class: 'items'}),
           more(items.length, p.ready + p.delayed, 'items'),
           totals(p.counts, ['pushed_total', 'delivered_total', 'consumed_total', 'filtered_total', 'redelivered_total', 'dead_total']),
         ];
@@ -423,13 +427,20 @@ enum DashboardScript {
       // Lists every resource of a kind; fetches the state of those that are new
       // or whose summary changed (all of them when `full`); drops deleted ones.
       async function loadKind(k, full) {
+        const forced = new Set();
+        for (const key of touched) {
+          if (key.startsWith(k.kind + '/')) { forced.add(key.slice(k.kind.length + 1)); touched.delete(key); }
+        }
         const list = await api('/v1/' + k.plural);
         const items = list ? list[k.plural] : [];
         const before = summaries[k.kind] || new Map(), now = new Map(), work = [];
         for (const s of items) {
           const sig = JSON.stringify(s);
           now.set(s.name, sig);
-          if (full || before.get(s.name) !== sig || !cardFor(k.kind, s.name, false)) work.push(refreshNow(k.kind, s.name, !full && before.has(s.name)));
+          const changed = before.get(s.name) !== sig;
+          if (full || changed || forced.has(s.name) || !cardFor(k.kind, s.name, false)) {
+            work.push(refreshNow(k.kind, s.name, !full && changed && before.has(s.name)));
+          }
         }
         summaries[k.kind] = now;
         for (const c of [...section(k.kind).querySelector('.cards').children]) if (!now.has(c.dataset.name)) c.remove();
@@ -581,6 +592,7 @@ enum DashboardScript {
         let event;
         try { event = JSON.parse(data.join('\n')); } catch (error) { return; }
         if (!event || !byKind[event.kind] || typeof event.name !== 'string') return;
+        touched.add(event.kind + '/' + event.name);
         if (cardFor(event.kind, event.name, false)) schedule(event.kind, event.name);
         else loadKind(byKind[event.kind], false).catch(failed); // a resource this page has not seen yet
       }

@@ -81,18 +81,20 @@ enum DashboardStyle {
     .card-head h3 { margin: 0; font-size: 16px; font-family: var(--mono); word-break: break-all; }
     .card-head .sub { color: var(--muted); font-size: 12px; }
 
-    .stats { display: grid; grid-template-columns: repeat(4, 1fr); gap: 8px; margin: 0 0 12px; }
-    .stat { background: var(--soft); border-radius: 8px; padding: 6px 10px; min-width: 0; }
+    .stats { display: grid; grid-template-columns: repeat(4, 1fr); gap: 6px; margin: 0 0 10px; }
+    .stat { background: var(--soft); border-radius: 8px; padding: 4px 10px; min-width: 0; }
     .stat dt { font-size: 11px; color: var(--muted); text-transform: uppercase; letter-spacing: .04em; }
-    .stat dd { margin: 0; font-size: 20px; font-weight: 650; font-variant-numeric: tabular-nums; }
+    .stat dd { margin: 0; font-size: 18px; font-weight: 650; font-variant-numeric: tabular-nums; }
     .stat.full dd { color: var(--warn); }
     .stat.bad dd { color: var(--bad); }
 
     .block { margin: 10px 0; }
+    .block.inline { display: flex; gap: 8px; align-items: baseline; }
+    .block.inline h4 { margin: 0; }
     .block h4 { margin: 0 0 6px; font-size: 12px; color: var(--muted); text-transform: uppercase; letter-spacing: .04em; font-weight: 600; }
     .none { color: var(--muted); margin: 0; font-style: italic; }
     .more { color: var(--muted); margin: 4px 0 0; font-size: 12px; }
-    .totals { display: flex; flex-wrap: wrap; gap: 4px 12px; margin: 12px 0 0; padding-top: 8px; border-top: 1px solid var(--line);
+    .totals { display: flex; flex-wrap: wrap; gap: 2px 12px; margin: 10px 0 0; padding-top: 6px; border-top: 1px solid var(--line);
       color: var(--muted); font-size: 12px; font-variant-numeric: tabular-nums; }
 
     .scroll { overflow-x: auto; }
@@ -102,7 +104,8 @@ enum DashboardStyle {
     td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
     .id, .fence, .key, .action, .fname { font-family: var(--mono); font-size: 12px; }
     .fence { color: var(--muted); }
-    td .id { display: block; }
+    td .id { display: block; white-space: nowrap; }
+    td .fence { display: block; font-size: 11px; white-space: nowrap; }
     .key::after { content: " / "; color: var(--muted); }
     .key:last-child::after { content: ""; }
     .payload {
@@ -164,12 +167,24 @@ enum DashboardStyle {
 
     .foot { padding: 16px 20px 28px; color: var(--muted); font-size: 12px; }
 
+    /* Wide screens: the kinds flow in columns, so more of them fit on a screen. */
+    @media (min-width: 1100px) {
+      main { column-count: 2; column-gap: 16px; padding-top: 14px; }
+      .kind h2 { break-after: avoid; margin: 2px 0 10px; }
+      .cards { display: block; }
+      .card { break-inside: avoid; margin-bottom: 14px; }
+      .card:last-child { margin-bottom: 24px; }
+    }
+    @media (min-width: 1200px) { main { column-count: 3; } }
+    @media (min-width: 1900px) { main { column-count: 4; } }
     @media (max-width: 600px) {
       .top { padding: 8px 12px; gap: 8px; }
       .jump { order: 3; flex-basis: 100%; }
       main { padding: 4px 12px 16px; }
       .banner { margin: 10px 12px 0; }
-      .stats { grid-template-columns: repeat(2, 1fr); }
+      .stat { padding: 4px 7px; }
+      .stat dt { font-size: 10px; letter-spacing: .02em; }
+      .stat dd { font-size: 16px; }
       .card { padding: 12px; }
     }
 
