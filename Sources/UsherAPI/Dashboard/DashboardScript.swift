@@ -291,7 +291,8 @@ enum DashboardScript {
         for (const t of d.transitions) {
           for (const from of t.from) {
             const key = from + '\u0000' + t.to;
-            const label = t.event + (timeoutOf[from + '\u0000' + t.event] !== undefined ? ' ⏱' + timeoutOf[from + '\u0000' + t.event] + 's' : '');
+            const after = timeoutOf[from + '\u0000' + t.event];
+            const label = t.event + (after !== undefined ? ' (after ' + duration(after) + ')' : '');
             const allowed = from === m.state && m.allowed_events.includes(t.event);
             const e = edges.get(key) || {from, to: t.to, labels: [], allowed: false, events: []};
             e.labels.push(label); e.events.push(t.event); e.allowed = e.allowed || allowed;
