@@ -456,7 +456,6 @@ enum DashboardScript {
       function stamp() { $('updated').textContent = 'updated ' + new Date().toLocaleTimeString(); }
       function failed(error) {
         if (error instanceof Unauthorized) return;
-        if (document.body.dataset.mode !== 'live') setStatus('offline', 'server unreachable');
         console.warn('usher dashboard:', error);
       }
 
@@ -516,6 +515,7 @@ enum DashboardScript {
       function goLive() {
         const recovering = pollTimer !== null || document.body.dataset.mode !== 'connecting';
         retryMs = 1000;
+        unreachable = false;
         stopTimers();
         banner('');
         setStatus('live', 'live');
@@ -527,16 +527,30 @@ enum DashboardScript {
         }, SYNC_SECONDS * 1000);
         if (recovering) loadAll(true).catch(failed); // whatever changed while the stream was down
       }
+      // While the stream is down: the banner, and the badge saying whether the
+      // polls reach the server.
+      let unreachable = false;
+      let retrySeconds = 1;
+      function showDown() {
+        if (locked || document.body.dataset.mode === 'live') return;
+        setStatus(unreachable ? 'offline' : 'polling', unreachable ? 'server unreachable' : 'polling');
+        banner('Live updates interrupted — polling every ' + POLL_SECONDS + ' s' + (unreachable ? ' (the server does not answer)' : '')
+          + '; reconnecting in ' + retrySeconds + ' s.');
+      }
       function streamLost() {
         streamAbort = null;
         if (locked) return;
         clearInterval(syncTimer); syncTimer = null;
-        const seconds = Math.round(retryMs / 1000);
-        setStatus('polling', 'polling');
-        banner('Live updates interrupted — polling every ' + POLL_SECONDS + ' s; reconnecting in ' + seconds + ' s.');
+        retrySeconds = Math.round(retryMs / 1000);
+        if (document.body.dataset.mode === 'live' || document.body.dataset.mode === 'connecting') setStatus('polling', 'polling');
+        showDown();
         if (!pollTimer) {
+          let polling = false;
           pollTimer = setInterval(() => {
-            loadAll(true).then(() => { if (document.body.dataset.mode === 'offline') setStatus('polling', 'polling'); }).catch(failed);
+            if (polling) return;
+            polling = true;
+            loadAll(true).then(() => { unreachable = false; }, (error) => { unreachable = !(error instanceof Unauthorized); failed(error); })
+              .finally(() => { polling = false; showDown(); });
           }, POLL_SECONDS * 1000);
         }
         retryTimer = setTimeout(openStream, retryMs);
@@ -603,6 +617,7 @@ enum DashboardScript {
       function start() {
         setStatus('connecting', 'connecting…');
         loadAll(true).then(openStream, (error) => {
+          unreachable = !(error instanceof Unauthorized);
           failed(error);
           if (!locked) streamLost();
         });

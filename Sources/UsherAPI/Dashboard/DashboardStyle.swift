@@ -25,6 +25,7 @@ enum DashboardStyle {
     }
     a { color: var(--accent); }
     [hidden] { display: none !important; }
+    body[data-mode="locked"] main, body[data-mode="locked"] .jump { display: none; }
 
     .top {
       position: sticky; top: 0; z-index: 2; display: flex; align-items: center; gap: 16px; flex-wrap: wrap;
@@ -48,7 +49,7 @@ enum DashboardStyle {
       border: 1px solid currentColor; font-weight: 600;
     }
     .token {
-      max-width: 460px; margin: 40px auto; padding: 20px; background: var(--card); border: 1px solid var(--line);
+      max-width: 460px; width: calc(100% - 24px); margin: 40px auto; padding: 20px; background: var(--card); border: 1px solid var(--line);
       border-radius: 12px; box-shadow: var(--shadow);
     }
     .token label { display: block; margin-bottom: 10px; }
