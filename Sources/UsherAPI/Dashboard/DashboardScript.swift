@@ -32,6 +32,8 @@ enum DashboardScript {
       let streamAbort = null;
       let retryMs = 1000;
       let retryTimer = null;
+      let retrySeconds = 1;        // the delay the banner announces
+      let unreachable = false;     // the last poll did not reach the server
       let pollTimer = null;
       let syncTimer = null;
       const summaries = {};        // kind → Map(name → summary JSON)
@@ -529,8 +531,6 @@ enum DashboardScript {
       }
       // While the stream is down: the banner, and the badge saying whether the
       // polls reach the server.
-      let unreachable = false;
-      let retrySeconds = 1;
       function showDown() {
         if (locked || document.body.dataset.mode === 'live') return;
         setStatus(unreachable ? 'offline' : 'polling', unreachable ? 'server unreachable' : 'polling');
