@@ -67,7 +67,8 @@ extension OpenAPIDocument {
                 ("allowed_events", Schema.array(Schema.name(), "in definition order")),
                 ("entered_at", Schema.timestamp),
                 ("history", Schema.array(Schema.ref("Transition"), "the last 50 transitions, oldest first")),
-            ])),
+                ("definition_detail", Schema.ref("Definition")),
+            ], optional: ["definition_detail"])),
             ("TransitionResult", Schema.object([
                 ("state", Schema.name()),
                 ("previous_state", Schema.name()),
@@ -98,6 +99,8 @@ extension OpenAPIDocument {
                               Parameter.wait("answer when the version differs from `version`"),
                               Parameter.query("version", .object([("type", .string("integer")), ("format", .string("int64"))]),
                                               "the version the client has (default: the current one)"),
+                              Parameter.query("include", Schema.enumeration(["definition"]),
+                                              "definition: add `definition_detail`, the normalized definition, even when it has a name"),
                           ],
                           responses: [Response.json(200, "the machine", machine, headers: etag)] + Response.waitEnds),
                 deleteOperation(.machines, id: "deleteMachine"),

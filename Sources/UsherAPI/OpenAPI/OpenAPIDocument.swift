@@ -24,7 +24,7 @@ enum OpenAPIDocument {
 
     /// Every path, in the order of the document.
     static var paths: [PathItem] {
-        operationsPaths + queuePaths + windowPaths + poolPaths + pipelinePaths + machinePaths
+        operationsPaths + dashboardPaths + queuePaths + windowPaths + poolPaths + pipelinePaths + machinePaths
     }
 
     /// Every error code the API answers with (the `code` of a problem).
@@ -55,8 +55,8 @@ enum OpenAPIDocument {
                     with a stable `code`. A path that exists without the request's method is 405 \
                     `method_not_allowed` with an `Allow` header; an unknown path is 404; HEAD is \
                     answered wherever GET is. With a token configured (`auth_token` or `USHER_TOKEN`), \
-                    every `/v1` route needs `Authorization: Bearer <token>`; /healthz, /readyz and \
-                    /openapi.json stay open.
+                    every `/v1` route needs `Authorization: Bearer <token>`; /healthz, /readyz, /metrics, \
+                    /openapi.json and the dashboard (/, /dashboard.js, /dashboard.css) stay open.
                     """)),
                 ("license", .object([("name", .string("see the repository"))])),
             ])),
@@ -164,6 +164,29 @@ enum OpenAPIDocument {
                     Response.problem(400, "a bad kind, query parameter or Last-Event-ID", codes: ["bad_request"]),
                     Response.problem(503, "shutting down", codes: ["shutting_down"]),
                 ])]),
+        ]
+    }
+
+    /// `/`, `/dashboard.js`, `/dashboard.css`: the dashboard's three files.
+    static var dashboardPaths: [PathItem] {
+        func file(_ template: String, _ id: String, _ summary: String, _ type: String) -> PathItem {
+            PathItem(template, [Operation(
+                "GET", id, summary,
+                description: "Compiled into the binary; sent with a Content-Security-Policy (docs/dashboard.md).",
+                responses: [("200", .object([
+                    ("description", .string(summary)),
+                    ("headers", .object([
+                        ("Content-Security-Policy", .object([("required", .bool(true)), ("schema", .object([("type", .string("string"))]))])),
+                        ("X-Content-Type-Options", .object([("required", .bool(true)), ("schema", Schema.constant("nosniff"))])),
+                    ])),
+                    ("content", .object([(type, .object([("schema", .object([("type", .string("string"))]))]))])),
+                ]))],
+                open: true)])
+        }
+        return [
+            file("/", "dashboard", "The live dashboard: every resource, grouped by kind (docs/dashboard.md)", "text/html"),
+            file("/dashboard.js", "dashboardScript", "The dashboard's script", "text/javascript"),
+            file("/dashboard.css", "dashboardStyle", "The dashboard's style sheet", "text/css"),
         ]
     }
 

@@ -86,8 +86,15 @@ enum MachineRoutes: ResourceAPI {
         try call.app.registry.lookup(.machines, try call.name("name"), as: StateMachine.self)
     }
 
-    private static func reply(_ snapshot: MachineSnapshot, status: Int = 200) -> HTTPResponse {
-        Reply.json(snapshot.json(), status: status, headers: [("ETag", "\"\(snapshot.version)\"")])
+    private static func reply(_ snapshot: MachineSnapshot, status: Int = 200, withDefinition: Bool = false) -> HTTPResponse {
+        var json = snapshot.json()
+        // `?include=definition`: the normalized definition even when it has a
+        // name (the dashboard draws it), as `definition_detail`.
+        if withDefinition, case .object(var members) = json {
+            members.append(("definition_detail", snapshot.definition.json()))
+            json = .object(members)
+        }
+        return Reply.json(json, status: status, headers: [("ETag", "\"\(snapshot.version)\"")])
     }
 
     private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -103,8 +110,14 @@ enum MachineRoutes: ResourceAPI {
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["wait", "version"])
+        let query = try call.query(allowing: ["wait", "version", "include"])
         let wait = try query.wait()
+        let withDefinition: Bool
+        switch query["include"] {
+        case nil: withDefinition = false
+        case "definition"?: withDefinition = true
+        default: throw APIError.badRequest("include must be 'definition'", field: "include")
+        }
         let version: Int64?
         if let raw = query["version"] {
             guard let v = Int64(raw) else { throw APIError.badRequest("version must be an integer", field: "version") }
@@ -114,12 +127,15 @@ enum MachineRoutes: ResourceAPI {
         }
         let machine = try machine(call)
         let snapshot = machine.withIsolation { $0.snapshot() }
-        guard let wait, snapshot.version == (version ?? snapshot.version) else { return .respond(reply(snapshot)) }
+        guard let wait, snapshot.version == (version ?? snapshot.version) else {
+            return .respond(reply(snapshot, withDefinition: withDefinition))
+        }
         let app = call.app
         let deadline = app.deadline(after: wait)
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(MachineError) {
-                return reply(try await machine.waitForVersion(other: snapshot.version, until: deadline))
+                return reply(try await machine.waitForVersion(other: snapshot.version, until: deadline),
+                             withDefinition: withDefinition)
             } catch { throw APIError(error) }
         }
     }

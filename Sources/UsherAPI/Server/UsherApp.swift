@@ -51,6 +51,7 @@ public final class UsherApp: HTTPHandler {
         var router = Router<Route>()
         Self.addOperationsRoutes(to: &router)
         EventRoutes.add(to: &router)
+        DashboardRoutes.add(to: &router)
         for kind in Self.kinds { kind.add(to: &router) }
         self.router = router
         for kind in Self.kinds {
