@@ -21,6 +21,10 @@
 // The heap figure is the steadier one: RSS also moves with pages malloc keeps
 // or returns from earlier phases. Peak RSS (VmHWM) is printed at the end.
 //
+// With several sections, each runs in a child process of its own
+// (`--only SECTION`), and its memory phase comes first, so that it does not
+// fill memory an earlier phase freed.
+//
 // N: --count (default 1,000,000); --quick sets 20,000 (a smoke run of a few
 // seconds). Pools hold at most 100,000 elements, so the pool's element and
 // lease phases use min(N, 100,000); machines: N/10 instances, N events.
@@ -137,6 +141,7 @@ func phase(_ name: String, ops: Int, _ body: () throws -> Void) rethrows {
     let perOp = elapsed / Double(max(ops, 1))
     let line = pad(name) + String(
         format: " %9d ops  %8.0f ns/op  %10.0f ops/s  (%.2f s)", ops, perOp, 1e9 / perOp, elapsed / 1e9)
+        + "  RSS after: \(mib(memory().rss))"
     print(line)
 }
 
@@ -166,7 +171,10 @@ let options = Options(CommandLine.arguments)
 let n = options.count
 let clock = SystemClock()
 let payload = JSONValue.object([("n", .int(1))])
-print("usher-engine-bench: N = \(n), sections: \(Options.allSections.filter(options.sections.contains).joined(separator: ", "))")
+if options.sections.count > 1 {
+    print("usher-engine-bench: N = \(n), sections: \(Options.allSections.filter(options.sections.contains).joined(separator: ", ")), each in a process of its own")
+    fflush(nil)  // every stream: the children write to the same stdout
+}
 
 // MARK: - queue engine (value type)
 
@@ -226,6 +234,22 @@ func queueEngineBench() throws {
 
 func queueBench() throws {
     section("queue: VisitorQueue actor, capacity 1, hold_seconds 30, dedup off, payload {\"n\":1}")
+    let line = VisitorQueue(
+        name: "line", config: QueueConfig(capacity: 1, maxWaiting: 10_000_000, holdSeconds: 30, dedup: .off),
+        clock: clock)
+    try footprint("waiting visitor", count: n - 1) {
+        try phase("enqueue (waits)", ops: n) {
+            for _ in 0..<n {
+                _ = try line.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(payload: payload)) }
+            }
+        }
+    }
+    try phase("complete (grants the next)", ops: n) {
+        for i in 0..<n {
+            _ = try line.withIsolation { q throws(QueueError) in try q.complete(id: serverID(i)) }
+        }
+    }
+    line.withIsolation { $0.close() }
     let cycling = VisitorQueue(
         name: "cycle", config: QueueConfig(capacity: 1, maxWaiting: 10_000_000, holdSeconds: 30, dedup: .off),
         clock: clock)
@@ -251,22 +275,6 @@ func queueBench() throws {
     }
     untimed.withIsolation { $0.close() }
 
-    let line = VisitorQueue(
-        name: "line", config: QueueConfig(capacity: 1, maxWaiting: 10_000_000, holdSeconds: 30, dedup: .off),
-        clock: clock)
-    try footprint("waiting visitor", count: n - 1) {
-        try phase("enqueue (waits)", ops: n) {
-            for _ in 0..<n {
-                _ = try line.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(payload: payload)) }
-            }
-        }
-    }
-    try phase("complete (grants the next)", ops: n) {
-        for i in 0..<n {
-            _ = try line.withIsolation { q throws(QueueError) in try q.complete(id: serverID(i)) }
-        }
-    }
-    line.withIsolation { $0.close() }
 }
 
 // MARK: - window
@@ -420,6 +428,30 @@ func machineBench() throws {
         }
     }
     for m in machines { m.withIsolation { $0.close() } }
+}
+
+// With more than one section, each runs in a process of its own (this
+// executable, --only SECTION), so that no section fills memory another one
+// freed: the bytes-per-thing figures start from a fresh heap every time.
+let chosen = Options.allSections.filter(options.sections.contains)
+if chosen.count > 1 {
+    for name in chosen {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/proc/self/exe")
+        child.arguments = ["--only", name, "--count", String(n)] + (options.keyed ? [] : ["--keyless"])
+        do {
+            try child.run()
+        } catch {
+            print("usher-engine-bench: cannot start the \(name) section: \(error)")
+            exit(1)
+        }
+        child.waitUntilExit()
+        if child.terminationStatus != 0 {
+            print("usher-engine-bench: the \(name) section failed (status \(child.terminationStatus))")
+            exit(1)
+        }
+    }
+    exit(0)
 }
 
 let start = memory()
