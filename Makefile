@@ -36,9 +36,10 @@ test: deps
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
 	$(SWIFT) test --no-parallel -Xswiftc -warnings-as-errors
 
-## bench: the queue benchmarks (Benchmarks/README.md)
+## bench: C baseline, Usher, Redis and beanstalkd under the same load, one table
+## (Benchmarks/README.md; knobs such as DURATION=10 ROUNDS=3 pass through the environment)
 bench: deps
-	Benchmarks/run-queue
+	Benchmarks/run
 
 clean:
 	rm -rf .build

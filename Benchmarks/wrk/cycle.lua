@@ -32,20 +32,12 @@
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local common = dofile(dir .. "common.lua")
 
-local pending = {}   -- ids waiting for their complete (this thread only)
-local head, tail = 1, 0
+local pending = common.fifo()   -- ids waiting for their complete (this thread only)
 local enqueue_req, complete_prefix, complete_suffix
 
 -- Per-thread counters: globals so that done() can read them with thread:get().
 granted, completed, failed, noid, other, pending_end = 0, 0, 0, 0, 0, 0
 first_failure = ""
-
-local function escape(id)
-   if id:find("[^%w%-%._~]") then
-      return (id:gsub("[^%w%-%._~]", function(c) return string.format("%%%02X", c:byte()) end))
-   end
-   return id
-end
 
 function init(args)
    local queue = common.opt(args, "queue", "QUEUE", "q")
@@ -57,10 +49,8 @@ function init(args)
 end
 
 function request()
-   if head <= tail then
-      local id = pending[head]
-      pending[head] = nil
-      head = head + 1
+   local id = common.fifo_pop(pending)
+   if id then
       return complete_prefix .. id .. complete_suffix
    end
    return enqueue_req
@@ -68,11 +58,10 @@ end
 
 function response(status, headers, body)
    if status == 201 then
-      local id = body:match('"id":"([^"]+)"')
+      local id = common.first_id(body)
       if id then
          granted = granted + 1
-         tail = tail + 1
-         pending[tail] = escape(id)
+         common.fifo_push(pending, id)
       else
          noid = noid + 1
          if first_failure == "" then first_failure = "201 without id: " .. body:sub(1, 200) end
@@ -87,7 +76,7 @@ function response(status, headers, body)
       failed = failed + 1
       if first_failure == "" then first_failure = status .. " " .. body:sub(1, 200) end
    end
-   pending_end = tail - head + 1
+   pending_end = common.fifo_len(pending)
 end
 
 setup = common.setup

@@ -1,0 +1,60 @@
+-- Pool fetch + recycle cycles.
+--   wrk -t2 -c64 -d5s --latency -s pool.lua http://127.0.0.1:PORT [-- pool=pl]
+-- Pool: "pool=..." script argument, else $POOL, else pl. It needs more free
+-- elements than connections (a fetch never waits here: no ?wait).
+--
+-- One cycle is two requests:
+--   POST /v1/pools/<p>/fetch (empty body)        -> 200 {"lease":{"id":"<lease>",..,"status":"active",..}}
+--   POST /v1/pools/<p>/recycle {"lease":"<lease>"} -> 200 {"lease":{..,"status":"recycled",..}}
+-- Per thread (see common.lua): a recycle is sent for every lease this thread
+-- got. done() prints the LAT and CYCLE lines; cycles = recycles answered 200.
+
+local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local common = dofile(dir .. "common.lua")
+
+local fetch_req, recycle_path
+local leases                 -- FIFO of lease ids
+fetched = 0
+
+function init(args)
+   local name = common.opt(args, "pool", "POOL", "pl")
+   fetch_req = common.post("/v1/pools/" .. name .. "/fetch", nil)
+   recycle_path = "/v1/pools/" .. name .. "/recycle"
+   leases = common.fifo()
+end
+
+function request()
+   local id = common.fifo_pop(leases)
+   if id then
+      return common.post(recycle_path, '{"lease":"' .. id .. '"}')
+   end
+   return fetch_req
+end
+
+function response(status, headers, body)
+   if status == 200 then
+      if body:find('"status":"active"', 1, true) then
+         -- Lease ids are names ([A-Za-z0-9._:-]): safe inside a JSON string as they are.
+         local id = body:match('"id":"([^"]+)"')
+         if id then
+            fetched = fetched + 1
+            common.fifo_push(leases, id)
+         else
+            common.fail("noid", status, body)
+         end
+      elseif body:find('"status":"recycled"', 1, true) then
+         cycles = cycles + 1
+      else
+         other = other + 1
+      end
+   else
+      common.fail("failed", status, body)
+   end
+end
+
+setup = common.setup
+
+function done(summary, latency, requests)
+   common.report(summary, latency)
+   common.cycle_report(summary, { "fetched" })
+end
