@@ -173,6 +173,21 @@ import Testing
         #expect(clock.pendingCount == 0)
         _ = try await q.enqueue(VisitorRequest(id: "b", holdSeconds: 2))
         _ = try await q.complete(id: "b")
+        // The timer is not moved when the next deadline goes away or later:
+        // it fires, finds nothing due, and does not re-arm.
+        #expect(clock.pendingCount == 1)
+        clock.advance(by: 2)
+        #expect(clock.pendingCount == 0)
+        #expect(await q.counts.expiredTotal == 1)
+        // A later deadline keeps the armed timer; an earlier one replaces it.
+        _ = try await q.enqueue(VisitorRequest(id: "c", holdSeconds: 4))
+        _ = try await q.extend(id: "c", holdSeconds: 8)
+        #expect(clock.pendingCount == 1)
+        clock.advance(by: 4)
+        #expect(try await q.visitor(id: "c").status == .granted)
+        #expect(clock.pendingCount == 1)  // re-armed at c's new deadline
+        clock.advance(by: 4)
+        #expect(try await q.visitor(id: "c").status == .expired)
         #expect(clock.pendingCount == 0)
         let patched = try await q.apply(QueuePatch(capacity: 0))
         let config = await q.config

@@ -92,14 +92,16 @@ extension EngineHost {
         }
     }
 
-    /// Keeps the one timer at the engine's next deadline.
+    /// Keeps one timer at or before the engine's next deadline. An armed
+    /// timer that is earlier than needed stays (it fires, finds nothing due,
+    /// and re-arms): moving it on every grant and complete cost a cancel and
+    /// a schedule per operation, and a cancelled Dispatch item lingers until
+    /// its deadline.
     func rearm() {
-        let next = host.phase == .closed ? nil : engine.nextDeadline
-        guard next != host.timerDeadline else { return }
+        guard host.phase != .closed, let next = engine.nextDeadline else { return }
+        if let armed = host.timerDeadline, armed <= next { return }
         host.timer?.cancel()
-        host.timer = nil
         host.timerDeadline = next
-        guard let next else { return }
         host.timer = clock.schedule(at: next) { [weak self] in
             self?.withIsolation { $0.tick() }
         }
