@@ -8,7 +8,7 @@ extension LeasePool {
     func engineDidChange(_ ids: [String]) {
         var granted: [String] = []
         for id in ids {
-            guard let v = engine.currentView(id: id) else { continue }
+            guard let v = engine.statusAndPayload(of: id) else { continue }
             let note = LeaseNote(stored: v.payload)
             switch v.status {
             case .granted where note.element == nil:
@@ -21,7 +21,7 @@ extension LeasePool {
         }
         for id in granted {
             // Capacity is the element count, so a granted lease always finds one.
-            guard let e = table.lease(to: id), let v = engine.currentView(id: id) else {
+            guard let e = table.lease(to: id), let v = engine.statusAndPayload(of: id) else {
                 assertionFailure("lease \(id) was granted with no free element")
                 continue
             }

@@ -22,6 +22,14 @@ extension QueueEngine {
 
     /// Replaces a visitor's payload without applying time: a manager records
     /// what a grant gave (a pool: the element). False for an unknown id.
+    /// A visitor's status and payload, without building its view (no
+    /// position, no timestamps): for a manager reacting to changes.
+    public func statusAndPayload(of id: String) -> (status: VisitorStatus, payload: JSONValue?)? {
+        guard let h = ids[id] else { return nil }
+        let record = records[Int(h)]
+        return (record.status, record.payload)
+    }
+
     @discardableResult
     public mutating func setPayload(_ payload: JSONValue?, of id: String) -> Bool {
         guard let h = ids[id] else { return false }
