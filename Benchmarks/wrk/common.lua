@@ -130,11 +130,31 @@ function M.cycle_report(summary, extra_names)
       line = line .. string.format(" %s=%d", name, M.sum(name))
    end
    io.write(line .. "\n")
+   M.first_failures()
+end
+
+-- Prints the first failure each thread recorded (M.fail), if any:
+--   CYCLE_FIRST_FAILURE thread=<n> <kind> <status> <start of the body>
+function M.first_failures()
    for i, t in ipairs(M.threads) do
       local f = t:get("first_failure")
       if f and f ~= "" then
          io.write(string.format("CYCLE_FIRST_FAILURE thread=%d %s\n", i, (f:gsub("[\r\n]", " "))))
       end
+   end
+end
+
+-- A 200 answer in a cycle of two kinds of answer: one that starts the next
+-- step (`step_marker` in the body; `on_step(body)` records what the next
+-- request needs and returns false when it cannot read it, counted as noid),
+-- and one that ends a cycle (`done_marker`). Anything else counts as other.
+function M.answer(body, step_marker, on_step, done_marker)
+   if body:find(step_marker, 1, true) then
+      if not on_step(body) then M.fail("noid", 200, body) end
+   elseif body:find(done_marker, 1, true) then
+      cycles = cycles + 1
+   else
+      other = other + 1
    end
 end
 

@@ -63,8 +63,7 @@ function response(status, headers, body)
          granted = granted + 1
          common.fifo_push(pending, id)
       else
-         noid = noid + 1
-         if first_failure == "" then first_failure = "201 without id: " .. body:sub(1, 200) end
+         common.fail("noid", status, body)
       end
    elseif status >= 200 and status < 300 then
       if body:find('"completed"', 1, true) then
@@ -73,8 +72,7 @@ function response(status, headers, body)
          other = other + 1
       end
    else
-      failed = failed + 1
-      if first_failure == "" then first_failure = status .. " " .. body:sub(1, 200) end
+      common.fail("failed", status, body)
    end
    pending_end = common.fifo_len(pending)
 end
@@ -86,10 +84,5 @@ function done(summary, latency, requests)
    io.write(string.format("CYCLE cycles=%d granted=%d completed=%d failed=%d noid=%d other=%d pending_end=%d requests_half=%d\n",
       common.sum("completed"), common.sum("granted"), common.sum("completed"), common.sum("failed"),
       common.sum("noid"), common.sum("other"), common.sum("pending_end"), math.floor(summary.requests / 2)))
-   for i, t in ipairs(common.threads) do
-      local f = t:get("first_failure")
-      if f and f ~= "" then
-         io.write(string.format("CYCLE_FIRST_FAILURE thread=%d %s\n", i, (f:gsub("[\r\n]", " "))))
-      end
-   end
+   common.first_failures()
 end

@@ -49,20 +49,14 @@ function response(status, headers, body)
    elseif status == 204 then
       empty = empty + 1
    elseif status == 200 then
-      if body:find('"items":[', 1, true) then
-         local id = common.first_id(body)
-         local fence = body:match('"fence":(%d+)')
-         if id and fence then
-            taken = taken + 1
-            common.fifo_push(to_consume, { id, fence })
-         else
-            common.fail("noid", status, body)
-         end
-      elseif body:find('"status":"consumed"', 1, true) then
-         cycles = cycles + 1
-      else
-         other = other + 1
-      end
+      common.answer(body, '"items":[', function(b)
+         local id = common.first_id(b)
+         local fence = b:match('"fence":(%d+)')
+         if not (id and fence) then return false end
+         taken = taken + 1
+         common.fifo_push(to_consume, { id, fence })
+         return true
+      end, '"status":"consumed"')
    else
       common.fail("failed", status, body)
    end

@@ -33,20 +33,14 @@ end
 
 function response(status, headers, body)
    if status == 200 then
-      if body:find('"status":"active"', 1, true) then
+      common.answer(body, '"status":"active"', function(b)
          -- Lease ids are names ([A-Za-z0-9._:-]): safe inside a JSON string as they are.
-         local id = body:match('"id":"([^"]+)"')
-         if id then
-            fetched = fetched + 1
-            common.fifo_push(leases, id)
-         else
-            common.fail("noid", status, body)
-         end
-      elseif body:find('"status":"recycled"', 1, true) then
-         cycles = cycles + 1
-      else
-         other = other + 1
-      end
+         local id = b:match('"id":"([^"]+)"')
+         if not id then return false end
+         fetched = fetched + 1
+         common.fifo_push(leases, id)
+         return true
+      end, '"status":"recycled"')
    else
       common.fail("failed", status, body)
    end
