@@ -33,7 +33,7 @@ import Testing
 
     @Test func treeKeepsFieldOrderAndNesting() {
         let state = QueueState(
-            name: "q", config: QueueConfig(), holding: [views()[2]], waiting: [views()[0], views()[1]], counts: QueueCounts())
+            name: "q", config: QueueConfig(holdSeconds: 2.5, opposites: [["like", "unlike"], ["up", "down"]]), holding: [views()[2]], waiting: [views()[0], views()[1]], counts: QueueCounts())
         let tree = state.json()
         guard case .object(let members) = tree else {
             Issue.record("not an object")
@@ -43,6 +43,8 @@ import Testing
         #expect(tree["waiting"] == .array([views()[0].json(), views()[1].json()]))
         #expect(tree["holding"] == .array([views()[2].json()]))
         #expect(state.encodedJSON == tree.jsonBytes)
+        #expect(tree["config"]?["opposites"] == .array([.array([.string("like"), .string("unlike")]), .array([.string("up"), .string("down")])]))
+        #expect(tree["config"]?["hold_seconds"] == .double(2.5))
     }
 
     @Test func integersAtTheEdges() {

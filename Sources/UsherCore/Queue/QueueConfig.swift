@@ -9,7 +9,7 @@ public enum DedupMode: String, Sendable, Equatable, CaseIterable {
 }
 
 /// A queue's configuration. Every field has a default, so `{}` is a valid config.
-public struct QueueConfig: Sendable, Equatable {
+public struct QueueConfig: Sendable, Equatable, JSONEncodable {
     /// `capacity` (1): slots; 0 closes the resource (nobody is granted, visitors still wait).
     public var capacity: Int
     /// `max_waiting` (10000): waiting plus delayed visitors allowed; more is 429 `queue_full`.
@@ -58,15 +58,22 @@ public struct QueueConfig: Sendable, Equatable {
     }
 
     /// The config with every default filled in, keys in documented order.
-    public func json() -> JSONValue {
-        .object([
-            ("capacity", .int(capacity)),
-            ("max_waiting", .int(maxWaiting)),
-            ("hold_seconds", .seconds(holdSeconds)),
-            ("dedup", .string(dedup.rawValue)),
-            ("opposites", .array(opposites.map { .array($0.map(JSONValue.string)) })),
-            ("history", .int(history)),
-        ])
+    public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
+        sink.beginObject()
+        sink.key("capacity"); sink.int(capacity)
+        sink.key("max_waiting"); sink.int(maxWaiting)
+        sink.key("hold_seconds"); sink.value(.seconds(holdSeconds))
+        sink.key("dedup"); sink.string(dedup.rawValue)
+        sink.key("opposites")
+        sink.beginArray()
+        for pair in opposites {
+            sink.beginArray()
+            for action in pair { sink.string(action) }
+            sink.endArray()
+        }
+        sink.endArray()
+        sink.key("history"); sink.int(history)
+        sink.endObject()
     }
 }
 

@@ -170,7 +170,7 @@ public struct QueueState: Sendable, Equatable, JSONEncodable {
     public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
         sink.beginObject()
         sink.key("name"); sink.string(name)
-        sink.key("config"); sink.value(config.json())
+        sink.key("config"); sink.encode(config)
         sink.key("holding"); sink.array(holding)
         sink.key("waiting"); sink.array(waiting)
         sink.key("counts"); sink.encode(counts)

@@ -88,8 +88,13 @@ struct JSONWriter: JSONSink {
         return bytes
     }
 
+    @inline(__always)
     private mutating func reserve(_ n: Int) {
-        guard count + n > capacity else { return }
+        if count + n > capacity { grow(n) }
+    }
+
+    @inline(never)
+    private mutating func grow(_ n: Int) {
         let larger = max(capacity * 2, count + n)
         let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
         grown.initialize(from: base, count: count)
@@ -98,18 +103,21 @@ struct JSONWriter: JSONSink {
         capacity = larger
     }
 
+    @inline(__always)
     private mutating func byte(_ b: UInt8) {
         reserve(1)
         base[count] = b
         count += 1
     }
 
+    @inline(__always)
     private mutating func raw(_ source: UnsafeBufferPointer<UInt8>) {
         reserve(source.count)
         if let start = source.baseAddress { (base + count).update(from: start, count: source.count) }
         count += source.count
     }
 
+    @inline(__always)
     private mutating func separate() {
         if needsComma { byte(0x2C) }
         needsComma = false
