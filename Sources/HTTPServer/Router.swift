@@ -154,9 +154,11 @@ public struct RouteTable: Sendable {
 }
 
 /// The `{name}` segments of a matched path, in path order. A route has one or
-/// two, so a short array scanned by name beats a dictionary.
+/// two, kept inline (no allocation); more go to an array.
 public struct PathParameters: Sendable, Equatable, ExpressibleByDictionaryLiteral {
-    private var pairs: [(name: String, value: String)] = []
+    private var first: (name: String, value: String)?
+    private var second: (name: String, value: String)?
+    private var rest: [(name: String, value: String)] = []
 
     public init() {}
 
@@ -165,20 +167,33 @@ public struct PathParameters: Sendable, Equatable, ExpressibleByDictionaryLitera
     }
 
     mutating func append(_ name: String, _ value: String) {
-        if pairs.isEmpty { pairs.reserveCapacity(2) }
-        pairs.append((name, value))
+        if first == nil {
+            first = (name, value)
+        } else if second == nil {
+            second = (name, value)
+        } else {
+            rest.append((name, value))
+        }
     }
 
     /// The value of the parameter `name`, if the route has it.
     public subscript(name: String) -> String? {
-        for pair in pairs where pair.name == name { return pair.value }
+        if let first, first.name == name { return first.value }
+        if let second, second.name == name { return second.value }
+        for pair in rest where pair.name == name { return pair.value }
         return nil
     }
 
-    public var isEmpty: Bool { pairs.isEmpty }
+    public var count: Int { (first == nil ? 0 : 1) + (second == nil ? 0 : 1) + rest.count }
+
+    public var isEmpty: Bool { first == nil }
+
+    private var pairs: [(name: String, value: String)] {
+        [first, second].compactMap { $0 } + rest
+    }
 
     /// Same names with the same values, in any order.
     public static func == (lhs: PathParameters, rhs: PathParameters) -> Bool {
-        lhs.pairs.count == rhs.pairs.count && lhs.pairs.allSatisfy { rhs[$0.name] == $0.value }
+        lhs.count == rhs.count && lhs.pairs.allSatisfy { rhs[$0.name] == $0.value }
     }
 }

@@ -58,6 +58,19 @@ import Testing
         #expect(throws: FieldError(field: "q.extra", message: "unknown field")) { try r.finish() }
     }
 
+    @Test func tracksEveryMemberOfALargeObject() throws {
+        // Members past the 64th are tracked apart from the first 64.
+        let members = (0..<70).map { (String(format: "k%02d", $0), JSONValue.int($0)) }
+        for skipped in ["k03", "k67"] {
+            var r = try FieldReader(.object(members))
+            for (name, _) in members where name != skipped { #expect(try r.int(name, in: 0...100) != nil) }
+            #expect(throws: FieldError(field: skipped, message: "unknown field")) { try r.finish() }
+        }
+        var all = try FieldReader(.object(members))
+        for (name, _) in members { _ = all.value(name) }
+        try all.finish()
+    }
+
     @Test func namesTheFieldOnTypeAndRangeErrors() throws {
         var r = try FieldReader(try JSONValue.parse(#"{"n": 9, "s": 1, "f": 1.5}"#))
         #expect(throws: FieldError.self) { try r.int("n", in: 0...5) }

@@ -42,9 +42,10 @@ public enum Names {
 /// `capactiy` is an error naming the field instead of being ignored.
 public struct FieldReader {
     private let members: [(String, JSONValue)]
-    /// `used[i]`: some accessor asked for `members[i]` (flags by index: no
-    /// hashing on the request path).
-    private var used: [Bool]
+    /// Bit `i`: some accessor asked for `members[i]` (flags by index: no
+    /// hashing on the request path); members past 64 in `usedBeyond`.
+    private var used: UInt64 = 0
+    private var usedBeyond: [Bool] = []
     /// The dotted path of this object, used as the prefix of field names.
     public let path: String
 
@@ -56,7 +57,15 @@ public struct FieldReader {
         case .object(let m)?: members = m
         default: throw FieldError(field: path, message: path.isEmpty ? "the body must be a JSON object" : "must be an object")
         }
-        used = [Bool](repeating: false, count: members.count)
+        if members.count > 64 { usedBeyond = [Bool](repeating: false, count: members.count - 64) }
+    }
+
+    private mutating func markUsed(_ i: Int) {
+        if i < 64 { used |= 1 << UInt64(i) } else { usedBeyond[i - 64] = true }
+    }
+
+    private func isUsed(_ i: Int) -> Bool {
+        i < 64 ? used & (1 << UInt64(i)) != 0 : usedBeyond[i - 64]
     }
 
     /// The names of all members, in order.
@@ -68,7 +77,7 @@ public struct FieldReader {
     /// The raw value of a member; `null` reads as absent.
     public mutating func value(_ key: String) -> JSONValue? {
         guard let i = index(of: key) else { return nil }
-        used[i] = true
+        markUsed(i)
         let v = members[i].1
         return v.isNull ? nil : v
     }
@@ -159,7 +168,7 @@ public struct FieldReader {
 
     /// Fails naming the first member that no accessor asked for.
     public func finish() throws(FieldError) {
-        for i in members.indices where !used[i] {
+        for i in members.indices where !isUsed(i) {
             throw FieldError(field: fieldPath(members[i].0), message: "unknown field")
         }
     }
