@@ -16,6 +16,11 @@ import Testing
                 expiresAt: t0.adding(seconds: 30), fence: Int64.max),
             VisitorView(id: "v3", queue: "q", status: .merged, enqueuedAt: t0, finishedAt: t0, fence: 0, mergedInto: "v1"),
             VisitorView(id: "v4", queue: "q", status: .cancelled, enqueuedAt: t0, finishedAt: t0, cancelledWith: "v5", reason: "opposite"),
+            // Times in the same second with other milliseconds, then the next second and back.
+            VisitorView(
+                id: "v5", queue: "q", status: .completed, enqueuedAt: t0, grantedAt: t0.adding(seconds: 0.5),
+                expiresAt: t0.adding(seconds: 1.2), finishedAt: t0.adding(seconds: 0.876), fence: 1),
+            VisitorView(id: "v6", queue: "q", status: .granted, enqueuedAt: Timestamp(micros: -1_500_000), grantedAt: Timestamp(micros: -1_000_001), fence: 2),
         ]
     }
 

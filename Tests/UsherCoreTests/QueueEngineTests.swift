@@ -362,3 +362,12 @@ extension QueueEngine {
             + c.expiredTotal + c.cancelledTotal + c.mergedTotal
     }
 }
+
+@Suite struct ServerIDTests {
+    @Test func matchesBase36() {
+        for n: UInt64 in [0, 1, 9, 10, 35, 36, 1295, 1296, 123_456_789, UInt64.max] {
+            #expect(QueueEngine.serverID(prefix: "v", counter: n) == "v" + String(n, radix: 36))
+            #expect(QueueEngine.serverID(prefix: "lease-", counter: n) == "lease-" + String(n, radix: 36))
+        }
+    }
+}

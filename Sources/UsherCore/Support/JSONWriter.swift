@@ -73,6 +73,9 @@ struct JSONWriter: JSONSink {
     private var count = 0
     private var capacity: Int
     private var needsComma = false
+    /// The second of the last timestamp written, and where its text starts.
+    private var lastSecond = Int64.min
+    private var lastSecondAt = 0
 
     init(capacity: Int = 1024) {
         self.capacity = capacity
@@ -211,7 +214,20 @@ struct JSONWriter: JSONSink {
         separate()
         reserve(26)
         base[count] = 0x22
-        value.writeRFC3339(into: UnsafeMutableRawBufferPointer(start: base + count + 1, count: 24))
+        let (second, millis) = value.secondAndMillis
+        if second == lastSecond {
+            // Same second as the last time written (a visitor's enqueued_at
+            // and granted_at, usually): copy its date and time, write the millis.
+            for i in 0..<20 { base[count + 1 + i] = base[lastSecondAt + i] }
+            base[count + 21] = 0x30 + UInt8(truncatingIfNeeded: millis / 100)
+            base[count + 22] = 0x30 + UInt8(truncatingIfNeeded: millis / 10 % 10)
+            base[count + 23] = 0x30 + UInt8(truncatingIfNeeded: millis % 10)
+            base[count + 24] = 0x5A
+        } else {
+            value.writeRFC3339(into: UnsafeMutableRawBufferPointer(start: base + count + 1, count: 24))
+            lastSecond = second
+            lastSecondAt = count + 1
+        }
         base[count + 25] = 0x22
         count += 26
         needsComma = true

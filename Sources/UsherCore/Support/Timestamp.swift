@@ -51,10 +51,16 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// Writes the 24 bytes of `rfc3339` at the start of `buffer`.
-    func writeRFC3339(into buffer: UnsafeMutableRawBufferPointer) {
+    /// Whole seconds since the epoch (rounded down) and the milliseconds past
+    /// them, as `rfc3339` shows them.
+    var secondAndMillis: (second: Int64, millis: Int) {
         let totalMillis = micros >= 0 ? micros / 1000 : (micros - 999) / 1000
         let secs = totalMillis >= 0 ? totalMillis / 1000 : (totalMillis - 999) / 1000
-        let millis = Int(totalMillis - secs * 1000)
+        return (secs, Int(totalMillis - secs * 1000))
+    }
+
+    func writeRFC3339(into buffer: UnsafeMutableRawBufferPointer) {
+        let (secs, millis) = secondAndMillis
         let days = secs >= 0 ? secs / 86_400 : (secs - 86_399) / 86_400
         let secOfDay = Int(secs - days * 86_400)
         let (y, m, d) = Timestamp.civil(fromDays: days)
