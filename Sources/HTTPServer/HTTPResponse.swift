@@ -29,7 +29,21 @@ public enum HTTPHandlerResult: Sendable {
     case respond(HTTPResponse)
     /// Answer later: the connection is suspended (no server thread is held)
     /// while the work runs as a task, then resumed with its response.
-    case deferred(@Sendable () async -> HTTPResponse)
+    /// `finished`, when given, sees the response first, synchronously (metrics,
+    /// logs: a callback instead of another async wrapper, whose frame a parked
+    /// request would carry for as long as it waits).
+    case deferred(@Sendable () async -> HTTPResponse, finished: (@Sendable (HTTPResponse) -> Void)? = nil)
+
+    /// `self` with `observer` also told the response of a deferred answer
+    /// (after any earlier observer); other results are returned as they are.
+    public func observingDeferred(_ observer: @escaping @Sendable (HTTPResponse) -> Void) -> HTTPHandlerResult {
+        guard case .deferred(let work, let earlier) = self else { return self }
+        guard let earlier else { return .deferred(work, finished: observer) }
+        return .deferred(work, finished: { response in
+            earlier(response)
+            observer(response)
+        })
+    }
     /// Answer with a body written over time (e.g. Server-Sent Events): the
     /// connection is suspended whenever the stream has nothing buffered.
     case stream(HTTPStream)

@@ -217,13 +217,14 @@ public final class HTTPServer: @unchecked Sendable {
         switch handler.handle(request) {
         case .respond(let response):
             return queue(response, on: connection)
-        case .deferred(let work):
+        case .deferred(let work, let finished):
             context.phase = .suspended
             counters.withLock { $0.suspended += 1 }
             MHD_suspend_connection(connection)
             let handle = ConnectionHandle(raw: connection)
             Task(executorPreference: deferredExecutor) { [self] in
                 let response = await work()
+                finished?(response)
                 context.pending.withLock { $0 = response }
                 counters.withLock { $0.suspended -= 1 }
                 MHD_resume_connection(handle.raw)

@@ -73,13 +73,11 @@ public final class HTTPMetrics: Sendable {
             record(route: route, method: method, status: stream.status, seconds: Self.seconds(since: start))
             return result
         }
-        guard case .deferred(let work) = result else { return result }
+        guard case .deferred = result else { return result }
         inFlight.add(1, ordering: .relaxed)
-        return .deferred { [self] in
-            let response = await work()
+        return result.observingDeferred { [self] response in
             inFlight.subtract(1, ordering: .relaxed)
             record(route: route, method: method, status: response.status, seconds: Self.seconds(since: start))
-            return response
         }
     }
 

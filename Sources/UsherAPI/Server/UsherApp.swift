@@ -109,12 +109,8 @@ public final class UsherApp: HTTPHandler {
         case .stream(let stream):
             log(stream.status)
             return result
-        case .deferred(let work):
-            return .deferred {
-                let response = await work()
-                log(response.status)
-                return response
-            }
+        case .deferred:
+            return result.observingDeferred { log($0.status) }
         }
     }
 
