@@ -1,0 +1,28 @@
+import HTTPServer
+import Synchronization
+import Testing
+
+@Suite struct HTTPHandlerResultTests {
+    @Test func observersSeeTheDeferredResponseInOrder() async {
+        let seen = Mutex<[String]>([])
+        let result = HTTPHandlerResult.deferred { HTTPResponse(status: 202) }
+            .observingDeferred { r in seen.withLock { $0.append("first \(r.status)") } }
+            .observingDeferred { r in seen.withLock { $0.append("second \(r.status)") } }
+        guard case .deferred(let work, let finished) = result, let finished else {
+            Issue.record("not a deferred result with an observer")
+            return
+        }
+        let response = await work()
+        finished(response)
+        #expect(seen.withLock { $0 } == ["first 202", "second 202"])
+    }
+
+    @Test func otherResultsAreLeftAsTheyAre() {
+        let result = HTTPHandlerResult.respond(HTTPResponse(status: 204)).observingDeferred { _ in Issue.record("called") }
+        guard case .respond(let response) = result else {
+            Issue.record("changed")
+            return
+        }
+        #expect(response.status == 204)
+    }
+}
