@@ -250,30 +250,21 @@ func queueBench() throws {
         }
     }
     line.withIsolation { $0.close() }
-    let cycling = VisitorQueue(
-        name: "cycle", config: QueueConfig(capacity: 1, maxWaiting: 10_000_000, holdSeconds: 30, dedup: .off),
-        clock: clock)
-    try phase("enqueue + complete (granted at once)", ops: n) {
-        for _ in 0..<n {
-            let id = try cycling.withIsolation { q throws(QueueError) in
-                try q.enqueue(VisitorRequest(payload: payload)).view.id
+    // Enqueue + complete on an empty queue, with and without a hold timer.
+    for (label, hold) in [("enqueue + complete (granted at once)", 30.0), ("enqueue + complete, hold_seconds 0 (no timer)", 0)] {
+        let cycling = VisitorQueue(
+            name: "cycle", config: QueueConfig(capacity: 1, maxWaiting: 10_000_000, holdSeconds: hold, dedup: .off),
+            clock: clock)
+        try phase(label, ops: n) {
+            for _ in 0..<n {
+                let id = try cycling.withIsolation { q throws(QueueError) in
+                    try q.enqueue(VisitorRequest(payload: payload)).view.id
+                }
+                _ = try cycling.withIsolation { q throws(QueueError) in try q.complete(id: id) }
             }
-            _ = try cycling.withIsolation { q throws(QueueError) in try q.complete(id: id) }
         }
+        cycling.withIsolation { $0.close() }
     }
-    cycling.withIsolation { $0.close() }
-    let untimed = VisitorQueue(
-        name: "cycle0", config: QueueConfig(capacity: 1, maxWaiting: 10_000_000, holdSeconds: 0, dedup: .off),
-        clock: clock)
-    try phase("enqueue + complete, hold_seconds 0 (no timer)", ops: n) {
-        for _ in 0..<n {
-            let id = try untimed.withIsolation { q throws(QueueError) in
-                try q.enqueue(VisitorRequest(payload: payload)).view.id
-            }
-            _ = try untimed.withIsolation { q throws(QueueError) in try q.complete(id: id) }
-        }
-    }
-    untimed.withIsolation { $0.close() }
 
 }
 
