@@ -97,6 +97,23 @@ final class SSEReader {
         #expect(transition.id == 7)
     }
 
+    @Test func resourcesCreatedAndDeletedAreEvents() throws {
+        let s = try LiveServer(#"{"queues": {"q": {}}}"#)
+        let all = try SSEReader(port: s.port)
+        let onlyNew = try SSEReader(port: s.port, "/v1/events?kind=queue&name=new")
+        #expect(try s.call("PUT", "/v1/queues/new", #"{"capacity": 3}"#).status == 201)
+        // The same PUT again changes nothing: no event.
+        #expect(try s.call("PUT", "/v1/queues/new", #"{"capacity": 3}"#).status == 200)
+        #expect(try s.call("PUT", "/v1/machines/m", #"{"definition": "player"}"#).status == 201)
+        #expect(try s.call("DELETE", "/v1/queues/new").status == 204)
+        let created = try #require(try all.next())
+        #expect(created.type == "created")
+        #expect(created.data["kind"] as? String == "queue")
+        #expect((created.data["data"] as? [String: Any])?["capacity"] as? Int == 3)
+        #expect(try all.next(2) == ["machine/m/created", "queue/new/deleted"])
+        #expect(try onlyNew.next(2) == ["queue/new/created", "queue/new/deleted"])
+    }
+
     @Test func filtersByKindAndNameAndRejectsUnknownKinds() throws {
         let s = try LiveServer(#"{"queues": {"a": {}, "b": {}}, "pipelines": {"p": {}}}"#)
         let onlyB = try SSEReader(port: s.port, "/v1/events?kind=queue&name=b")

@@ -34,9 +34,12 @@ public final class Registry: Sendable {
     private let state = Mutex(State())
     /// The cap on resources of all kinds.
     public let maxResources: Int
+    /// Where `created` and `deleted` are emitted (nil: nowhere).
+    private let events: EventLog?
 
-    public init(maxResources: Int) {
+    public init(maxResources: Int, events: EventLog? = nil) {
         self.maxResources = maxResources
+        self.events = events
     }
 
     /// The resource of this kind and name, as its concrete type, or 404.
@@ -53,7 +56,7 @@ public final class Registry: Sendable {
     public func create<R: ManagedResource>(
         _ kind: ResourceKind, _ name: String, make: () -> R, matches: (R) -> Bool
     ) throws(APIError) -> (resource: R, created: Bool) {
-        try state.withLock { (s: inout State) throws(APIError) -> (resource: R, created: Bool) in
+        let outcome = try state.withLock { (s: inout State) throws(APIError) -> (resource: R, created: Bool) in
             if let existing = s.resources[kind]?[name] {
                 guard let typed = existing as? R, matches(typed) else { throw APIError.alreadyExists(kind.noun, name) }
                 return (typed, false)
@@ -67,6 +70,10 @@ public final class Registry: Sendable {
             s.count += 1
             return (resource, true)
         }
+        if outcome.created, let events, events.isRecording {
+            events.emit(ResourceEvent.Draft(kind: kind.noun, name: name, type: "created", data: outcome.resource.summary()))
+        }
+        return outcome
     }
 
     /// Removes a resource and closes it (its waiters get 410), or 404.
@@ -78,6 +85,9 @@ public final class Registry: Sendable {
         }
         guard let removed else { throw APIError.notFound("\(kind.noun) \(name) not found") }
         removed.markDeleted()
+        if let events, events.isRecording {
+            events.emit(ResourceEvent.Draft(kind: kind.noun, name: name, type: "deleted", data: .object([("name", .string(name))])))
+        }
     }
 
     /// The resources of a kind, sorted by name.

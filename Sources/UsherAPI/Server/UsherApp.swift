@@ -46,8 +46,9 @@ public final class UsherApp: HTTPHandler {
         self.config = config
         self.clock = clock
         self.logger = logger ?? Logger(level: config.logLevel)
-        self.registry = Registry(maxResources: config.maxResources)
-        self.events = EventLog(clock: clock)
+        let events = EventLog(clock: clock)
+        self.events = events
+        self.registry = Registry(maxResources: config.maxResources, events: events)
         var router = Router<Route>()
         Self.addOperationsRoutes(to: &router)
         EventRoutes.add(to: &router)
