@@ -359,7 +359,8 @@ struct HeaderCapture {
                 }
             }
             if same {
-                found[name] = value.map { String(cString: $0) } ?? ""
+                // The first of repeated headers counts, as MHD_lookup_connection_value answers.
+                if found[name] == nil { found[name] = value.map { String(cString: $0) } ?? "" }
                 return
             }
         }

@@ -85,7 +85,7 @@ final class ToyHandler: HTTPHandler {
         #expect(r.headers["x-auth"] == "Bearer t")
         // Header names match in any case; headers not captured are not passed on.
         let client = TestHTTPClient(port: server.port)
-        try client.sendRaw(Data("POST /echo HTTP/1.1\r\nHost: x\r\nX-Other: no\r\nAUTHORIZATION: Bearer u\r\nContent-Length: 2\r\n\r\nhi".utf8))
+        try client.sendRaw(Data("POST /echo HTTP/1.1\r\nHost: x\r\nX-Other: no\r\nAUTHORIZATION: Bearer u\r\nauthorization: Bearer second\r\nContent-Length: 2\r\n\r\nhi".utf8))
         let upper = try client.readResponse()
         #expect(upper.status == 200)
         #expect(upper.headers["x-auth"] == "Bearer u")
