@@ -281,7 +281,7 @@ extension HTTPClient {
             throw Failure("cannot connect to \(target.hostHeader): \(lastError)")
         }
 
-        private func establish(_ address: Address) throws {
+        private func establish(_ address: SocketAddress) throws {
             let result = address.withSockaddr { connect(fd, $0, $1) }
             if result == 0 { return }
             guard errno == EINPROGRESS else { throw Failure(HTTPClient.errnoText()) }
@@ -340,47 +340,14 @@ extension HTTPClient {
         }
     }
 
-    /// An IPv4 or IPv6 socket address.
-    struct Address {
-        var storage = sockaddr_storage()
-        var length: socklen_t
-        var family: Int32
-
-        func withSockaddr<T>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
-            withUnsafePointer(to: storage) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) }
-            }
-        }
-
-        static func ipv4(_ literal: String, port: UInt16) -> Address? {
-            var v4 = sockaddr_in()
-            guard inet_pton(AF_INET, literal, &v4.sin_addr) == 1 else { return nil }
-            v4.sin_family = sa_family_t(AF_INET)
-            v4.sin_port = port.bigEndian
-            var a = Address(length: socklen_t(MemoryLayout<sockaddr_in>.size), family: AF_INET)
-            withUnsafeMutableBytes(of: &a.storage) { dst in withUnsafeBytes(of: v4) { dst.copyMemory(from: $0) } }
-            return a
-        }
-
-        static func ipv6(_ literal: String, port: UInt16) -> Address? {
-            var v6 = sockaddr_in6()
-            guard inet_pton(AF_INET6, literal, &v6.sin6_addr) == 1 else { return nil }
-            v6.sin6_family = sa_family_t(AF_INET6)
-            v6.sin6_port = port.bigEndian
-            var a = Address(length: socklen_t(MemoryLayout<sockaddr_in6>.size), family: AF_INET6)
-            withUnsafeMutableBytes(of: &a.storage) { dst in withUnsafeBytes(of: v6) { dst.copyMemory(from: $0) } }
-            return a
-        }
-    }
-
     /// Literals are parsed; `localhost` is loopback without asking the
     /// resolver (so it cannot be pointed elsewhere); other names go to `getaddrinfo`.
-    static func resolve(_ host: String, port: UInt16) throws -> [Address] {
+    static func resolve(_ host: String, port: UInt16) throws -> [SocketAddress] {
         let lower = host.lowercased()
         if lower == "localhost" || lower == "localhost." {
-            return [Address.ipv4("127.0.0.1", port: port), Address.ipv6("::1", port: port)].compactMap { $0 }
+            return [SocketAddress.ipv4("127.0.0.1", port: port), SocketAddress.ipv6("::1", port: port)].compactMap { $0 }
         }
-        if let a = Address.ipv4(host, port: port) ?? Address.ipv6(host, port: port) { return [a] }
+        if let a = SocketAddress.ipv4(host, port: port) ?? SocketAddress.ipv6(host, port: port) { return [a] }
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG
@@ -390,17 +357,11 @@ extension HTTPClient {
             throw Failure("cannot resolve \(host): \(String(cString: gai_strerror(status)))")
         }
         defer { freeaddrinfo(list) }
-        var out: [Address] = []
+        var out: [SocketAddress] = []
         var node: UnsafeMutablePointer<addrinfo>? = list
         while let n = node {
             let info = n.pointee
-            if let sa = info.ai_addr, info.ai_family == AF_INET || info.ai_family == AF_INET6,
-               Int(info.ai_addrlen) <= MemoryLayout<sockaddr_storage>.size
-            {
-                var a = Address(length: info.ai_addrlen, family: info.ai_family)
-                withUnsafeMutableBytes(of: &a.storage) { dst in
-                    dst.copyMemory(from: UnsafeRawBufferPointer(start: sa, count: Int(info.ai_addrlen)))
-                }
+            if let sa = info.ai_addr, let a = SocketAddress(copying: sa, length: info.ai_addrlen, family: info.ai_family) {
                 out.append(a)
             }
             node = info.ai_next

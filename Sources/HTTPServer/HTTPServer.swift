@@ -86,11 +86,11 @@ public final class HTTPServer: @unchecked Sendable {
     /// Binds and starts serving. Throws when the address cannot be bound.
     public func start() throws(StartError) {
         precondition(daemon == nil, "already started")
-        var address = try SocketAddress(host: configuration.host, port: configuration.port)
+        let address = try SocketAddress(host: configuration.host, port: configuration.port)
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
-        let started: OpaquePointer? = address.withSockaddr { sockaddr in
+        let started: OpaquePointer? = address.withSockaddr { sockaddr, _ in
             var options: [MHD_OptionItem] = [
                 MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit, ptr_value: nil),
                 MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.idleTimeoutSeconds, ptr_value: nil),
