@@ -367,27 +367,20 @@ func pipelineBench() throws {
             _ = try pipeline.withIsolation { p throws(PipelineError) in try p.consume(id, fence: fence) }
         }
     }
-    try phase("push + take + consume (empty pipeline)", ops: n) {
-        for _ in 0..<n {
-            _ = try pipeline.withIsolation { p throws(PipelineError) in
-                try p.push(PipelinePushRequest(payload: payload))
+    /// Push + take + consume on an empty pipeline, item after item.
+    func cycles(_ label: String, on p: Pipeline) throws {
+        try phase(label, ops: n) {
+            for _ in 0..<n {
+                _ = try p.withIsolation { p throws(PipelineError) in try p.push(PipelinePushRequest(payload: payload)) }
+                let d = try p.withIsolation { p throws(PipelineError) in try p.take(max: 1) }
+                _ = try p.withIsolation { p throws(PipelineError) in try p.consume(d[0].id, fence: d[0].fence) }
             }
-            let d = try pipeline.withIsolation { p throws(PipelineError) in try p.take(max: 1) }
-            _ = try pipeline.withIsolation { p throws(PipelineError) in try p.consume(d[0].id, fence: d[0].fence) }
         }
+        p.withIsolation { $0.close() }
     }
-    pipeline.withIsolation { $0.close() }
-    let untimed = Pipeline(name: "p0", config: PipelineConfig(capacity: 1000, maxInFlight: 1000, ackSeconds: 0), clock: clock)
-    try phase("push + take + consume, ack_seconds 0", ops: n) {
-        for _ in 0..<n {
-            _ = try untimed.withIsolation { p throws(PipelineError) in
-                try p.push(PipelinePushRequest(payload: payload))
-            }
-            let d = try untimed.withIsolation { p throws(PipelineError) in try p.take(max: 1) }
-            _ = try untimed.withIsolation { p throws(PipelineError) in try p.consume(d[0].id, fence: d[0].fence) }
-        }
-    }
-    untimed.withIsolation { $0.close() }
+    try cycles("push + take + consume (empty pipeline)", on: pipeline)
+    try cycles("push + take + consume, ack_seconds 0", on: Pipeline(
+        name: "p0", config: PipelineConfig(capacity: 1000, maxInFlight: 1000, ackSeconds: 0), clock: clock))
 }
 
 // MARK: - machine
