@@ -21,7 +21,11 @@ let package = Package(
         // Routes, JSON shapes, the error table, configuration.
         .target(name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore"]),
         // Thin executable: read config, trap signals, serve; `usher health` uses the HTTP client.
-        .executableTarget(name: "usher", dependencies: ["UsherAPI", "HTTPServer"]),
+        .executableTarget(
+            name: "usher",
+            dependencies: ["UsherAPI", "HTTPServer"],
+            linkerSettings: [.unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"])]
+        ),
         // In-process engine benchmark (run by Benchmarks/, not by `swift test`).
         .executableTarget(
             name: "usher-engine-bench",
