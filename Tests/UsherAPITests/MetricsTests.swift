@@ -74,6 +74,37 @@ import Testing
         #expect(Self.parse(out.text).first?.labels["name"] == "a\"b\\c\nd")
     }
 
+    @Test func routeSlotsAndOtherSeriesAreCountedApart() {
+        let metrics = HTTPMetrics(routes: [("GET", "/a/{x}"), ("POST", "/a/{x}")])
+        metrics.record(slot: 0, route: "/a/{x}", method: "GET", status: 200, seconds: 0.001)
+        metrics.record(slot: 0, route: "/a/{x}", method: "GET", status: 404, seconds: 0.2)
+        metrics.record(slot: 0, route: "/a/{x}", method: "GET", status: 200, seconds: 0.001)
+        // HEAD answered by the GET route: its own series, not the slot's.
+        metrics.record(slot: 0, route: "/a/{x}", method: "HEAD", status: 200, seconds: 0.001)
+        metrics.record(slot: 1, route: "/a/{x}", method: "POST", status: 201, seconds: 0.001)
+        metrics.record(route: "unmatched", method: "BREW", status: 404, seconds: 0.001)
+        var out = PrometheusText()
+        metrics.write(to: &out)
+        let samples = Self.parse(out.text)
+        func total(_ method: String, _ status: String, route: String = "/a/{x}") -> Double? {
+            samples.first {
+                $0.name == "usher_http_requests_total" && $0.labels["route"] == route
+                    && $0.labels["method"] == method && $0.labels["status"] == status
+            }?.value
+        }
+        #expect(total("GET", "200") == 2)
+        #expect(total("GET", "404") == 1)
+        #expect(total("HEAD", "200") == 1)
+        #expect(total("POST", "201") == 1)
+        #expect(total("other", "404", route: "unmatched") == 1)
+        let count = samples.first {
+            $0.name == "usher_http_request_duration_seconds_count" && $0.labels["method"] == "GET"
+        }
+        #expect(count?.value == 3)
+        // Routes never requested have no series.
+        #expect(!samples.contains { $0.labels["method"] == "POST" && $0.labels["status"] == "200" })
+    }
+
     @Test func streamsAreCountedWhenTheyOpen() {
         let metrics = HTTPMetrics()
         let stream = HTTPStream(status: 200)

@@ -5,6 +5,8 @@ import UsherCore
 
 /// A route's code: answers now, or defers work that waits.
 public struct Route: Sendable {
+    /// Its index in the router (`Router.routes`): its slot in `HTTPMetrics`.
+    public let slot: Int
     /// Handles a routed call.
     public let run: @Sendable (Call) throws(APIError) -> HTTPHandlerResult
 }
@@ -12,7 +14,7 @@ public struct Route: Sendable {
 extension Router where Handler == Route {
     /// Adds a route whose code is `run`.
     mutating func add(_ method: String, _ template: String, _ run: @escaping @Sendable (Call) throws(APIError) -> HTTPHandlerResult) {
-        add(method, template, Route(run: run))
+        add(method, template, Route(slot: routes.count, run: run))
     }
 }
 
@@ -31,7 +33,7 @@ public final class UsherApp: HTTPHandler {
     public let events: EventLog
     private let stopping = Atomic<Bool>(false)
     /// Request counts and latency by route template, for `GET /metrics`.
-    let httpMetrics = HTTPMetrics()
+    let httpMetrics: HTTPMetrics
     /// The routes (internal: `OpenAPITests` compares them with the document).
     let router: Router<Route>
 
@@ -55,6 +57,7 @@ public final class UsherApp: HTTPHandler {
         DashboardRoutes.add(to: &router)
         for kind in Self.kinds { kind.add(to: &router) }
         self.router = router
+        self.httpMetrics = HTTPMetrics(routes: router.routes)
         for kind in Self.kinds {
             for (name, value) in config.declared[kind.kind] ?? [] {
                 do throws(FieldError) {
@@ -81,13 +84,11 @@ public final class UsherApp: HTTPHandler {
     public func handle(_ request: HTTPRequest) -> HTTPHandlerResult {
         let start = HTTPMetrics.now()
         var template = "unmatched"
-        let result = dispatch(request, template: &template)
-        guard logger.level == .debug else {
-            return httpMetrics.measure(result, route: template, method: request.method, since: start)
-        }
-        return accessLogged(
-            httpMetrics.measure(result, route: template, method: request.method, since: start),
-            request: request, route: template, since: start)
+        var slot: Int?
+        let result = dispatch(request, template: &template, slot: &slot)
+        let measured = httpMetrics.measure(result, slot: slot, route: template, method: request.method, since: start)
+        guard logger.level == .debug else { return measured }
+        return accessLogged(measured, request: request, route: template, since: start)
     }
 
     /// At `debug`, one access-log line per answered request (after a long-poll
@@ -115,8 +116,8 @@ public final class UsherApp: HTTPHandler {
         }
     }
 
-    /// Routes a request; `template` is set to the matched route's template.
-    private func dispatch(_ request: HTTPRequest, template: inout String) -> HTTPHandlerResult {
+    /// Routes a request; `template` and `slot` are set to the matched route's.
+    private func dispatch(_ request: HTTPRequest, template: inout String, slot: inout Int?) -> HTTPHandlerResult {
         switch router.match(request.method, request.path) {
         case .notFound:
             return .respond(APIError.notFound("no route for \(request.path)").response)
@@ -124,6 +125,7 @@ public final class UsherApp: HTTPHandler {
             return .respond(APIError.methodNotAllowed(request.method, allowed: allowed).response)
         case .found(let route, let matched, let parameters):
             template = matched
+            slot = route.slot
             if let token = config.authToken, request.path.hasPrefix("/v1"),
                !Self.authorized(request.header("authorization"), token: token)
             {
