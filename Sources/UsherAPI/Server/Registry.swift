@@ -7,6 +7,17 @@ public enum ResourceKind: String, Sendable, CaseIterable {
 
     /// The singular noun, for messages.
     public var noun: String { String(rawValue.dropLast()) }
+
+    /// Its place in `allCases` (the registry's table index: no hashing).
+    var index: Int {
+        switch self {
+        case .queues: 0
+        case .windows: 1
+        case .pools: 2
+        case .pipelines: 3
+        case .machines: 4
+        }
+    }
 }
 
 /// What the registry needs from every resource manager.
@@ -27,7 +38,8 @@ public protocol ManagedResource: AnyObject, Sendable {
 /// dictionary read that never waits.
 public final class Registry: Sendable {
     private struct State {
-        var resources: [ResourceKind: [String: any ManagedResource]] = [:]
+        /// By `ResourceKind.index`, then by name.
+        var resources = [[String: any ManagedResource]](repeating: [:], count: ResourceKind.allCases.count)
         var count = 0
     }
 
@@ -44,10 +56,13 @@ public final class Registry: Sendable {
 
     /// The resource of this kind and name, as its concrete type, or 404.
     public func lookup<R: ManagedResource>(_ kind: ResourceKind, _ name: String, as type: R.Type) throws(APIError) -> R {
-        guard let resource = state.withLock({ $0.resources[kind]?[name] }) as? R else {
+        guard let resource = state.withLock({ $0.resources[kind.index][name] }) else {
             throw APIError.notFound("\(kind.noun) \(name) not found")
         }
-        return resource
+        // The exact class (always, in practice) without a dynamic cast.
+        if ObjectIdentifier(Swift.type(of: resource)) == ObjectIdentifier(R.self) { return unsafeDowncast(resource, to: R.self) }
+        guard let typed = resource as? R else { throw APIError.notFound("\(kind.noun) \(name) not found") }
+        return typed
     }
 
     /// Creates a resource unless one of that name exists. For an existing one,
@@ -57,7 +72,7 @@ public final class Registry: Sendable {
         _ kind: ResourceKind, _ name: String, make: () -> R, matches: (R) -> Bool
     ) throws(APIError) -> (resource: R, created: Bool) {
         let outcome = try state.withLock { (s: inout State) throws(APIError) -> (resource: R, created: Bool) in
-            if let existing = s.resources[kind]?[name] {
+            if let existing = s.resources[kind.index][name] {
                 guard let typed = existing as? R, matches(typed) else { throw APIError.alreadyExists(kind.noun, name) }
                 return (typed, false)
             }
@@ -66,7 +81,7 @@ public final class Registry: Sendable {
                                        "at most \(maxResources) resources may exist (max_resources)", retryAfter: nil)
             }
             let resource = make()
-            s.resources[kind, default: [:]][name] = resource
+            s.resources[kind.index][name] = resource
             s.count += 1
             return (resource, true)
         }
@@ -79,7 +94,7 @@ public final class Registry: Sendable {
     /// Removes a resource and closes it (its waiters get 410), or 404.
     public func remove(_ kind: ResourceKind, _ name: String) throws(APIError) {
         let removed = state.withLock { s -> (any ManagedResource)? in
-            guard let r = s.resources[kind]?.removeValue(forKey: name) else { return nil }
+            guard let r = s.resources[kind.index].removeValue(forKey: name) else { return nil }
             s.count -= 1
             return r
         }
@@ -92,16 +107,18 @@ public final class Registry: Sendable {
 
     /// The resources of a kind, sorted by name.
     public func list(_ kind: ResourceKind) -> [any ManagedResource] {
-        state.withLock { s in (s.resources[kind] ?? [:]).values.sorted { $0.name < $1.name } }
+        state.withLock { s in s.resources[kind.index].values.sorted { $0.name < $1.name } }
     }
 
     /// How many resources of each kind exist.
     public func counts() -> [ResourceKind: Int] {
-        state.withLock { s in s.resources.mapValues(\.count) }
+        state.withLock { s in
+            Dictionary(uniqueKeysWithValues: ResourceKind.allCases.map { ($0, s.resources[$0.index].count) })
+        }
     }
 
     /// Every resource of every kind.
     public func all() -> [any ManagedResource] {
-        state.withLock { s in s.resources.values.flatMap(\.values) }
+        state.withLock { s in s.resources.flatMap(\.values) }
     }
 }

@@ -19,15 +19,19 @@ public struct FieldError: Error, Sendable, Equatable {
 public enum Names {
     /// `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`
     public static func isValid(_ name: String) -> Bool {
-        let bytes = name.utf8
-        guard !bytes.isEmpty, bytes.count <= 128 else { return false }
-        for (i, b) in bytes.enumerated() {
-            let alnum = (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
-            if alnum { continue }
-            if i > 0 && (b == 0x2E || b == 0x5F || b == 0x3A || b == 0x2D) { continue }
-            return false
+        // Over the contiguous bytes (iterating `utf8` checks the storage per byte).
+        var name = name
+        return name.withUTF8 { bytes in
+            guard !bytes.isEmpty, bytes.count <= 128 else { return false }
+            for i in 0..<bytes.count {
+                let b = bytes[i]
+                let alnum = (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A)
+                if alnum { continue }
+                if i > 0 && (b == 0x2E || b == 0x5F || b == 0x3A || b == 0x2D) { continue }
+                return false
+            }
+            return true
         }
-        return true
     }
 
     /// Keys and actions: 1–256 characters.
