@@ -6,7 +6,9 @@
 # The build stage compiles a release binary with the Swift runtime and
 # Foundation linked in statically (--static-swift-stdlib), so the runtime stage
 # needs only libmicrohttpd12 and what it pulls in (gnutls and friends; libc,
-# libstdc++ and libgcc_s are already in debian:bookworm-slim).
+# libstdc++ and libgcc_s are already in debian:bookworm-slim). Package.swift
+# links it with the toolchain's lld and packed relative relocations (DT_RELR),
+# which need glibc >= 2.36: bookworm's is 2.36.
 # scripts/container-check proves the runtime stage without a Docker engine.
 
 # The toolchain the code is tested with (Swift 6.3); any Swift >= 6.0 bookworm image may work.
