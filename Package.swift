@@ -1,5 +1,29 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Linker flags for `usher`: lld with packed relative relocations (DT_RELR),
+/// which keeps the loader from reading a 1.8 MB relocation table at every
+/// start (docs/design.md, "Build and link"). Only where both are there: an
+/// `ld.lld` on PATH (the Swift toolchain ships one) and glibc 2.36 or later
+/// to load the result; elsewhere (macOS, older glibc) the default link.
+func relocationPackingFlags() -> [String] {
+    #if os(Linux) && canImport(Glibc)
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+    let hasLLD = path.split(separator: ":").contains { FileManager.default.isExecutableFile(atPath: "\($0)/ld.lld") }
+    var text = [CChar](repeating: 0, count: 64)  // "glibc 2.36"
+    _ = confstr(Int32(_CS_GNU_LIBC_VERSION), &text, text.count)
+    let glibc = String(cString: text).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+    guard hasLLD, glibc.count >= 2, (glibc[0], glibc[1]) >= (2, 36) else { return [] }
+    return ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
+    #else
+    return []
+    #endif
+}
 
 let package = Package(
     name: "usher",
@@ -24,7 +48,7 @@ let package = Package(
         .executableTarget(
             name: "usher",
             dependencies: ["UsherAPI", "HTTPServer"],
-            linkerSettings: [.unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"])]
+            linkerSettings: [.unsafeFlags(relocationPackingFlags())]
         ),
         // In-process engine benchmark (run by Benchmarks/, not by `swift test`).
         .executableTarget(
