@@ -1,5 +1,5 @@
 /// A waiting line with O(log n) insert, remove, first and rank: a treap whose
-/// nodes carry subtree sizes, stored in one array and addressed by the
+/// nodes carry subtree sizes, stored in one segmented array and addressed by the
 /// caller's own `Int32` handles (a queue's slab indices), so a node costs 24
 /// bytes and no allocation.
 ///
@@ -20,7 +20,7 @@ struct OrderStatisticTree: Sendable {
     /// The absent handle.
     static let none: Int32 = -1
 
-    private(set) var nodes: [Node] = []
+    private(set) var nodes = SegmentedArray<Node>()
     private(set) var root: Int32 = none
     private let seed: UInt64
 
@@ -42,9 +42,7 @@ struct OrderStatisticTree: Sendable {
     /// Adds `handle` (not already in the tree).
     mutating func insert(_ handle: Int32, priority: Int32, seq: Int64) {
         let i = Int(handle)
-        if i >= nodes.count {
-            nodes.append(contentsOf: repeatElement(Node(), count: i + 1 - nodes.count))
-        }
+        while i >= nodes.count { nodes.append(Node()) }
         nodes[i] = Node(left: Self.none, right: Self.none, size: 1, priority: priority, seq: seq)
         root = insert(handle, into: root)
     }

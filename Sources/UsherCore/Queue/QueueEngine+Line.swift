@@ -36,7 +36,7 @@ extension QueueEngine {
     /// True when `e` still describes its visitor: a delay end or a hold expiry to come.
     func isCurrent(_ e: DeadlineHeap.Entry) -> Bool { Self.isCurrent(e, in: records) }
 
-    static func isCurrent(_ e: DeadlineHeap.Entry, in records: [VisitorRecord]) -> Bool {
+    static func isCurrent(_ e: DeadlineHeap.Entry, in records: SegmentedArray<VisitorRecord>) -> Bool {
         let i = Int(e.handle)
         return records[i].deadline == e.deadline && (records[i].status == .delayed || records[i].status == .granted)
     }

@@ -29,12 +29,14 @@ public struct QueueEngine: Sendable {
     /// What server-made ids start with (`v` for visitors).
     public let idPrefix: String
 
-    var records: [VisitorRecord] = []
+    // Segmented and sharded: none of these grows by copying or rehashing all
+    // of a big queue at once (a pause under the lock; docs/design.md).
+    var records = SegmentedArray<VisitorRecord>()
     var vacant: [Int32] = []
-    var ids: [String: Int32] = [:]
+    var ids = ShardedDictionary<Int32>()
     /// Waiting visitors in grant order.
     var line = OrderStatisticTree()
-    var lastWithKey: [String: Int32] = [:]
+    var lastWithKey = ShardedDictionary<Int32>()
     var lastWithPair: [KeyAction: Int32] = [:]
     var firstArrival = VisitorRecord.none
     var lastArrival = VisitorRecord.none
