@@ -47,10 +47,12 @@ public struct PipelineEngine: Sendable {
     /// Items handed out and not yet consumed or released.
     public private(set) var inFlightCount = 0
 
-    /// Ready, delayed and in-flight items, addressed by handle.
-    private var slots: [PipelineItem?] = []
+    /// Ready, delayed and in-flight items, addressed by handle. Segmented and
+    /// sharded like the queue engine's: growing never copies or rehashes the
+    /// whole buffer under the lock (docs/design.md).
+    private var slots = SegmentedArray<PipelineItem?>()
     private var freeHandles: [Int32] = []
-    private var handles: [String: Int32] = [:]
+    private var handles = ShardedDictionary<Int32>()
     private var ready: OrderStatisticTree
     /// Delay ends and ack deadlines; entries whose token no longer matches the item are stale.
     private var timers = DeadlineHeap()

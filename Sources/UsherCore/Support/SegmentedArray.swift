@@ -30,4 +30,9 @@ struct SegmentedArray<Element> {
     }
 }
 
+extension SegmentedArray: RandomAccessCollection {
+    var startIndex: Int { 0 }
+    var endIndex: Int { count }
+}
+
 extension SegmentedArray: Sendable where Element: Sendable {}
