@@ -124,7 +124,7 @@ public actor WindowSlot: EngineHost {
     /// window empty in between.
     public func waitForShowing(after: String?, until deadline: Timestamp) async throws(WindowError) -> WindowItem? {
         do throws(QueueError) {
-            return try await park(.firstHolder, until: .holderDiffers(after), deadline: deadline).map(item)
+            return try await park(.firstHolder, until: .holderDiffers(after), deadline: deadline).get().map(item)
         } catch {
             throw WindowError(error, item: nil)
         }
