@@ -115,7 +115,7 @@ enum QueueRoutes: ResourceAPI {
         let id = view.id  // captured alone: the whole view (256 bytes) stays out of the parked closure
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
-                let final = try await queue.waitWhileWaiting(id: id, until: deadline)
+                let final = try await queue.parkWhileWaiting(id: id, until: deadline).view()
                 return Reply.json(final, status: status)
             } catch { throw APIError(error) }
         }
@@ -132,7 +132,7 @@ enum QueueRoutes: ResourceAPI {
         let status = view.status  // captured alone, not the whole view
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
-                return Reply.json(try await queue.waitForChange(id: id, from: status, until: deadline))
+                return Reply.json(try await queue.parkForChange(id: id, from: status, until: deadline).view())
             } catch { throw APIError(error) }
         }
     }
