@@ -132,9 +132,10 @@ enum MachineRoutes: ResourceAPI {
         }
         let app = call.app
         let deadline = app.deadline(after: wait)
+        let seen = snapshot.version  // captured alone, not the whole snapshot
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(MachineError) {
-                return reply(try await machine.waitForVersion(other: snapshot.version, until: deadline),
+                return reply(try await machine.waitForVersion(other: seen, until: deadline),
                              withDefinition: withDefinition)
             } catch { throw APIError(error) }
         }

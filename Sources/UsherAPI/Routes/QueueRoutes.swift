@@ -112,9 +112,10 @@ enum QueueRoutes: ResourceAPI {
         }
         let app = call.app
         let deadline = app.deadline(after: wait)
+        let id = view.id  // captured alone: the whole view (256 bytes) stays out of the parked closure
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
-                let final = try await queue.waitWhileWaiting(id: view.id, until: deadline)
+                let final = try await queue.parkWhileWaiting(id: id, until: deadline).view()
                 return Reply.json(final, status: status)
             } catch { throw APIError(error) }
         }
@@ -128,9 +129,10 @@ enum QueueRoutes: ResourceAPI {
         guard let wait, !view.status.isFinished else { return .respond(Reply.json(view)) }
         let app = call.app
         let deadline = app.deadline(after: wait)
+        let status = view.status  // captured alone, not the whole view
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
-                return Reply.json(try await queue.waitForChange(id: id, from: view.status, until: deadline))
+                return Reply.json(try await queue.parkForChange(id: id, from: status, until: deadline).view())
             } catch { throw APIError(error) }
         }
     }

@@ -117,7 +117,7 @@ enum WindowRoutes: ResourceAPI {
         let deadline = app.deadline(after: wait)
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(WindowError) {
-                return reply(try await window.waitForShowing(after: after, until: deadline))
+                return reply(try await window.parkForShowing(after: after, until: deadline).item())
             } catch { throw APIError(error) }
         }
     }

@@ -19,11 +19,8 @@ public actor StateMachine: LockIsolatedActor {
 
     private enum Lifecycle { case open, closed, shuttingDown }
 
-    /// A parked `waitForVersion` call and its deadline timer.
-    private struct Waiter {
-        let continuation: CheckedContinuation<Result<MachineSnapshot, MachineError>, Never>
-        var deadline: (any ScheduledTimer)?
-    }
+    /// What a parked `waitForVersion` gets.
+    typealias WaitAnswer = UsherCore.WaitAnswer<MachineSnapshot, MachineError>
 
     private let clock: any UsherClock
     /// Where transitions are emitted (nil: nowhere).
@@ -32,7 +29,8 @@ public actor StateMachine: LockIsolatedActor {
     private var lifecycle = Lifecycle.open
     /// The current state entry's timeout timers.
     private var timers: [any ScheduledTimer] = []
-    private var waiters: [UInt64: Waiter] = [:]
+    /// Parked `waitForVersion` calls.
+    private var waiters: [UInt64: ParkedCall<WaitAnswer>] = [:]
     private var nextWaiterID: UInt64 = 0
 
     /// Creates a machine in the definition's initial state and starts that
@@ -88,30 +86,44 @@ public actor StateMachine: LockIsolatedActor {
     public func waitForVersion(other version: Int64, until deadline: Timestamp) async throws(MachineError)
         -> MachineSnapshot
     {
-        try checkOpen()
-        if engine.version != version || clock.now() >= deadline { return snapshot() }
+        try await park(other: version, until: deadline).get()
+    }
+
+    /// `waitForVersion`'s answer, boxed, errors included: this frame and the
+    /// caller's stay on the heap while the request waits, and hold only a
+    /// reference (a snapshot inlined here made the frames 2 KiB larger).
+    private func park(other version: Int64, until deadline: Timestamp) async -> WaitAnswer {
+        if let early = earlyAnswer(other: version, until: deadline) { return early }
         let id = nextWaiterID
         nextWaiterID &+= 1
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<MachineSnapshot, MachineError>, Never>) in
-                // Runs on the actor without a suspension since the check above;
-                // re-checked anyway, so a waiter can never park on a stale version.
-                if Task.isCancelled || engine.version != version {
-                    continuation.resume(returning: .success(snapshot()))
-                    return
-                }
-                waiters[id] = Waiter(continuation: continuation, deadline: nil)
-                waiters[id]?.deadline = clock.schedule(at: deadline) { [weak self] in
-                    self?.withIsolation { $0.resumeWaiter(id) }
-                }
-            }
-        } onCancel: {
-            // Never block here: the runtime holds the task's status lock while
-            // it runs cancellation handlers, and the resumed waiter needs that
-            // lock while holding ours.
-            Task { await self.resumeWaiter(id) }
+        return await parkCall { $0.register($1, id: id, other: version, until: deadline) }
+            onCancel: { $0.resumeWaiter(id) }
+    }
+
+    /// The answer when there is nothing to wait for (closed, the version
+    /// differs, the deadline passed, the task is cancelled), or nil.
+    @inline(never)
+    private func earlyAnswer(other version: Int64, until deadline: Timestamp) -> WaitAnswer? {
+        if lifecycle != .open { return WaitAnswer(.failure(closedError)) }
+        if engine.version != version || clock.now() >= deadline || Task.isCancelled {
+            return WaitAnswer(.success(snapshot()))
         }
-        return try result.get()
+        return nil
+    }
+
+    /// Parks `call` unless there is nothing to wait for any more, checking
+    /// again in the same isolated step, so a waiter never parks on a stale version.
+    @inline(never)
+    private func register(_ call: ParkedCall<WaitAnswer>, id: UInt64, other version: Int64, until deadline: Timestamp) {
+        if let early = earlyAnswer(other: version, until: deadline) {
+            call.answer(early)
+            return
+        }
+        var call = call
+        call.timer = clock.schedule(at: deadline) { [weak self] in
+            self?.withIsolation { $0.resumeWaiter(id) }
+        }
+        waiters[id] = call
     }
 
     /// Deletes the machine: parked waiters get `.gone`, timers stop, and every
@@ -156,13 +168,11 @@ public actor StateMachine: LockIsolatedActor {
         cancelTimeouts()
         scheduleTimeouts()
         guard !waiters.isEmpty else { return }
-        let current = snapshot()
+        // One answer for all of them.
+        let answer = WaitAnswer(.success(snapshot()))
         let woken = waiters
         waiters = [:]
-        for waiter in woken.values {
-            waiter.deadline?.cancel()
-            waiter.continuation.resume(returning: .success(current))
-        }
+        for call in woken.values { call.answer(answer) }
     }
 
     private func scheduleTimeouts() {
@@ -180,19 +190,16 @@ public actor StateMachine: LockIsolatedActor {
 
     /// Answers one waiter with the current snapshot (its deadline passed or its task was cancelled).
     private func resumeWaiter(_ id: UInt64) {
-        guard let waiter = waiters.removeValue(forKey: id) else { return }
-        waiter.deadline?.cancel()
-        waiter.continuation.resume(returning: .success(snapshot()))
+        guard let call = waiters.removeValue(forKey: id) else { return }
+        call.answer(WaitAnswer(.success(snapshot())))
     }
 
     private func end(_ next: Lifecycle, error: MachineError) {
         lifecycle = next
         cancelTimeouts()
+        let answer = WaitAnswer(.failure(error))
         let parked = waiters
         waiters = [:]
-        for waiter in parked.values {
-            waiter.deadline?.cancel()
-            waiter.continuation.resume(returning: .failure(error))
-        }
+        for call in parked.values { call.answer(answer) }
     }
 }

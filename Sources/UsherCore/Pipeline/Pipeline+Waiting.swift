@@ -19,29 +19,27 @@ extension Pipeline {
             return items
         }
         let id = consumers.reserveID()
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation {
-                (continuation: CheckedContinuation<Result<[PipelineDelivery], PipelineError>, Never>) in
-                if Task.isCancelled {
-                    continuation.resume(returning: .success([]))
-                    settle()
-                    return
-                }
-                consumers.insert(Consumer(continuation: continuation, max: max, ackSeconds: ackSeconds), id: id)
-                let timer = clock.schedule(at: deadline) { [weak self] in
-                    self?.withIsolation { $0.consumerLeft(id) }
-                }
-                consumers.update(id) { $0.timer = timer }
-                // Park first, then settle: the take above may have dropped
-                // filtered items and let a producer in, whose item is ours.
-                settle()
-            }
-        } onCancel: {
-            // Never block here: the runtime holds the task's status lock while
-            // it runs cancellation handlers.
-            Task { await self.consumerLeft(id) }
+        return try await parkCall { $0.registerConsumer($1, id: id, max: max, ackSeconds: ackSeconds, until: deadline) }
+            onCancel: { $0.consumerLeft(id) }.get()
+    }
+
+    /// Parks a consumer (its task is not cancelled yet), then settles: the
+    /// take before it may have dropped filtered items and let a producer in,
+    /// whose item is the consumer's.
+    private func registerConsumer(
+        _ call: ParkedCall<TakeAnswer>, id: UInt64, max: Int, ackSeconds: Double?, until deadline: Timestamp
+    ) {
+        if Task.isCancelled {
+            call.answer(TakeAnswer(.success([])))
+            settle()
+            return
         }
-        return try result.get()
+        var call = call
+        call.timer = clock.schedule(at: deadline) { [weak self] in
+            self?.withIsolation { $0.consumerLeft(id) }
+        }
+        consumers.insert(Consumer(call: call, max: max, ackSeconds: ackSeconds), id: id)
+        settle()
     }
 
     /// Pushes an item, waiting until `deadline` for room (back-pressure);
@@ -61,24 +59,24 @@ extension Pipeline {
             guard clock.now() < deadline, producers.count < Self.maxWaiters else { throw .full(retryAfterSeconds: 1) }
         }
         let id = producers.reserveID()
-        let result = await withTaskCancellationHandler {
-            await withCheckedContinuation {
-                (continuation: CheckedContinuation<Result<PipelinePushResult, PipelineError>, Never>) in
-                if Task.isCancelled {
-                    continuation.resume(returning: .failure(.full(retryAfterSeconds: 1)))
-                    return
-                }
-                producers.insert(Producer(continuation: continuation, request: request), id: id)
-                let timer = clock.schedule(at: deadline) { [weak self] in
-                    self?.withIsolation { $0.producerLeft(id) }
-                }
-                producers.update(id) { $0.timer = timer }
-                settle()
-            }
-        } onCancel: {
-            Task { await self.producerLeft(id) }
+        return try await parkCall { $0.registerProducer($1, id: id, request: request, until: deadline) }
+            onCancel: { $0.producerLeft(id) }.get()
+    }
+
+    /// Parks a producer (its task is not cancelled yet), then settles.
+    private func registerProducer(
+        _ call: ParkedCall<PushAnswer>, id: UInt64, request: PipelinePushRequest, until deadline: Timestamp
+    ) {
+        if Task.isCancelled {
+            call.answer(PushAnswer(.failure(.full(retryAfterSeconds: 1))))
+            return
         }
-        return try result.get()
+        var call = call
+        call.timer = clock.schedule(at: deadline) { [weak self] in
+            self?.withIsolation { $0.producerLeft(id) }
+        }
+        producers.insert(Producer(call: call, request: request), id: id)
+        settle()
     }
 
     /// Deletes the pipeline: parked callers get `.gone`, the timer and the
@@ -97,15 +95,13 @@ extension Pipeline {
     /// A parked consumer's deadline passed or its task was cancelled: it gets `[]`.
     func consumerLeft(_ id: UInt64) {
         guard let c = consumers.remove(id) else { return }
-        c.timer?.cancel()
-        c.continuation.resume(returning: .success([]))
+        c.call.answer(TakeAnswer(.success([])))
     }
 
     /// A parked producer's deadline passed or its task was cancelled: it gets `.full`.
     func producerLeft(_ id: UInt64) {
         guard let p = producers.remove(id) else { return }
-        p.timer?.cancel()
-        p.continuation.resume(returning: .failure(.full(retryAfterSeconds: 1)))
+        p.call.answer(PushAnswer(.failure(.full(retryAfterSeconds: 1))))
     }
 
     private func end(_ next: Lifecycle, error: PipelineError) {
@@ -116,13 +112,9 @@ extension Pipeline {
         pullTask?.cancel()
         pullTask = nil
         source?.reader = nil
-        for c in consumers.removeAll() {
-            c.timer?.cancel()
-            c.continuation.resume(returning: .failure(error))
-        }
-        for p in producers.removeAll() {
-            p.timer?.cancel()
-            p.continuation.resume(returning: .failure(error))
-        }
+        let taken = TakeAnswer(.failure(error))
+        for c in consumers.removeAll() { c.call.answer(taken) }
+        let pushed = PushAnswer(.failure(error))
+        for p in producers.removeAll() { p.call.answer(pushed) }
     }
 }

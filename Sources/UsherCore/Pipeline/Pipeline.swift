@@ -24,19 +24,22 @@ public actor Pipeline: LockIsolatedActor {
 
     enum Lifecycle { case open, closed, shuttingDown }
 
+    /// What a parked `takeWaiting` gets.
+    typealias TakeAnswer = WaitAnswer<[PipelineDelivery], PipelineError>
+    /// What a parked `pushWaiting` gets.
+    typealias PushAnswer = WaitAnswer<PipelinePushResult, PipelineError>
+
     /// A parked `takeWaiting`.
     struct Consumer {
-        let continuation: CheckedContinuation<Result<[PipelineDelivery], PipelineError>, Never>
+        let call: ParkedCall<TakeAnswer>
         let max: Int
         let ackSeconds: Double?
-        var timer: (any ScheduledTimer)?
     }
 
     /// A parked `pushWaiting`.
     struct Producer {
-        let continuation: CheckedContinuation<Result<PipelinePushResult, PipelineError>, Never>
+        let call: ParkedCall<PushAnswer>
         let request: PipelinePushRequest
-        var timer: (any ScheduledTimer)?
     }
 
     /// The source and its pull state.
@@ -240,14 +243,13 @@ public actor Pipeline: LockIsolatedActor {
     private func serveProducers(now: Timestamp) {
         while engine.hasRoom(), let (id, _) = producers.first() {
             guard let p = producers.remove(id) else { continue }
-            p.timer?.cancel()
             let result: Result<PipelinePushResult, PipelineError>
             do throws(PipelineError) {
                 result = .success(emitPushed(try engine.push(p.request, now: now)))
             } catch {
                 result = .failure(error)
             }
-            p.continuation.resume(returning: result)
+            p.call.answer(PushAnswer(result))
         }
     }
 
@@ -263,8 +265,7 @@ public actor Pipeline: LockIsolatedActor {
                 result = .failure(error)
             }
             consumers.remove(id)
-            c.timer?.cancel()
-            c.continuation.resume(returning: result)
+            c.call.answer(TakeAnswer(result))
         }
     }
 

@@ -23,13 +23,6 @@ struct WaitLine<Element> {
         order.append(id)
     }
 
-    /// Changes a parked element in place.
-    mutating func update(_ id: UInt64, _ change: (inout Element) -> Void) {
-        guard var e = entries[id] else { return }
-        change(&e)
-        entries[id] = e
-    }
-
     /// The longest-waiting element.
     mutating func first() -> (id: UInt64, element: Element)? {
         while head < order.count {

@@ -27,19 +27,15 @@ enum WaitCondition: Sendable {
     }
 }
 
-/// A long-poll's answer, boxed: the async frames a parked request keeps on
-/// the heap then hold a reference instead of a `VisitorView` (about 270 bytes)
-/// in every temporary.
-final class WaitAnswer: Sendable {
-    let result: Result<VisitorView?, QueueError>
+/// A queue long-poll's answer: the subject's view (nil: nobody holds a slot) or why there is none.
+typealias QueueWaitAnswer = WaitAnswer<VisitorView?, QueueError>
 
-    init(_ result: Result<VisitorView?, QueueError>) {
-        self.result = result
-    }
-
+extension WaitAnswer where Value == VisitorView?, Failure == QueueError {
+    /// The visitor's view; a visitor that is gone is `notFound`.
     @inline(never)
-    func get() throws(QueueError) -> VisitorView? {
-        try result.get()
+    func visitor(_ id: String) throws(QueueError) -> VisitorView {
+        guard let view = try get() else { throw .notFound("visitor \"\(id)\"") }
+        return view
     }
 }
 
@@ -47,8 +43,7 @@ final class WaitAnswer: Sendable {
 struct Waiter: Sendable {
     let token: UInt64
     let condition: WaitCondition
-    let continuation: CheckedContinuation<WaitAnswer, Never>
-    let timer: any ScheduledTimer
+    let call: ParkedCall<QueueWaitAnswer>
 }
 
 extension EngineHost {
@@ -69,60 +64,56 @@ extension EngineHost {
     /// already does), or until `deadline`, answering with the subject's view
     /// then. Every way out (a change, the deadline timer, task cancellation,
     /// close, shutdown) runs isolated and first removes the waiter from
-    /// `host`, so the continuation is resumed once. Cancellation answers like
-    /// the deadline.
-    func park(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp) async throws(QueueError)
-        -> VisitorView?
-    {
-        if let early = try earlyAnswer(subject, until: condition, deadline: deadline) { return try early.get() }
-        let token = host.nextToken
-        host.nextToken += 1
-        let answer = await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<WaitAnswer, Never>) in
-                register(c, token: token, subject: subject, until: condition, deadline: deadline)
-            }
-        } onCancel: {
-            Task { await self.answerNow(token) }
-        }
-        return try answer.get()
+    /// `host`, so the call is answered once. Cancellation answers like the
+    /// deadline.
+    ///
+    /// Errors come back in the answer too: nothing but a reference is laid
+    /// out in this frame, which stays on the heap while the request waits.
+    func park(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp) async -> QueueWaitAnswer {
+        if let early = earlyAnswer(subject, until: condition, deadline: deadline) { return early }
+        let token = takeToken()
+        return await parkCall { $0.register($1, token: token, subject: subject, until: condition, deadline: deadline) }
+            onCancel: { $0.answerNow(token) }
     }
 
-    /// Parks `c` unless there is nothing to wait for any more. Checks again and
-    /// registers in one isolated step: reaching here may have taken an executor
-    /// hop (this is generic code isolated to `self`), and a change made
-    /// meanwhile woke nobody.
+    /// A fresh waiter token (out of line: `host`'s accessors stay out of `park`'s frame).
+    @inline(never)
+    func takeToken() -> UInt64 {
+        defer { host.nextToken += 1 }
+        return host.nextToken
+    }
+
+    /// Parks `call` unless there is nothing to wait for any more. Checks
+    /// again and registers in one isolated step (see `parkCall`).
     ///
     /// Not inlined, and neither is `earlyAnswer`: inlined into the async
     /// `park`, their `VisitorView` temporaries were laid out in its async
     /// frame, which stays on the heap for as long as the request is parked.
     @inline(never)
     func register(
-        _ c: CheckedContinuation<WaitAnswer, Never>, token: UInt64, subject: WaitSubject,
+        _ call: ParkedCall<QueueWaitAnswer>, token: UInt64, subject: WaitSubject,
         until condition: WaitCondition, deadline: Timestamp
     ) {
-        let early: Result<VisitorView?, QueueError>?
-        do throws(QueueError) {
-            early = try answerWithoutWaiting(subject, until: condition, deadline: deadline)
-        } catch {
-            early = .failure(error)
-        }
-        if let early {
-            c.resume(returning: WaitAnswer(early))
+        if let early = earlyAnswer(subject, until: condition, deadline: deadline) {
+            call.answer(early)
             return
         }
-        let timer = clock.schedule(at: deadline) { [weak self] in
+        var call = call
+        call.timer = clock.schedule(at: deadline) { [weak self] in
             self?.withIsolation { $0.answerNow(token) }
         }
         host.subjects[token] = subject
-        host.waiters[subject, default: []].append(Waiter(token: token, condition: condition, continuation: c, timer: timer))
+        host.waiters[subject, default: []].append(Waiter(token: token, condition: condition, call: call))
     }
 
-    /// `answerWithoutWaiting`, boxed (see `register`).
+    /// `answerWithoutWaiting`, boxed, errors included (see `register`).
     @inline(never)
-    func earlyAnswer(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp)
-        throws(QueueError) -> WaitAnswer?
-    {
-        try answerWithoutWaiting(subject, until: condition, deadline: deadline).map(WaitAnswer.init)
+    func earlyAnswer(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp) -> QueueWaitAnswer? {
+        do throws(QueueError) {
+            return try answerWithoutWaiting(subject, until: condition, deadline: deadline).map(QueueWaitAnswer.init)
+        } catch {
+            return QueueWaitAnswer(.failure(error))
+        }
     }
 
     /// The answer when there is nothing to wait for (the condition holds, the
@@ -142,10 +133,7 @@ extension EngineHost {
     func parkOnVisitor(_ id: String, until condition: WaitCondition, deadline: Timestamp) async throws(QueueError)
         -> VisitorView
     {
-        guard let view = try await park(.visitor(id), until: condition, deadline: deadline) else {
-            throw .notFound("visitor \"\(id)\"")
-        }
-        return view
+        try await park(.visitor(id), until: condition, deadline: deadline).visitor(id)
     }
 
     /// Parked long-polls.
@@ -219,7 +207,6 @@ extension EngineHost {
     /// The only place a continuation is resumed; the waiter is already out of `host.waiters`.
     func resume(_ w: Waiter, with result: Result<VisitorView?, QueueError>) {
         host.subjects[w.token] = nil
-        w.timer.cancel()
-        w.continuation.resume(returning: WaitAnswer(result))
+        w.call.answer(QueueWaitAnswer(result))
     }
 }

@@ -1,5 +1,29 @@
 // Long-polls on one visitor (the machinery is `EngineHost`'s).
 
+/// A finished long-poll on one visitor: its view, or why there is none.
+///
+/// What the HTTP routes await instead of the view itself: a parked request's
+/// async frames stay on the heap for as long as it waits, and a frame that
+/// receives a `VisitorView` from a call holds a 256-byte temporary for it,
+/// which cost a parked enqueue one more task-allocator slab (1 KiB). The
+/// view is taken out once the wait is over, outside any parked frame.
+public final class VisitorWait: Sendable {
+    private let answer: QueueWaitAnswer
+    private let id: String
+
+    init(_ answer: QueueWaitAnswer, id: String) {
+        self.answer = answer
+        self.id = id
+    }
+
+    /// The visitor's view; throws what ended the wait (`notFound` when the
+    /// visitor is gone, `gone`, `shuttingDown`).
+    @inline(never)
+    public func view() throws(QueueError) -> VisitorView {
+        try answer.visitor(id)
+    }
+}
+
 extension VisitorQueue {
     /// `GET …/visitors/{id}?wait`: the visitor as soon as its status is not
     /// `status` (at once if it already differs), or as it is at `deadline`.
@@ -7,12 +31,22 @@ extension VisitorQueue {
     public func waitForChange(
         id: String, from status: VisitorStatus, until deadline: Timestamp
     ) async throws(QueueError) -> VisitorView {
-        try await parkOnVisitor(id, until: .statusDiffers(status), deadline: deadline)
+        try await parkForChange(id: id, from: status, until: deadline).view()
+    }
+
+    /// `waitForChange`, boxed (see `VisitorWait`).
+    public func parkForChange(id: String, from status: VisitorStatus, until deadline: Timestamp) async -> VisitorWait {
+        VisitorWait(await park(.visitor(id), until: .statusDiffers(status), deadline: deadline), id: id)
     }
 
     /// `POST …/visitors?wait`: the visitor once it is no longer `delayed` or
     /// `waiting` (granted, merged, cancelled…), or as it is at `deadline`.
     public func waitWhileWaiting(id: String, until deadline: Timestamp) async throws(QueueError) -> VisitorView {
-        try await parkOnVisitor(id, until: .leftLine, deadline: deadline)
+        try await parkWhileWaiting(id: id, until: deadline).view()
+    }
+
+    /// `waitWhileWaiting`, boxed (see `VisitorWait`).
+    public func parkWhileWaiting(id: String, until deadline: Timestamp) async -> VisitorWait {
+        VisitorWait(await park(.visitor(id), until: .leftLine, deadline: deadline), id: id)
     }
 }

@@ -19,9 +19,15 @@ public protocol UsherClock: Sendable {
     func schedule(at deadline: Timestamp, _ action: @escaping @Sendable () -> Void) -> any ScheduledTimer
 }
 
-/// Wall-clock time; delayed calls run on a Dispatch queue.
+/// Wall-clock time; delayed calls run on one process-wide `DispatchTimerQueue`
+/// (one heap of deadlines, one Dispatch timer armed for the earliest), so a
+/// cancelled call is gone at once, closure included.
 public struct SystemClock: UsherClock {
-    public init() {}
+    private let timers: DispatchTimerQueue
+
+    public init() {
+        timers = .shared
+    }
 
     public func now() -> Timestamp {
         var ts = timespec()
@@ -30,30 +36,17 @@ public struct SystemClock: UsherClock {
     }
 
     public func schedule(at deadline: Timestamp, _ action: @escaping @Sendable () -> Void) -> any ScheduledTimer {
-        let item = DispatchWorkItem(block: action)
-        let delay = max(0, now().seconds(until: deadline))
-        DispatchQueue.global().asyncAfter(deadline: .now() + delay, execute: item)
-        return DispatchTimer(item: item)
-    }
-
-    private struct DispatchTimer: ScheduledTimer, @unchecked Sendable {
-        let item: DispatchWorkItem
-        func cancel() { item.cancel() }
+        timers.schedule(after: max(0, now().seconds(until: deadline)), action)
     }
 }
 
 /// A clock that moves only when told to; scheduled calls run synchronously
 /// inside `advance`, in deadline order.
 public final class ManualClock: UsherClock, Sendable {
-    private struct Entry {
-        let id: Int
-        let deadline: Timestamp
-        let action: @Sendable () -> Void
-    }
     private struct State {
         var now: Timestamp
-        var nextID = 0
-        var entries: [Entry] = []
+        /// Deadlines in the timestamps' microseconds.
+        var timers = TimerHeap()
     }
     private let state: Mutex<State>
 
@@ -65,42 +58,35 @@ public final class ManualClock: UsherClock, Sendable {
     public func now() -> Timestamp { state.withLock { $0.now } }
 
     public func schedule(at deadline: Timestamp, _ action: @escaping @Sendable () -> Void) -> any ScheduledTimer {
-        let id = state.withLock { s -> Int in
-            s.nextID += 1
-            s.entries.append(Entry(id: s.nextID, deadline: deadline, action: action))
-            return s.nextID
-        }
-        return Handle(clock: self, id: id)
+        Handle(clock: self, id: state.withLock { $0.timers.insert(at: deadline.micros, action) })
     }
 
     /// The number of calls still scheduled.
-    public var pendingCount: Int { state.withLock { $0.entries.count } }
+    public var pendingCount: Int { state.withLock { $0.timers.count } }
 
-    /// Moves time forward by `seconds`, running every call that falls due, in order.
+    /// Moves time forward by `seconds`, running every call that falls due, in
+    /// order (by deadline, then by when it was scheduled).
     public func advance(by seconds: Double) {
         let target = state.withLock { $0.now.adding(seconds: seconds) }
-        while true {
-            let next: Entry? = state.withLock { s in
-                guard let i = s.entries.indices.filter({ s.entries[$0].deadline <= target })
-                    .min(by: { (s.entries[$0].deadline, s.entries[$0].id) < (s.entries[$1].deadline, s.entries[$1].id) })
-                else { return nil }
-                let e = s.entries.remove(at: i)
-                if e.deadline > s.now { s.now = e.deadline }
-                return e
-            }
-            guard let entry = next else { break }
-            entry.action()
+        while let action = state.withLock({ s -> TimerHeap.Action? in
+            guard let due = s.timers.popDue(notAfter: target.micros) else { return nil }
+            if due.deadline > s.now.micros { s.now = Timestamp(micros: due.deadline) }
+            return due.action
+        }) {
+            action()
         }
         state.withLock { $0.now = target }
     }
 
-    fileprivate func cancel(id: Int) {
-        state.withLock { $0.entries.removeAll { $0.id == id } }
+    fileprivate func cancel(_ id: TimerHeap.Handle) {
+        // Released here, after unlocking: a closure's captures may schedule or cancel.
+        let action = state.withLock { $0.timers.remove(id) }
+        _ = action
     }
 
     private struct Handle: ScheduledTimer {
         let clock: ManualClock
-        let id: Int
-        func cancel() { clock.cancel(id: id) }
+        let id: TimerHeap.Handle
+        func cancel() { clock.cancel(id) }
     }
 }

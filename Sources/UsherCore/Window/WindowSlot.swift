@@ -123,11 +123,12 @@ public actor WindowSlot: EngineHost {
     /// showing of the next item are one step, so a waiter never sees the
     /// window empty in between.
     public func waitForShowing(after: String?, until deadline: Timestamp) async throws(WindowError) -> WindowItem? {
-        do throws(QueueError) {
-            return try await park(.firstHolder, until: .holderDiffers(after), deadline: deadline).map(item)
-        } catch {
-            throw WindowError(error, item: nil)
-        }
+        try await parkForShowing(after: after, until: deadline).item()
+    }
+
+    /// `waitForShowing`, boxed (see `ShowingWait`).
+    public func parkForShowing(after: String?, until deadline: Timestamp) async -> ShowingWait {
+        ShowingWait(await park(.firstHolder, until: .holderDiffers(after), deadline: deadline), window: name)
     }
 
     /// The window was deleted: parked waiters get `gone`, and so does every later call.
@@ -146,5 +147,31 @@ public actor WindowSlot: EngineHost {
     /// One engine operation through the host's frame, its errors in the window's words.
     func run<T>(_ id: String?, _ body: (inout QueueEngine, Timestamp) throws(QueueError) -> T) throws(WindowError) -> T {
         do throws(QueueError) { return try perform(body) } catch { throw WindowError(error, item: id) }
+    }
+}
+
+/// A finished long-poll on a window: the item shown then, or why there is none.
+///
+/// What the HTTP route awaits instead of the item itself, for the reason
+/// `VisitorWait` gives: a parked frame that receives a large value from a
+/// call holds a temporary for it (here 1.7 KiB with the error conversion, a
+/// task-allocator slab of its own).
+public final class ShowingWait: Sendable {
+    private let answer: QueueWaitAnswer
+    private let window: String
+
+    init(_ answer: QueueWaitAnswer, window: String) {
+        self.answer = answer
+        self.window = window
+    }
+
+    /// The item shown (nil: nothing); throws what ended the wait (`gone`, `shuttingDown`).
+    @inline(never)
+    public func item() throws(WindowError) -> WindowItem? {
+        do throws(QueueError) {
+            return try answer.get().map { WindowItem($0, window: window) }
+        } catch {
+            throw WindowError(error, item: nil)
+        }
     }
 }
