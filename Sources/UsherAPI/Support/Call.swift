@@ -23,8 +23,9 @@ public struct Call: Sendable {
         return value
     }
 
-    /// The query parameters, checked against the ones this route accepts.
-    public func query(allowing allowed: Set<String>) throws(APIError) -> Query {
+    /// The query parameters, checked against the ones this route accepts (a
+    /// handful: a list, where a `Set` literal was built and hashed per request).
+    public func query(allowing allowed: [String]) throws(APIError) -> Query {
         var values: [String: String] = [:]
         for (name, value) in request.query {
             guard allowed.contains(name) else {

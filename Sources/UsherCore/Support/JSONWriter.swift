@@ -67,7 +67,11 @@ extension JSONValue: JSONEncodable {
 /// Writes compact JSON text into a buffer it grows itself, with plain stores
 /// (appending to an `Array` byte by byte checks uniqueness and capacity each
 /// time). Used only through `encodedJSON`, which calls `finish()`: the one
-/// place the buffer is freed.
+/// place the buffer is freed. The small writers (`key`, `int`, `null`, object
+/// brackets) are inlined into each type's field list: there a member name's
+/// length is a constant, and its copy becomes a few stores instead of a call
+/// to `memcpy` (callgrind: −1.1k instructions per GET state, −1.2k per
+/// enqueue+complete request).
 struct JSONWriter: JSONSink {
     private var base: UnsafeMutablePointer<UInt8>
     private var count = 0
@@ -126,11 +130,13 @@ struct JSONWriter: JSONSink {
         needsComma = false
     }
 
+    @inline(__always)
     mutating func beginObject() {
         separate()
         byte(0x7B)
     }
 
+    @inline(__always)
     mutating func endObject() {
         byte(0x7D)
         needsComma = true
@@ -146,6 +152,7 @@ struct JSONWriter: JSONSink {
         needsComma = true
     }
 
+    @inline(__always)
     mutating func key(_ name: StaticString) {
         separate()
         reserve(name.utf8CodeUnitCount + 3)
@@ -175,6 +182,7 @@ struct JSONWriter: JSONSink {
         escaped.withUnsafeBufferPointer { raw($0) }
     }
 
+    @inline(__always)
     mutating func int(_ value: Int) {
         separate()
         needsComma = true
@@ -199,6 +207,7 @@ struct JSONWriter: JSONSink {
         count += digits
     }
 
+    @inline(__always)
     mutating func null() {
         separate()
         reserve(4)
