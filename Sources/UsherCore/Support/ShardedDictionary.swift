@@ -11,8 +11,9 @@
 struct ShardedDictionary<Value> {
     private static var shardCount: Int { 64 }
     private var shards = [[String: Value]](repeating: [:], count: ShardedDictionary.shardCount)
-    /// The number of entries.
-    private(set) var count = 0
+
+    /// The number of entries (summed over the shards: not kept on the hot path).
+    var count: Int { shards.reduce(0) { $0 + $1.count } }
 
     init() {}
 
@@ -44,17 +45,13 @@ struct ShardedDictionary<Value> {
     /// Sets the value for `key`; answers the value it replaced, if any.
     @discardableResult
     mutating func updateValue(_ value: Value, forKey key: String) -> Value? {
-        let old = shards[Self.shard(key)].updateValue(value, forKey: key)
-        if old == nil { count += 1 }
-        return old
+        shards[Self.shard(key)].updateValue(value, forKey: key)
     }
 
     /// Removes `key`; answers its value, if it had one.
     @discardableResult
     mutating func removeValue(forKey key: String) -> Value? {
-        let old = shards[Self.shard(key)].removeValue(forKey: key)
-        if old != nil { count -= 1 }
-        return old
+        shards[Self.shard(key)].removeValue(forKey: key)
     }
 }
 
