@@ -8,6 +8,11 @@ public struct HTTPResponse: Sendable {
     public var headers: [(name: String, value: String)]
     /// The body bytes.
     public var body: [UInt8]
+    /// Called when this answer to a deferred request could not be handed to
+    /// its client (the client hung up first, or libmicrohttpd reported the
+    /// answer failed): undoes what the answer gave away (a grant, a lease,
+    /// a delivery).
+    public var undelivered: (@Sendable () -> Void)?
 
     public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
         self.status = status
@@ -28,7 +33,9 @@ public enum HTTPHandlerResult: Sendable {
     /// Answer now, on the server thread (no suspend/resume).
     case respond(HTTPResponse)
     /// Answer later: the connection is suspended (no server thread is held)
-    /// while the work runs as a task, then resumed with its response.
+    /// while the work runs as a task, then resumed with its response. When the
+    /// client hangs up while parked, the task is cancelled: the work should
+    /// withdraw what it waits for and return at once.
     /// `finished`, when given, sees the response first, synchronously (metrics,
     /// logs: a callback instead of another async wrapper, whose frame a parked
     /// request would carry for as long as it waits).
