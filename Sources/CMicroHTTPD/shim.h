@@ -15,10 +15,13 @@ CUsherMHD_start_daemon(unsigned int flags, uint16_t port,
                        MHD_AcceptPolicyCallback accept_policy, void *accept_policy_cls,
                        MHD_AccessHandlerCallback handler, void *handler_cls,
                        MHD_RequestCompletedCallback completed, void *completed_cls,
+                       void *(*uri_log)(void *cls, const char *uri, struct MHD_Connection *connection),
+                       void *uri_log_cls,
                        struct MHD_OptionItem *options)
 {
     return MHD_start_daemon(flags, port, accept_policy, accept_policy_cls, handler, handler_cls,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
                             MHD_OPTION_ARRAY, options,
                             MHD_OPTION_END);
 }
@@ -45,6 +48,15 @@ CUsherMHD_connection_fd(struct MHD_Connection *connection)
 {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info == NULL ? -1 : info->connect_fd;
+}
+
+/* The length of the request's head (request line and headers), counted from
+   the method's first byte; 0 when not known yet. */
+static inline size_t
+CUsherMHD_request_header_size(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    return info == NULL ? 0 : info->header_size;
 }
 
 #endif

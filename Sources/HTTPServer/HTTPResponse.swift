@@ -62,6 +62,18 @@ public protocol HTTPHandler: Sendable {
     /// Must not block: return `.deferred` for anything that waits.
     func handle(_ request: HTTPRequest) -> HTTPHandlerResult
 
-    /// The answer for a body over the configured limit (413).
-    func payloadTooLarge(limit: Int) -> HTTPResponse
+    /// The answer to a request refused before routing (a malformed head or
+    /// framing, a body over the limit); the server closes the connection after it.
+    func refusal(_ refusal: HTTPRefusal) -> HTTPResponse
+}
+
+extension HTTPHandler {
+    /// A plain-text refusal, for handlers that need no other.
+    public func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
+        let detail = switch refusal {
+        case .badRequest(let reason), .notImplemented(let reason): reason
+        case .payloadTooLarge(let limit): "request bodies are limited to \(limit) bytes"
+        }
+        return HTTPResponse(status: refusal.status, contentType: "text/plain", text: detail)
+    }
 }

@@ -103,7 +103,7 @@ public final class HTTPServer: @unchecked Sendable {
             return options.withUnsafeMutableBufferPointer { buffer in
                 CUsherMHD_start_daemon(
                     flags, configuration.port, acceptPolicy, me, accessHandler, me, requestCompleted, me,
-                    buffer.baseAddress)
+                    uriLogged, me, buffer.baseAddress)
             }
         }
         guard let started else {
@@ -153,55 +153,65 @@ public final class HTTPServer: @unchecked Sendable {
 
     // MARK: - Callbacks (on server threads)
 
+    /// A request line has arrived: its context starts here, holding the raw
+    /// target (libmicrohttpd decodes it in place afterwards).
+    fileprivate func requestStarted(uri: UnsafePointer<CChar>?) -> UnsafeMutableRawPointer {
+        let line = uri.map { uri in
+            RequestHead.RawLine(
+                target: Array(UnsafeRawBufferPointer(start: uri, count: strlen(uri))), address: UInt(bitPattern: uri))
+        }
+        counters.withLock { $0.active += 1 }
+        return Unmanaged.passRetained(RequestContext(line: line)).toOpaque()
+    }
+
     fileprivate func handle(
-        connection: OpaquePointer, url: String, method: String,
-        uploadData: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+        connection: OpaquePointer, method: UnsafePointer<CChar>?, url: UnsafePointer<CChar>?,
+        version: UnsafePointer<CChar>?, uploadData: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
         slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
-        guard let raw = slot.pointee else {
-            // First call: headers only. Answering now would cost keep-alive
-            // (libmicrohttpd 0.9.75 closes the connection), so only refuse a
-            // body announced as too large here, where closing is wanted.
-            let context = RequestContext(method: method, path: url)
-            slot.pointee = Unmanaged.passRetained(context).toOpaque()
-            counters.withLock { $0.active += 1 }
-            if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
-               let declared = Int(String(cString: length)), declared > configuration.maxBodyBytes
-            {
-                context.phase = .refused
-                return queue(handler.payloadTooLarge(limit: configuration.maxBodyBytes), on: connection)
-            }
-            return .YES
-        }
+        guard let raw = slot.pointee else { return .NO }
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+
+        if context.phase == .head {
+            // First call: the head only. Answering now costs keep-alive
+            // (libmicrohttpd 0.9.75 closes the connection), which is wanted
+            // for every refusal here.
+            guard let method else { return .NO }
+            do throws(HTTPRefusal) {
+                let head = try RequestHead.check(
+                    connection: connection, method: method, url: url, version: version, line: context.line,
+                    captured: capturedHeaderNames)
+                context.accept(method: String(cString: method), head: head)
+                if let length = head.contentLength, length > configuration.maxBodyBytes {
+                    throw .payloadTooLarge(limit: configuration.maxBodyBytes)
+                }
+                return .YES
+            } catch {
+                context.phase = .refused
+                return queue(refusal(error), on: connection)
+            }
+        }
 
         if uploadSize.pointee > 0 {
             let size = uploadSize.pointee
             uploadSize.pointee = 0
-            switch context.phase {
-            case .receiving:
-                if context.body.count + size > configuration.maxBodyBytes {
-                    // libmicrohttpd 0.9.75 cannot answer in the middle of an
-                    // upload: drop the rest as it comes and answer at the end.
-                    context.phase = .tooLarge
-                    context.body = Data()
-                    return .YES
-                }
-                if let uploadData {
-                    uploadData.withMemoryRebound(to: UInt8.self, capacity: size) { context.body.append($0, count: size) }
-                }
-            case .tooLarge, .refused, .suspended:
-                break
+            guard context.phase == .receiving else { return .YES }
+            if context.body.count + size > configuration.maxBodyBytes {
+                // libmicrohttpd 0.9.75 cannot queue an answer in the middle of
+                // an upload: write the 413 on the socket and close.
+                context.phase = .refused
+                writeFinal(refusal(.payloadTooLarge(limit: configuration.maxBodyBytes)), on: connection)
+                return .NO
+            }
+            if let uploadData {
+                uploadData.withMemoryRebound(to: UInt8.self, capacity: size) { context.body.append($0, count: size) }
             }
             return .YES
         }
 
         switch context.phase {
-        case .refused:
+        case .head, .refused:
             return .YES
-        case .tooLarge:
-            context.phase = .refused
-            return queue(handler.payloadTooLarge(limit: configuration.maxBodyBytes), on: connection)
         case .suspended:
             // Called again after resume: the deferred answer is ready.
             guard let response = context.pending.withLock({ $0.take() }) else { return .NO }
@@ -212,8 +222,8 @@ public final class HTTPServer: @unchecked Sendable {
         }
 
         let request = HTTPRequest(
-            method: context.method, path: context.path, query: Self.queryArguments(connection),
-            headers: capturedHeaders(connection), body: context.body)
+            method: context.method, path: context.path, query: context.query, headers: context.headers,
+            body: context.body)
         switch handler.handle(request) {
         case .respond(let response):
             return queue(response, on: connection)
@@ -233,6 +243,26 @@ public final class HTTPServer: @unchecked Sendable {
         case .stream(let stream):
             return queue(stream, on: connection)
         }
+    }
+
+    /// The handler's answer to a refused request, closing the connection.
+    private func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
+        var response = handler.refusal(refusal)
+        response.headers.append(("Connection", "close"))
+        return response
+    }
+
+    /// Writes a whole response on the connection's socket, bypassing
+    /// libmicrohttpd (for an answer it cannot queue); the caller closes it.
+    private func writeFinal(_ response: HTTPResponse, on connection: OpaquePointer) {
+        let fd = CUsherMHD_connection_fd(connection)
+        guard fd >= 0 else { return }
+        var head = "HTTP/1.1 \(response.status) \(HTTPStatus.reason(response.status))\r\n"
+        for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
+        head += "Content-Length: \(response.body.count)\r\n\r\n"
+        let bytes = Array(head.utf8) + response.body
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        shutdown(fd, Int32(SHUT_WR))
     }
 
     /// Queues a streamed response; the stream is retained until libmicrohttpd
@@ -279,32 +309,6 @@ public final class HTTPServer: @unchecked Sendable {
         return result
     }
 
-    /// One pass over the request's headers (a lookup per captured name
-    /// scanned them all each time), keeping the captured ones.
-    private func capturedHeaders(_ connection: OpaquePointer) -> [String: String] {
-        var capture = HeaderCapture(names: capturedHeaderNames)
-        withUnsafeMutablePointer(to: &capture) { pointer in
-            _ = MHD_get_connection_values(connection, .HEADER_KIND, collectHeader, pointer)
-        }
-        return capture.found
-    }
-
-
-    typealias QueryItems = [(name: String, value: String)]
-
-    private static func queryArguments(_ connection: OpaquePointer) -> QueryItems {
-        var items: QueryItems = []
-        withUnsafeMutablePointer(to: &items) { pointer in
-            _ = MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, collectArgument, pointer)
-        }
-        return items
-    }
-
-    fileprivate static func appendArgument(_ cls: UnsafeMutableRawPointer?, key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?) {
-        guard let cls, let key else { return }
-        cls.assumingMemoryBound(to: QueryItems.self).pointee
-            .append((String(cString: key), value.map { String(cString: $0) } ?? ""))
-    }
 }
 
 // Capture-free C callbacks: they find their owner through the `cls` pointer.
@@ -315,11 +319,16 @@ private func accessHandler(
     uploadSize: UnsafeMutablePointer<Int>?, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
 ) -> MHD_Result {
     guard let cls, let connection, let uploadSize, let slot else { return .NO }
-    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
-    let path = slot.pointee == nil ? (url.map { String(cString: $0) } ?? "/") : ""
-    let verb = slot.pointee == nil ? (method.map { String(cString: $0) } ?? "GET") : ""
-    return server.handle(
-        connection: connection, url: path, method: verb, uploadData: uploadData, uploadSize: uploadSize, slot: slot)
+    return Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().handle(
+        connection: connection, method: method, url: url, version: version, uploadData: uploadData,
+        uploadSize: uploadSize, slot: slot)
+}
+
+private func uriLogged(
+    cls: UnsafeMutableRawPointer?, uri: UnsafePointer<CChar>?, connection: OpaquePointer?
+) -> UnsafeMutableRawPointer? {
+    guard let cls else { return nil }
+    return Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().requestStarted(uri: uri)
 }
 
 private func acceptPolicy(
@@ -335,42 +344,4 @@ private func requestCompleted(
 ) {
     guard let cls else { return }
     Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().completed(slot: slot)
-}
-
-private func collectArgument(
-    cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind, key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?
-) -> MHD_Result {
-    HTTPServer.appendArgument(cls, key: key, value: value)
-    return .YES
-}
-
-/// The captured headers found so far, filled by `collectHeader`.
-struct HeaderCapture {
-    let names: [(bytes: [UInt8], name: String)]
-    var found: [String: String] = [:]
-
-    mutating func offer(_ key: UnsafePointer<CChar>, _ value: UnsafePointer<CChar>?) {
-        let length = strlen(key)
-        for (bytes, name) in names where bytes.count == length {
-            let same = key.withMemoryRebound(to: UInt8.self, capacity: length) { key in
-                (0..<length).allSatisfy { i in
-                    let b = key[i]
-                    return (b >= 0x41 && b <= 0x5A ? b | 0x20 : b) == bytes[i]
-                }
-            }
-            if same {
-                // The first of repeated headers counts, as MHD_lookup_connection_value answers.
-                if found[name] == nil { found[name] = value.map { String(cString: $0) } ?? "" }
-                return
-            }
-        }
-    }
-}
-
-private func collectHeader(
-    cls: UnsafeMutableRawPointer?, kind: MHD_ValueKind, key: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?
-) -> MHD_Result {
-    guard let cls, let key else { return .YES }
-    cls.assumingMemoryBound(to: HeaderCapture.self).pointee.offer(key, value)
-    return .YES
 }

@@ -8,30 +8,54 @@ struct ConnectionHandle: @unchecked Sendable {
     let raw: OpaquePointer
 }
 
-/// One request's state across libmicrohttpd's handler calls. Created on the
-/// first call, retained through `req_cls`, released in the completed callback.
+/// One request's state across libmicrohttpd's calls. Created by the URI log
+/// callback, retained through `req_cls`, released in the completed callback.
 final class RequestContext: @unchecked Sendable {
     /// Where the request is in its life. Only the server thread that owns the
-    /// connection touches `phase` and `body`; the response slot is shared with
-    /// the task that produces a deferred answer.
+    /// connection touches `phase`, the request's parts and `body`; the
+    /// response slot is shared with the task that produces a deferred answer.
     enum Phase {
+        /// The head has not been checked yet (the first handler call does).
+        case head
         case receiving
-        /// The body outgrew the limit: the rest is read and dropped, then 413.
-        case tooLarge
-        /// Already answered (a declared oversize body).
+        /// Already answered with a refusal; whatever else comes is dropped.
         case refused
         case suspended
     }
 
-    var phase: Phase = .receiving
+    var phase: Phase = .head
+    /// The raw request line as first seen.
+    let line: RequestHead.RawLine?
+    private(set) var method = ""
+    private(set) var path = ""
+    private(set) var query: [(name: String, value: String)] = []
+    private(set) var headers: [String: String] = [:]
     var body = Data()
-    let method: String
-    let path: String
     /// Filled by a deferred task before it resumes the connection.
     let pending = Mutex<HTTPResponse?>(nil)
 
-    init(method: String, path: String) {
+    init(line: RequestHead.RawLine?) {
+        self.line = line
+    }
+
+    /// Takes the checked head; the body comes next.
+    func accept(method: String, head: RequestHead) {
         self.method = method
-        self.path = path
+        path = head.target.path
+        query = head.target.query
+        headers = head.headers
+        phase = .receiving
+    }
+}
+
+/// Reason phrases for the status lines the server writes itself.
+enum HTTPStatus {
+    static func reason(_ status: Int) -> String {
+        switch status {
+        case 400: "Bad Request"
+        case 413: "Content Too Large"
+        case 501: "Not Implemented"
+        default: "Error"
+        }
     }
 }

@@ -34,8 +34,9 @@ final class ToyHandler: HTTPHandler {
         }
     }
 
-    func payloadTooLarge(limit: Int) -> HTTPResponse {
-        HTTPResponse(status: 413, headers: [("Connection", "close")], body: Array("too large: \(limit)".utf8))
+    func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
+        guard case .payloadTooLarge(let limit) = refusal else { return HTTPResponse(status: refusal.status) }
+        return HTTPResponse(status: 413, body: Array("too large: \(limit)".utf8))
     }
 
     var parkedCount: Int { parked.withLock { $0.count } }

@@ -18,7 +18,6 @@ final class StreamHandler: HTTPHandler {
         return .stream(stream)
     }
 
-    func payloadTooLarge(limit: Int) -> HTTPResponse { HTTPResponse(status: 413) }
 
     /// The `n`th stream opened, waiting up to 5 s for it.
     func stream(_ n: Int = 0) throws -> HTTPStream {

@@ -158,7 +158,7 @@ import UsherCore
         #expect(try TestHTTPClient.once(port: port, "GET", "/readyz").status == 200)
         // A parked long-poll is answered 503 when the signal comes.
         let parked = TestHTTPClient(port: port)
-        try parked.sendRaw(Data("POST /v1/queues/q/visitors?wait=30 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}".utf8))
+        try parked.sendRaw(Data("POST /v1/queues/q/visitors?wait=30 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}".utf8))
         usleep(200_000)
         let started = Date()
         p.terminate()  // SIGTERM

@@ -79,7 +79,7 @@ import UsherCore
         var errors: [APIError] = [
             .badRequest("x"), .unauthorized(), .notFound("x"), .methodNotAllowed("PATCH", allowed: ["GET"]),
             .alreadyExists("queue", "q"), .gone("x"), .preconditionFailed("x"), .payloadTooLarge(limit: 1),
-            .shuttingDown(), .internalError("x"),
+            .shuttingDown(), .internalError("x"), .originNotAllowed("x"), .hostNotAllowed("x"), .notImplemented("x"),
             APIError(QueueError.notGranted(current: .waiting)), APIError(QueueError.full(retryAfterSeconds: 1)),
             APIError(MachineError.unknownEvent(allowedEvents: [])),
             APIError(MachineError.invalidTransition(state: "A", allowedEvents: [])),

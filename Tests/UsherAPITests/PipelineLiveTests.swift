@@ -45,7 +45,6 @@ private final class ScriptedSource: HTTPHandler {
         return .respond(next ?? HTTPResponse(status: 204))
     }
 
-    func payloadTooLarge(limit: Int) -> HTTPResponse { HTTPResponse(status: 413) }
 
     static func json(_ text: String) -> HTTPResponse {
         HTTPResponse(status: 200, contentType: "application/json", text: text)

@@ -8,8 +8,17 @@ public struct UsherConfig: Sendable {
     public var host = "127.0.0.1"
     /// Port to listen on, 0 for any free one (`USHER_PORT` overrides). Default 8080.
     public var port = 8080
-    /// Bearer token required on `/v1` when set (`USHER_TOKEN` overrides). Default none.
+    /// Bearer token required on `/v1` (and `/metrics` with
+    /// `metricsRequireToken`) when set (`USHER_TOKEN` overrides). Default none.
     public var authToken: String?
+    /// Whether `GET /metrics` requires the token too. Default false.
+    public var metricsRequireToken = false
+    /// Origins, besides the server's own, whose pages may send requests
+    /// (`"*"`: any). Default none.
+    public var allowedOrigins: [String] = []
+    /// Host names accepted in `Host` besides loopback ones (`"*"`: any).
+    /// Default none: loopback names only when bound to loopback, any otherwise.
+    public var allowedHosts: [String] = []
     /// Larger request bodies are answered 413. Default 65536.
     public var maxBodyBytes = 65_536
     /// Cap on every `wait` query parameter, in seconds. Default 30.
@@ -54,8 +63,12 @@ public struct UsherConfig: Sendable {
         }
         if let port = try r.int("port", in: 0...65_535) { config.port = port }
         if let token = try r.string("auth_token") {
-            guard !token.isEmpty else { throw FieldError(field: "auth_token", message: "must not be empty") }
-            config.authToken = token
+            config.authToken = try checkedToken(token, field: "auth_token")
+        }
+        if let v = try r.bool("metrics_require_token") { config.metricsRequireToken = v }
+        if let v = try r.array("allowed_origins") { config.allowedOrigins = try strings(v, field: "allowed_origins") }
+        if let v = try r.array("allowed_hosts") {
+            config.allowedHosts = try strings(v, field: "allowed_hosts").map { $0.lowercased() }
         }
         if let v = try r.int("max_body_bytes", in: 1...(64 << 20)) { config.maxBodyBytes = v }
         if let v = try r.number("max_wait_seconds", in: 0...3600) { config.maxWaitSeconds = v }
@@ -98,6 +111,30 @@ public struct UsherConfig: Sendable {
         return config
     }
 
+    /// A token is sent in a header: 1–256 visible ASCII characters. An empty
+    /// one is refused rather than read as "no token".
+    static func checkedToken(_ token: String, field: String) throws(FieldError) -> String {
+        guard !token.isEmpty else {
+            throw FieldError(field: field, message: "must not be empty (leave it out to run without a token)")
+        }
+        guard token.utf8.count <= 256, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw FieldError(field: field, message: "must be 1-256 visible ASCII characters (no spaces)")
+        }
+        return token
+    }
+
+    /// A list of 1–253 character strings without spaces or control characters.
+    private static func strings(_ values: [JSONValue], field: String) throws(FieldError) -> [String] {
+        var out: [String] = []
+        for (i, value) in values.enumerated() {
+            guard case .string(let text) = value, !text.isEmpty, text.utf8.count <= 253,
+                  text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+            else { throw FieldError(field: "\(field)[\(i)]", message: "must be a non-empty string of visible ASCII") }
+            out.append(text)
+        }
+        return out
+    }
+
     /// The accepted `connection_memory_bytes`: below 4 KiB a request with a
     /// few ordinary headers would not fit.
     public static let connectionMemoryRange = 4096...(1 << 20)
@@ -112,7 +149,7 @@ public struct UsherConfig: Sendable {
             }
             self.port = p
         }
-        if let token = environment["USHER_TOKEN"], !token.isEmpty { authToken = token }
+        if let token = environment["USHER_TOKEN"] { authToken = try Self.checkedToken(token, field: "USHER_TOKEN") }
         if let bytes = environment["USHER_CONNECTION_MEMORY_BYTES"], !bytes.isEmpty {
             guard let b = Int(bytes), Self.connectionMemoryRange.contains(b) else {
                 throw FieldError(field: "USHER_CONNECTION_MEMORY_BYTES", message: "must be a number of bytes (4096-1048576)")

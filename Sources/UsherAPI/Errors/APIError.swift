@@ -55,6 +55,14 @@ extension APIError {
                  detail: "this server requires Authorization: Bearer <token>",
                  headers: [("WWW-Authenticate", "Bearer")])
     }
+    public static func originNotAllowed(_ origin: String) -> APIError {
+        APIError(status: 403, code: "origin_not_allowed", title: "Origin not allowed",
+                 detail: "requests from pages at \(origin) are not allowed (allowed_origins)")
+    }
+    public static func hostNotAllowed(_ host: String) -> APIError {
+        APIError(status: 421, code: "host_not_allowed", title: "Host not allowed",
+                 detail: "Host \(host) is not served here (allowed_hosts)")
+    }
     public static func notFound(_ detail: String) -> APIError {
         APIError(status: 404, code: "not_found", title: "Not found", detail: detail)
     }
@@ -84,6 +92,9 @@ extension APIError {
         APIError(status: 429, code: code, title: title, detail: detail,
                  extra: retryAfter.map { [("retry_after_seconds", JSONValue.int($0))] } ?? [],
                  headers: retryAfter.map { [("Retry-After", String($0))] } ?? [])
+    }
+    public static func notImplemented(_ detail: String) -> APIError {
+        APIError(status: 501, code: "not_implemented", title: "Not implemented", detail: detail)
     }
     public static func shuttingDown() -> APIError {
         APIError(status: 503, code: "shutting_down", title: "Shutting down",

@@ -272,12 +272,19 @@ extension OpenAPIDocument {
         /// The responses many operations share, by name (`components/responses`).
         static let components: [(String, JSONValue)] = [
             ("BadRequest", problem(
-                400, "malformed JSON, a wrong type, an unknown field or query parameter, a bad name, a number out of range (`field` names it)",
+                400, "malformed JSON, a wrong type, an unknown field or query parameter, a bad name, a number out of range (`field` names it); or a malformed request (a path that is not canonical, a NUL or control character, ambiguous framing), answered before routing with the connection closed",
                 codes: ["bad_request"]).1),
             ("Unauthorized", problem(
                 401, "a token is configured and the request's Authorization: Bearer is missing or wrong",
                 codes: ["unauthorized"],
                 headers: [header("WWW-Authenticate", .object([("const", .string("Bearer"))]), "the scheme", required: true)]).1),
+            ("OriginNotAllowed", problem(
+                403, "the request's Origin is neither the server's own nor in allowed_origins",
+                codes: ["origin_not_allowed"]).1),
+            ("HostNotAllowed", problem(
+                421, "the Host is not one this server answers to (allowed_hosts)", codes: ["host_not_allowed"]).1),
+            ("NotImplemented", problem(
+                501, "a Transfer-Encoding other than chunked; the connection is closed", codes: ["not_implemented"]).1),
             ("NotFound", problem(404, "no such resource (or visitor, item, lease, element, filter)", codes: ["not_found"]).1),
             ("PayloadTooLarge", problem(
                 413, "the body is larger than max_body_bytes (default 65536); the connection is closed",
@@ -328,19 +335,23 @@ extension OpenAPIDocument {
         }
 
         /// The operation object. Adds what every operation under `template`
-        /// can answer: 400 and 401 under `/v1`, 404 for a path with
-        /// parameters, 413 with a body; responses sorted by status.
+        /// can answer: 400 (a malformed request), 403 and 421 (the HTTP edge),
+        /// 401 under `/v1`, 404 for a path with parameters, 413 and 501 with
+        /// a body; responses sorted by status.
         func json(template: String, tag: String) -> JSONValue {
             var responses = self.responses
             func addMissing(_ response: (String, JSONValue)) {
                 if !responses.contains(where: { $0.0 == response.0 }) { responses.append(response) }
             }
-            if template.hasPrefix("/v1") {
-                addMissing(Response.shared("400", "BadRequest"))
-                addMissing(Response.shared("401", "Unauthorized"))
-            }
+            addMissing(Response.shared("400", "BadRequest"))
+            addMissing(Response.shared("403", "OriginNotAllowed"))
+            addMissing(Response.shared("421", "HostNotAllowed"))
+            if template.hasPrefix("/v1") { addMissing(Response.shared("401", "Unauthorized")) }
             if template.contains("{") { addMissing(Response.shared("404", "NotFound")) }
-            if body != nil { addMissing(Response.shared("413", "PayloadTooLarge")) }
+            if body != nil {
+                addMissing(Response.shared("413", "PayloadTooLarge"))
+                addMissing(Response.shared("501", "NotImplemented"))
+            }
             responses.sort { $0.0 < $1.0 }
 
             var m: [(String, JSONValue)] = [

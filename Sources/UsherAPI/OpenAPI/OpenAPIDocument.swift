@@ -29,12 +29,12 @@ enum OpenAPIDocument {
 
     /// Every error code the API answers with (the `code` of a problem).
     static let problemCodes = [
-        "bad_request", "unauthorized", "not_found", "method_not_allowed",
+        "bad_request", "unauthorized", "origin_not_allowed", "not_found", "method_not_allowed", "host_not_allowed",
         "already_exists", "not_granted", "not_leased", "pool_exhausted", "invalid_transition", "nothing_showing",
         "not_in_flight", "in_flight", "element_leased",
         "gone", "precondition_failed", "payload_too_large",
         "queue_full", "pipeline_full", "too_many_resources", "too_many_elements",
-        "shutting_down", "internal_error",
+        "not_implemented", "shutting_down", "internal_error",
     ]
 
     static func build() -> JSONValue {

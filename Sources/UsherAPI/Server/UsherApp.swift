@@ -7,6 +7,8 @@ import UsherCore
 public struct Route: Sendable {
     /// Its index in the router (`Router.routes`): its slot in `HTTPMetrics`.
     public let slot: Int
+    /// Who may call it.
+    let access: RouteAccess
     /// Handles a routed call.
     public let run: @Sendable (Call) throws(APIError) -> HTTPHandlerResult
 }
@@ -14,7 +16,7 @@ public struct Route: Sendable {
 extension Router where Handler == Route {
     /// Adds a route whose code is `run`.
     mutating func add(_ method: String, _ template: String, _ run: @escaping @Sendable (Call) throws(APIError) -> HTTPHandlerResult) {
-        add(method, template, Route(slot: routes.count, run: run))
+        add(method, template, Route(slot: routes.count, access: RouteAccess(path: template), run: run))
     }
 }
 
@@ -32,6 +34,8 @@ public final class UsherApp: HTTPHandler {
     /// Every state change, for `GET /v1/events`; injected into each manager.
     public let events: EventLog
     private let stopping = Atomic<Bool>(false)
+    /// Host, Origin and token checks.
+    private let access: AccessPolicy
     /// Request counts and latency by route template, for `GET /metrics`.
     let httpMetrics: HTTPMetrics
     /// The routes (internal: `OpenAPITests` compares them with the document).
@@ -41,7 +45,7 @@ public final class UsherApp: HTTPHandler {
     static let kinds: [any ResourceAPI.Type] = [QueueRoutes.self, WindowRoutes.self, PoolRoutes.self, PipelineRoutes.self, MachineRoutes.self]
 
     /// Headers the server must copy out for the routes.
-    public static let capturedHeaders = ["authorization", "if-match", "last-event-id"]
+    public static let capturedHeaders = ["authorization", "if-match", "last-event-id", "host", "origin"]
 
     /// Builds the app and creates the resources the config declares.
     public init(config: UsherConfig, clock: any UsherClock = SystemClock(), logger: Logger? = nil) throws(APIError) {
@@ -50,6 +54,7 @@ public final class UsherApp: HTTPHandler {
         self.logger = logger ?? Logger(level: config.logLevel)
         let events = EventLog(clock: clock)
         self.events = events
+        self.access = AccessPolicy(config: config)
         self.registry = Registry(maxResources: config.maxResources, events: events)
         var router = Router<Route>()
         Self.addOperationsRoutes(to: &router)
@@ -117,20 +122,24 @@ public final class UsherApp: HTTPHandler {
     }
 
     /// Routes a request; `template` and `slot` are set to the matched route's.
+    /// The path is canonical already (`RequestTarget`).
     private func dispatch(_ request: HTTPRequest, template: inout String, slot: inout Int?) -> HTTPHandlerResult {
-        switch router.match(request.method, request.path) {
+        let match = router.match(request.method, request.path)
+        var route: Route?
+        if case .found(let found, let matched, _) = match {
+            route = found
+            template = matched
+            slot = found.slot
+        }
+        if let refused = access.refusal(for: request, access: route?.access ?? RouteAccess(path: request.path)) {
+            return .respond(refused.response)
+        }
+        switch match {
         case .notFound:
             return .respond(APIError.notFound("no route for \(request.path)").response)
         case .methodNotAllowed(let allowed):
             return .respond(APIError.methodNotAllowed(request.method, allowed: allowed).response)
-        case .found(let route, let matched, let parameters):
-            template = matched
-            slot = route.slot
-            if let token = config.authToken, request.path.hasPrefix("/v1"),
-               !Self.authorized(request.header("authorization"), token: token)
-            {
-                return .respond(APIError.unauthorized().response)
-            }
+        case .found(let route, _, let parameters):
             do throws(APIError) {
                 return try route.run(Call(request: request, parameters: parameters, app: self))
             } catch {
@@ -139,10 +148,12 @@ public final class UsherApp: HTTPHandler {
         }
     }
 
-    public func payloadTooLarge(limit: Int) -> HTTPResponse {
-        var response = APIError.payloadTooLarge(limit: limit).response
-        response.headers.append(("Connection", "close"))
-        return response
+    public func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
+        switch refusal {
+        case .badRequest(let detail): APIError.badRequest(detail).response
+        case .payloadTooLarge(let limit): APIError.payloadTooLarge(limit: limit).response
+        case .notImplemented(let detail): APIError.notImplemented(detail).response
+        }
     }
 
     /// Runs `work` with the connection parked, mapping its error to a problem.
@@ -156,18 +167,6 @@ public final class UsherApp: HTTPHandler {
 
     /// The deadline for a `wait` of `seconds` from now.
     func deadline(after seconds: Double) -> Timestamp { clock.now().adding(seconds: seconds) }
-
-    /// Compares a bearer token in constant time (for equal lengths).
-    static func authorized(_ header: String?, token: String) -> Bool {
-        guard let header, header.hasPrefix("Bearer ") else { return false }
-        let given = Array(header.utf8.dropFirst(7))
-        let expected = Array(token.utf8)
-        var difference = UInt8(given.count == expected.count ? 0 : 1)
-        for i in 0..<expected.count {
-            difference |= expected[i] ^ (i < given.count ? given[i] : 0)
-        }
-        return difference == 0
-    }
 
     // MARK: Operations routes
 
