@@ -4,11 +4,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/socket.h>
+#include <sys/epoll.h>
 #include <microhttpd.h>
 
 /* Swift cannot call C variadic functions. These prefixed wrappers take the
    callbacks as typed parameters and every other option as an array passed
-   with MHD_OPTION_ARRAY. Nothing else belongs here. */
+   with MHD_OPTION_ARRAY. Nothing else belongs here. (sys/epoll.h is for
+   HangUpWatcher: Glibc's module does not export it.) */
 
 static inline struct MHD_Daemon *
 CUsherMHD_start_daemon(unsigned int flags, uint16_t port,

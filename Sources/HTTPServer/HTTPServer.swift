@@ -45,6 +45,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// False once `quiesce()` was called: new connections are closed at once.
     private let accepting = Atomic<Bool>(true)
     private let deferredExecutor = DeferredExecutor()
+    /// Tells parked requests that their client hung up.
+    private let hangUps = HangUpWatcher()
     /// Open streamed responses, ended when the server quiesces or stops.
     private let streams = Mutex<[ObjectIdentifier: HTTPStream]>([:])
 
@@ -138,6 +140,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// Stops the daemon and closes every connection. Call after parked requests
     /// were answered (stopping with suspended connections is not allowed).
     public func stop() {
+        hangUps.stop()
         guard let daemon else { return }
         // Streams end after their buffered bytes; a suspended one is resumed.
         finishStreams()
@@ -171,54 +174,53 @@ public final class HTTPServer: @unchecked Sendable {
     ) -> MHD_Result {
         guard let raw = slot.pointee else { return .NO }
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+        let maxBody = configuration.maxBodyBytes
 
-        if context.phase == .head {
+        if !context.machine.withLock({ $0.isPastHead }) {
             // First call: the head only. Answering now costs keep-alive
             // (libmicrohttpd 0.9.75 closes the connection), which is wanted
             // for every refusal here.
             guard let method else { return .NO }
+            let result: Result<Int?, HTTPRefusal>
             do throws(HTTPRefusal) {
                 let head = try RequestHead.check(
                     connection: connection, method: method, url: url, version: version, line: context.line,
                     captured: capturedHeaderNames)
                 context.accept(method: String(cString: method), head: head)
-                if let length = head.contentLength, length > configuration.maxBodyBytes {
-                    throw .payloadTooLarge(limit: configuration.maxBodyBytes)
-                }
-                return .YES
+                result = .success(head.contentLength)
             } catch {
-                context.phase = .refused
-                return queue(refusal(error), on: connection)
+                result = .failure(error)
+            }
+            switch context.machine.withLock({ $0.headChecked(result, maxBodyBytes: maxBody) }) {
+            case .receive: return .YES
+            case .refuse(let refused): return queue(refusal(refused), on: connection)
             }
         }
 
         if uploadSize.pointee > 0 {
             let size = uploadSize.pointee
             uploadSize.pointee = 0
-            guard context.phase == .receiving else { return .YES }
-            if context.body.count + size > configuration.maxBodyBytes {
+            switch context.machine.withLock({ $0.bodyArrived(count: size, maxBodyBytes: maxBody) }) {
+            case .append:
+                if let uploadData {
+                    uploadData.withMemoryRebound(to: UInt8.self, capacity: size) { context.body.append($0, count: size) }
+                }
+                return .YES
+            case .drop:
+                return .YES
+            case .refuseAndClose(let refused):
                 // libmicrohttpd 0.9.75 cannot queue an answer in the middle of
-                // an upload: write the 413 on the socket and close.
-                context.phase = .refused
-                writeFinal(refusal(.payloadTooLarge(limit: configuration.maxBodyBytes)), on: connection)
+                // an upload: write it on the socket and close.
+                writeFinal(refusal(refused), on: connection)
                 return .NO
             }
-            if let uploadData {
-                uploadData.withMemoryRebound(to: UInt8.self, capacity: size) { context.body.append($0, count: size) }
-            }
-            return .YES
         }
 
-        switch context.phase {
-        case .head, .refused:
-            return .YES
-        case .suspended:
-            // Called again after resume: the deferred answer is ready.
-            guard let response = context.pending.withLock({ $0.take() }) else { return .NO }
-            context.phase = .receiving
-            return queue(response, on: connection)
-        case .receiving:
-            break
+        switch context.machine.withLock({ $0.called() }) {
+        case .none: return .YES
+        case .close: return .NO
+        case .queue(let response): return queue(response, on: connection)
+        case .handle: break
         }
 
         let request = HTTPRequest(
@@ -226,23 +228,58 @@ public final class HTTPServer: @unchecked Sendable {
             body: context.body)
         switch handler.handle(request) {
         case .respond(let response):
+            context.machine.withLock { $0.answered(undelivered: response.undelivered) }
             return queue(response, on: connection)
-        case .deferred(let work, let finished):
-            context.phase = .suspended
-            counters.withLock { $0.suspended += 1 }
-            MHD_suspend_connection(connection)
-            let handle = ConnectionHandle(raw: connection)
-            Task(executorPreference: deferredExecutor) { [self] in
-                let response = await work()
-                finished?(response)
-                context.pending.withLock { $0 = response }
-                counters.withLock { $0.suspended -= 1 }
-                MHD_resume_connection(handle.raw)
-            }
-            return .YES
         case .stream(let stream):
+            context.machine.withLock { $0.answered(undelivered: nil) }
             return queue(stream, on: connection)
+        case .deferred(let work, let finished):
+            park(context, connection: connection, work: work, finished: finished)
+            return .YES
         }
+    }
+
+    /// Suspends the connection while `work` runs as a task, watching its
+    /// socket: a hang-up cancels the work and closes the connection at once;
+    /// an answer the client can no longer take is undone.
+    private func park(
+        _ context: RequestContext, connection: OpaquePointer, work: @escaping @Sendable () async -> HTTPResponse,
+        finished: (@Sendable (HTTPResponse) -> Void)?
+    ) {
+        context.machine.withLock { $0.parked() }
+        counters.withLock { $0.suspended += 1 }
+        MHD_suspend_connection(connection)
+        let handle = ConnectionHandle(raw: connection)
+        let socket = CUsherMHD_connection_fd(connection)
+        hangUps.watch(socket) { [self] in
+            guard context.machine.withLock({ $0.hungUp() }) == .cancelWorkAndResume else { return }
+            context.work.withLock { $0?.cancel() }
+            resume(handle)
+        }
+        let task = Task(executorPreference: deferredExecutor) { [self] in
+            let response = await work()
+            finished?(response)
+            hangUps.forget(socket)
+            let peerGone = HangUpWatcher.peerHasClosed(socket)
+            switch context.machine.withLock({ $0.workFinished(response, peerGone: peerGone) }) {
+            case .resume:
+                resume(handle)
+            case .resumeAndUndo(let undo):
+                undo?()
+                resume(handle)
+            case .undo(let undo):
+                undo?()
+            }
+        }
+        context.work.withLock { $0 = task }
+        // A hang-up seen before the task was stored cancelled nothing.
+        if context.machine.withLock({ $0.isAbandoned }) { task.cancel() }
+    }
+
+    /// Resumes a parked connection (exactly once per park).
+    private func resume(_ handle: ConnectionHandle) {
+        counters.withLock { $0.suspended -= 1 }
+        MHD_resume_connection(handle.raw)
     }
 
     /// The handler's answer to a refused request, closing the connection.
@@ -288,9 +325,10 @@ public final class HTTPServer: @unchecked Sendable {
         return result
     }
 
-    fileprivate func completed(slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
+    fileprivate func completed(slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, delivered: Bool) {
         guard let slot, let raw = slot.pointee else { return }
-        Unmanaged<RequestContext>.fromOpaque(raw).release()
+        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
+        context.machine.withLock { $0.completed(delivered: delivered) }?()
         slot.pointee = nil
         counters.withLock { $0.active -= 1 }
     }
@@ -343,5 +381,6 @@ private func requestCompleted(
     slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, reason: MHD_RequestTerminationCode
 ) {
     guard let cls else { return }
-    Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().completed(slot: slot)
+    Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().completed(
+        slot: slot, delivered: reason == MHD_RequestTerminationCode(rawValue: 0))
 }

@@ -8,6 +8,11 @@ import Testing
 final class ToyHandler: HTTPHandler {
     /// Deferred requests parked on `/park` until `release()`.
     let parked = Mutex<[CheckedContinuation<Void, Never>]>([])
+    /// Parked `/hold` requests whose task was cancelled, and answers undone.
+    let cancelled = Atomic<Int>(0)
+    let undone = Atomic<Int>(0)
+    private let holds = Mutex<[Int: CheckedContinuation<Void, Never>]>([:])
+    private let nextHold = Atomic<Int>(0)
 
     func handle(_ request: HTTPRequest) -> HTTPHandlerResult {
         switch request.path {
@@ -29,6 +34,22 @@ final class ToyHandler: HTTPHandler {
                 await withCheckedContinuation { c in parked.withLock { $0.append(c) } }
                 return HTTPResponse(status: 200, contentType: "text/plain", text: "released")
             }
+        case "/hold":
+            // Parks until released or its own task is cancelled; its answer has an undo hook.
+            let id = nextHold.add(1, ordering: .relaxed).newValue
+            return .deferred { [self] in
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { c in
+                        holds.withLock { if Task.isCancelled { c.resume() } else { $0[id] = c } }
+                    }
+                } onCancel: {
+                    cancelled.add(1, ordering: .relaxed)
+                    holds.withLock { $0.removeValue(forKey: id) }?.resume()
+                }
+                var response = HTTPResponse(status: 200, contentType: "text/plain", text: "held")
+                response.undelivered = { [self] in undone.add(1, ordering: .relaxed) }
+                return response
+            }
         default:
             return .respond(HTTPResponse(status: 404))
         }
@@ -39,11 +60,13 @@ final class ToyHandler: HTTPHandler {
         return HTTPResponse(status: 413, body: Array("too large: \(limit)".utf8))
     }
 
-    var parkedCount: Int { parked.withLock { $0.count } }
+    var parkedCount: Int { parked.withLock { $0.count } + holds.withLock { $0.count } }
 
     func release() {
         let all = parked.withLock { p in defer { p.removeAll() }; return p }
         for c in all { c.resume() }
+        let held = holds.withLock { h in defer { h.removeAll() }; return h.values }
+        for c in held { c.resume() }
     }
 }
 
