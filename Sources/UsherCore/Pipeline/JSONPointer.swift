@@ -38,7 +38,8 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
         tokens = out
     }
 
-    /// A pointer from unescaped tokens.
+    /// A pointer from unescaped tokens (not checked against
+    /// `max_pointer_segments`: for pointers the code itself makes).
     public init(tokens: [String]) {
         self.tokens = tokens
     }
@@ -113,6 +114,7 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
         return Int(token)
     }
 
+    /// Recurses once per token (at most `max_pointer_segments` for a parsed pointer).
     private static func set(_ value: JSONValue, _ tokens: ArraySlice<String>, in document: inout JSONValue) -> Bool {
         guard let token = tokens.first else {
             document = value
