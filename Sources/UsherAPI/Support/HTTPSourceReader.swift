@@ -38,7 +38,8 @@ struct HTTPSourceReader: PipelineSourceReader {
             do throws(JSONSyntaxError) {
                 return .item(try JSONValue.parse(Data(body), maxDepth: maxDepth))
             } catch {
-                throw SourceError(message: "GET \(url): 200 with a body that is not JSON (\(error.message))")
+                let what = error.isTooDeep ? "nests too deep" : "is not JSON"
+                throw SourceError(message: "GET \(url): 200 with a body that \(what) (\(error.message))")
             }
         case 204:
             return .nothing

@@ -167,7 +167,7 @@ public final class FileSource: PipelineSourceReader {
         do {
             return try JSONValue.parse(Data(bytes), maxDepth: maxDepth)
         } catch {
-            let problem = error.message.hasPrefix("malformed") ? "malformed JSON" : error.message
+            let problem = error.isTooDeep ? error.message : "malformed JSON"
             throw SourceRecordError(message: "\(path) line \(line): \(problem), skipped")
         }
     }

@@ -1,9 +1,11 @@
 import Foundation
 
-/// A request body that is not valid JSON.
+/// A request body that is not valid JSON, or nests deeper than allowed.
 public struct JSONSyntaxError: Error, Sendable {
     /// What the parser said.
     public var message: String
+    /// True when the text is JSON but nests deeper than `max_json_depth`.
+    public var isTooDeep = false
 }
 
 extension JSONValue {
@@ -23,7 +25,7 @@ extension JSONValue {
             throw JSONSyntaxError(message: "malformed JSON: \(detail)")
         }
         guard let value = JSONValue(foundation: object, levelsLeft: maxDepth) else {
-            throw JSONSyntaxError(message: "JSON nested deeper than \(maxDepth) levels (max_json_depth)")
+            throw JSONSyntaxError(message: "JSON nested deeper than \(maxDepth) levels (max_json_depth)", isTooDeep: true)
         }
         return value
     }
