@@ -1,7 +1,6 @@
 import Foundation
 import HTTPServer
 import HTTPTestClient
-import Synchronization
 import Testing
 @testable import UsherAPI
 import UsherCore
