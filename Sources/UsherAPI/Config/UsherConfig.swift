@@ -41,6 +41,9 @@ public struct UsherConfig: Sendable {
     public var dataDir = "data"
     /// Whether pipeline HTTP sources may reach beyond loopback. Default false.
     public var allowRemoteSources = false
+    /// `max_json_depth` (500) and `max_pointer_segments` (32): how deep request
+    /// bodies and source items may nest, how long a filter's JSON Pointer may be.
+    public var jsonLimits = JSONLimits()
     /// Machine definitions by name; `player` is built in (the config may replace it).
     public var definitions: [String: MachineDefinition] = ["player": .player]
     /// Resources created at start-up: per kind, `(name, config)` in the order
@@ -82,6 +85,10 @@ public struct UsherConfig: Sendable {
             config.dataDir = v
         }
         if let v = try r.bool("allow_remote_sources") { config.allowRemoteSources = v }
+        if let v = try r.int("max_json_depth", in: JSONLimits.maxDepthRange) { config.jsonLimits.maxDepth = v }
+        if let v = try r.int("max_pointer_segments", in: JSONLimits.maxPointerSegmentsRange) {
+            config.jsonLimits.maxPointerSegments = v
+        }
         if var definitions = try r.object("definitions") {
             for name in definitions.keys {
                 let path = definitions.fieldPath(name)

@@ -8,7 +8,7 @@ extension APIError {
         self = .badRequest(error.description, field: error.field.isEmpty ? nil : error.field)
     }
 
-    /// A body that is not JSON.
+    /// A body that is not JSON, or nests deeper than `max_json_depth`.
     public init(_ error: JSONSyntaxError) {
         self = .badRequest(error.message)
     }

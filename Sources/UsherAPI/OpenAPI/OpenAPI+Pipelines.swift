@@ -10,7 +10,9 @@ extension OpenAPIDocument {
         let absent: JSONValue = .object([("type", .string("null"))])
         let pointer: JSONValue = .object([
             ("type", .string("string")), ("pattern", .string("^(/([^~/]|~[01])*)*$")),
-            ("description", .string("a JSON Pointer (RFC 6901) into the payload; \"\" is the whole payload")),
+            ("description", .string(
+                "a JSON Pointer (RFC 6901) into the payload; \"\" is the whole payload; "
+                    + "at most max_pointer_segments (default 32) segments")),
         ])
 
         // A filter: `when` takes exactly one test; each action its own fields.

@@ -35,7 +35,8 @@ enum PipelineRoutes: ResourceAPI {
 
     static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
         var reader = try FieldReader(config, path: path)
-        let pipelineConfig = try PipelineConfig.parse(&reader, allowRemoteSources: app.config.allowRemoteSources)
+        let pipelineConfig = try PipelineConfig.parse(
+            &reader, allowRemoteSources: app.config.allowRemoteSources, limits: app.config.jsonLimits)
         try reader.finish()
         do throws(APIError) { _ = try create(name: name, config: pipelineConfig, in: app) } catch {
             throw FieldError(field: path, message: error.detail)
@@ -67,9 +68,10 @@ enum PipelineRoutes: ResourceAPI {
     /// Creates a pipeline (PUT and the config file share this). Its source,
     /// if any, reads files under `data_dir` and GETs through `HTTPClient`.
     static func create(name: String, config: PipelineConfig, in app: UsherApp) throws(APIError) -> (Pipeline, Bool) {
+        let maxDepth = app.config.jsonLimits.maxDepth
         let factory = PipelineSources.factory(
-            dataDir: app.config.dataDir, maxLineBytes: app.config.maxBodyBytes,
-            http: HTTPSourceReader.factory(maxBodyBytes: app.config.maxBodyBytes))
+            dataDir: app.config.dataDir, maxLineBytes: app.config.maxBodyBytes, maxDepth: maxDepth,
+            http: HTTPSourceReader.factory(maxBodyBytes: app.config.maxBodyBytes, maxDepth: maxDepth))
         return try app.registry.create(
             .pipelines, name,
             make: { Pipeline(name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events) },
@@ -112,8 +114,9 @@ enum PipelineRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let name = try call.name("name")
         let allowRemote = call.app.config.allowRemoteSources
+        let limits = call.app.config.jsonLimits
         let config = try call.readBody { r throws(FieldError) in
-            try PipelineConfig.parse(&r, allowRemoteSources: allowRemote)
+            try PipelineConfig.parse(&r, allowRemoteSources: allowRemote, limits: limits)
         }
         let (pipeline, created) = try create(name: name, config: config, in: call.app)
         let state = pipeline.withIsolation { $0.state(limit: 100) }
@@ -276,7 +279,8 @@ enum PipelineRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let name = try call.name("filter")
-        let filter = try call.readBody { r throws(FieldError) in try PipelineFilter.parse(&r) }
+        let limits = call.app.config.jsonLimits
+        let filter = try call.readBody { r throws(FieldError) in try PipelineFilter.parse(&r, limits: limits) }
         let created = try run(pipeline, subject: "filter") { p throws(PipelineError) in try p.putFilter(name: name, filter) }
         return .respond(Reply.json(PipelineFilters.Entry(name: name, filter: filter).json(), status: created ? 201 : 200))
     }

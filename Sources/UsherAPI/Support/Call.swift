@@ -55,13 +55,15 @@ public struct Call: Sendable {
         } catch { throw APIError(error) }
     }
 
-    /// The body as JSON, or nil when empty.
+    /// The body as JSON (at most `max_json_depth` deep), or nil when empty.
     public func bodyValue() throws(APIError) -> JSONValue? {
         let blank = request.body.withUnsafeBytes { bytes in
             bytes.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
         }
         if blank { return nil }
-        do throws(JSONSyntaxError) { return try JSONValue.parse(request.body) } catch { throw APIError(error) }
+        do throws(JSONSyntaxError) {
+            return try JSONValue.parse(request.body, maxDepth: app.config.jsonLimits.maxDepth)
+        } catch { throw APIError(error) }
     }
 }
 

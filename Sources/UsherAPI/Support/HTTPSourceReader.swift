@@ -4,7 +4,8 @@ import UsherCore
 
 /// A pipeline's `http` source: one `GET` per pull (SPEC §5). 200 with a JSON
 /// body is the next item's payload; 204 means nothing yet (the pipeline backs
-/// off); any other status, a body that is not JSON, a timeout or a refused
+/// off); any other status, a body that is not JSON (or nested deeper than
+/// `max_json_depth`), a timeout or a refused
 /// connection is an error, counted in the pipeline's state, and the pipeline
 /// backs off and tries again. Redirects are not followed.
 ///
@@ -18,6 +19,8 @@ struct HTTPSourceReader: PipelineSourceReader {
     let timeoutSeconds: Double
     /// Longer bodies are refused (an error, like any other).
     let maxBodyBytes: Int
+    /// Bodies nested deeper are refused likewise (`max_json_depth`).
+    let maxDepth: Int
 
     /// How long one pull may take by default.
     static let defaultTimeoutSeconds = 10.0
@@ -33,9 +36,10 @@ struct HTTPSourceReader: PipelineSourceReader {
         switch status {
         case 200:
             do throws(JSONSyntaxError) {
-                return .item(try JSONValue.parse(Data(body)))
+                return .item(try JSONValue.parse(Data(body), maxDepth: maxDepth))
             } catch {
-                throw SourceError(message: "GET \(url): 200 with a body that is not JSON (\(error.message))")
+                let what = error.isTooDeep ? "nests too deep" : "is not JSON"
+                throw SourceError(message: "GET \(url): 200 with a body that \(what) (\(error.message))")
             }
         case 204:
             return .nothing
@@ -45,12 +49,14 @@ struct HTTPSourceReader: PipelineSourceReader {
     }
 
     /// A factory for `http` sources; other kinds are not its business.
-    static func factory(maxBodyBytes: Int, timeoutSeconds: Double = defaultTimeoutSeconds) -> SourceReaderFactory {
+    static func factory(
+        maxBodyBytes: Int, maxDepth: Int, timeoutSeconds: Double = defaultTimeoutSeconds
+    ) -> SourceReaderFactory {
         { config in
             guard case .http(let url) = config.kind else {
                 throw SourceError(message: "not an http source")
             }
-            return HTTPSourceReader(url: url, timeoutSeconds: timeoutSeconds, maxBodyBytes: maxBodyBytes)
+            return HTTPSourceReader(url: url, timeoutSeconds: timeoutSeconds, maxBodyBytes: maxBodyBytes, maxDepth: maxDepth)
         }
     }
 }

@@ -14,8 +14,9 @@ import Darwin
 /// - The file is opened at the first pull (and again after a failed open, so
 ///   a file that appears later is picked up). `path` must stay inside
 ///   `dataDir`: see `resolve(path:dataDir:)`.
-/// - Blank lines are skipped; a line that is not JSON, or longer than
-///   `maxLineBytes`, is skipped and reported as a `SourceRecordError`.
+/// - Blank lines are skipped; a line that is not JSON, longer than
+///   `maxLineBytes` or nested deeper than `maxDepth`, is skipped and reported
+///   as a `SourceRecordError`.
 /// - At the end of the file (a last line without a newline still counts) the
 ///   file is closed and every later pull answers `.exhausted`.
 public final class FileSource: PipelineSourceReader {
@@ -25,6 +26,8 @@ public final class FileSource: PipelineSourceReader {
     public let dataDir: String
     /// Longer lines are skipped.
     public let maxLineBytes: Int
+    /// Lines nested deeper are skipped (`max_json_depth`).
+    public let maxDepth: Int
     /// Bytes read per `read(2)`.
     public let chunkBytes: Int
 
@@ -51,10 +54,14 @@ public final class FileSource: PipelineSourceReader {
     private let state = Mutex(State())
 
     /// A reader of `dataDir/path`; nothing is opened yet.
-    public init(path: String, dataDir: String, maxLineBytes: Int = 65_536, chunkBytes: Int = 65_536) {
+    public init(
+        path: String, dataDir: String, maxLineBytes: Int = 65_536, maxDepth: Int = JSONLimits().maxDepth,
+        chunkBytes: Int = 65_536
+    ) {
         self.path = path
         self.dataDir = dataDir
         self.maxLineBytes = max(1, maxLineBytes)
+        self.maxDepth = maxDepth
         self.chunkBytes = max(1, chunkBytes)
     }
 
@@ -158,9 +165,10 @@ public final class FileSource: PipelineSourceReader {
     private func parse(_ bytes: ArraySlice<UInt8>, line: Int) throws -> JSONValue? {
         guard bytes.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) else { return nil }
         do {
-            return try JSONValue.parse(Data(bytes))
+            return try JSONValue.parse(Data(bytes), maxDepth: maxDepth)
         } catch {
-            throw SourceRecordError(message: "\(path) line \(line): malformed JSON, skipped")
+            let problem = error.isTooDeep ? error.message : "malformed JSON"
+            throw SourceRecordError(message: "\(path) line \(line): \(problem), skipped")
         }
     }
 

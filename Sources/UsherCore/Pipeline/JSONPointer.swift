@@ -12,9 +12,12 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses pointer text.
     ///
+    /// - Parameter maxSegments: more reference tokens than this is an error
+    ///   (`JSONLimits.maxPointerSegments`): `set` and `remove` recurse once per
+    ///   token, and `set` builds one object per missing one.
     /// - Throws: a message when the text is neither empty nor starts with `/`,
-    ///   or a `~` is not followed by `0` or `1`.
-    public init(parsing text: String) throws(JSONPointerSyntaxError) {
+    ///   has too many segments, or a `~` is not followed by `0` or `1`.
+    public init(parsing text: String, maxSegments: Int = JSONLimits().maxPointerSegments) throws(JSONPointerSyntaxError) {
         if text.isEmpty {
             tokens = []
             return
@@ -22,14 +25,21 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
         guard text.hasPrefix("/") else {
             throw JSONPointerSyntaxError(message: "must be a JSON Pointer: empty or starting with \"/\", e.g. \"/type\"")
         }
+        let segments = text.utf8.reduce(0) { $1 == 0x2F ? $0 + 1 : $0 }
+        guard segments <= maxSegments else {
+            throw JSONPointerSyntaxError(
+                message: "has \(segments) segments; a JSON Pointer has at most \(maxSegments) (max_pointer_segments)")
+        }
         var out: [String] = []
+        out.reserveCapacity(segments)
         for raw in text.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
             out.append(try Self.unescape(raw))
         }
         tokens = out
     }
 
-    /// A pointer from unescaped tokens.
+    /// A pointer from unescaped tokens (not checked against
+    /// `max_pointer_segments`: for pointers the code itself makes).
     public init(tokens: [String]) {
         self.tokens = tokens
     }
@@ -104,6 +114,7 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
         return Int(token)
     }
 
+    /// Recurses once per token (at most `max_pointer_segments` for a parsed pointer).
     private static func set(_ value: JSONValue, _ tokens: ArraySlice<String>, in document: inout JSONValue) -> Bool {
         guard let token = tokens.first else {
             document = value

@@ -47,9 +47,12 @@ public struct PipelineConfig: Sendable, Equatable {
     /// Reads a config object; missing fields take their defaults. The caller
     /// calls `reader.finish()` to reject unknown fields.
     ///
-    /// - Parameter allowRemoteSources: `allow_remote_sources` from the service config.
-    public static func parse(_ reader: inout FieldReader, allowRemoteSources: Bool = false) throws(FieldError)
-        -> PipelineConfig
+    /// - Parameters:
+    ///   - allowRemoteSources: `allow_remote_sources` from the service config.
+    ///   - limits: `max_json_depth` and `max_pointer_segments`, for the filters.
+    public static func parse(
+        _ reader: inout FieldReader, allowRemoteSources: Bool = false, limits: JSONLimits = JSONLimits()
+    ) throws(FieldError) -> PipelineConfig
     {
         var config = try PipelinePatch.parse(&reader).applied(to: PipelineConfig())
         if var f = try reader.object("filters") {
@@ -61,7 +64,7 @@ public struct PipelineConfig: Sendable, Equatable {
                     throw FieldError(field: f.fieldPath(name), message: "filter names must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
                 }
                 var r = try FieldReader(f.value(name), path: f.fieldPath(name))
-                config.filters[name] = try PipelineFilter.parse(&r)
+                config.filters[name] = try PipelineFilter.parse(&r, limits: limits)
                 try r.finish()
             }
             try f.finish()

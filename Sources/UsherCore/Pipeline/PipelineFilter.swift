@@ -123,11 +123,17 @@ extension PipelineFilter {
     /// finished here; the caller calls `reader.finish()` on the filter itself.
     ///
     /// `null` counts as absent (SPEC §1): compare with `null` through `in: [null]`.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> PipelineFilter {
+    ///
+    /// Pointers have at most `limits.maxPointerSegments` segments, and a `set`
+    /// may not build a payload deeper than `limits.maxDepth`: the pointer's
+    /// segments plus the value's depth, decided here once for every payload.
+    public static func parse(_ reader: inout FieldReader, limits: JSONLimits = JSONLimits()) throws(FieldError)
+        -> PipelineFilter
+    {
         let priority = try reader.int("priority", in: Limits.priority) ?? 0
         var when: Condition?
         if var w = try reader.object("when") {
-            when = try parseCondition(&w)
+            when = try parseCondition(&w, limits: limits)
             try w.finish()
         }
         guard let actionName = try reader.string("action") else {
@@ -142,15 +148,22 @@ extension PipelineFilter {
             if value != nil { throw FieldError(field: reader.fieldPath("value"), message: "is not allowed for \"drop\"") }
             action = .drop
         case "set":
-            let field = try pointer(fieldText, required: true, key: "field", reader: reader)!
+            let field = try pointer(fieldText, required: true, key: "field", reader: reader, limits: limits)!
             guard let value else {
                 throw FieldError(
                     field: reader.fieldPath("value"),
                     message: "is required for \"set\" (null counts as absent; use \"remove\" to delete a field)")
             }
+            let built = field.tokens.count + value.depth
+            guard built <= limits.maxDepth else {
+                throw FieldError(
+                    field: reader.fieldPath("value"),
+                    message: "would nest the payload \(built) levels deep (\(field.tokens.count) for field, "
+                        + "\(value.depth) for value); at most \(limits.maxDepth) (max_json_depth)")
+            }
             action = .set(field: field, value: value)
         case "remove":
-            let field = try pointer(fieldText, required: true, key: "field", reader: reader)!
+            let field = try pointer(fieldText, required: true, key: "field", reader: reader, limits: limits)!
             guard !field.tokens.isEmpty else {
                 throw FieldError(field: reader.fieldPath("field"), message: "must point inside the payload, not be \"\"")
             }
@@ -162,8 +175,8 @@ extension PipelineFilter {
         return PipelineFilter(priority: priority, when: when, action: action)
     }
 
-    private static func parseCondition(_ w: inout FieldReader) throws(FieldError) -> Condition {
-        let field = try pointer(try w.string("field"), required: true, key: "field", reader: w)!
+    private static func parseCondition(_ w: inout FieldReader, limits: JSONLimits) throws(FieldError) -> Condition {
+        let field = try pointer(try w.string("field"), required: true, key: "field", reader: w, limits: limits)!
         var tests: [Condition.Test] = []
         if let v = w.value("equals") { tests.append(.equals(v)) }
         if let v = w.value("not_equals") { tests.append(.notEquals(v)) }
@@ -180,14 +193,14 @@ extension PipelineFilter {
     }
 
     private static func pointer(
-        _ text: String?, required: Bool, key: String, reader: FieldReader
+        _ text: String?, required: Bool, key: String, reader: FieldReader, limits: JSONLimits
     ) throws(FieldError) -> JSONPointer? {
         guard let text else {
             if required { throw FieldError(field: reader.fieldPath(key), message: "is required (a JSON Pointer such as \"/type\")") }
             return nil
         }
         do {
-            return try JSONPointer(parsing: text)
+            return try JSONPointer(parsing: text, maxSegments: limits.maxPointerSegments)
         } catch {
             throw FieldError(field: reader.fieldPath(key), message: error.message)
         }

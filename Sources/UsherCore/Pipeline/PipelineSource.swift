@@ -52,15 +52,18 @@ public enum PipelineSources {
     /// A factory that reads `file` sources under `dataDir` itself and hands
     /// `http` sources to `http` (an error when there is none).
     ///
-    /// - Parameter maxLineBytes: longer lines are skipped and counted as errors
-    ///   (use `max_body_bytes`).
+    /// - Parameters:
+    ///   - maxLineBytes: longer lines are skipped and counted as errors
+    ///     (use `max_body_bytes`).
+    ///   - maxDepth: lines nested deeper are skipped likewise (`max_json_depth`).
     public static func factory(
-        dataDir: String, maxLineBytes: Int = 65_536, http: SourceReaderFactory? = nil
+        dataDir: String, maxLineBytes: Int = 65_536, maxDepth: Int = JSONLimits().maxDepth,
+        http: SourceReaderFactory? = nil
     ) -> SourceReaderFactory {
         { config in
             switch config.kind {
             case .file(let path):
-                return FileSource(path: path, dataDir: dataDir, maxLineBytes: maxLineBytes)
+                return FileSource(path: path, dataDir: dataDir, maxLineBytes: maxLineBytes, maxDepth: maxDepth)
             case .http:
                 guard let http else { throw SourceError(message: "http sources are not available") }
                 return try http(config)

@@ -1,14 +1,21 @@
 import Foundation
 
-/// A request body that is not valid JSON.
+/// A request body that is not valid JSON, or nests deeper than allowed.
 public struct JSONSyntaxError: Error, Sendable {
     /// What the parser said.
     public var message: String
+    /// True when the text is JSON but nests deeper than `max_json_depth`.
+    public var isTooDeep = false
 }
 
 extension JSONValue {
     /// Parses JSON text with Foundation's `JSONSerialization` (fragments allowed).
-    public static func parse(_ data: Data) throws(JSONSyntaxError) -> JSONValue {
+    ///
+    /// - Parameter maxDepth: deeper nesting is an error (`JSONLimits.maxDepth`);
+    ///   the default is the most any setting allows.
+    public static func parse(
+        _ data: Data, maxDepth: Int = JSONLimits.maxDepthRange.upperBound
+    ) throws(JSONSyntaxError) -> JSONValue {
         let object: Any
         do {
             object = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
@@ -17,16 +24,22 @@ extension JSONValue {
             let detail = (ns.userInfo[NSDebugDescriptionErrorKey] as? String) ?? "not valid JSON"
             throw JSONSyntaxError(message: "malformed JSON: \(detail)")
         }
-        return JSONValue(foundation: object)
+        guard let value = JSONValue(foundation: object, levelsLeft: maxDepth) else {
+            throw JSONSyntaxError(message: "JSON nested deeper than \(maxDepth) levels (max_json_depth)", isTooDeep: true)
+        }
+        return value
     }
 
     /// Parses JSON text given as a string.
-    public static func parse(_ text: String) throws(JSONSyntaxError) -> JSONValue {
-        try parse(Data(text.utf8))
+    public static func parse(
+        _ text: String, maxDepth: Int = JSONLimits.maxDepthRange.upperBound
+    ) throws(JSONSyntaxError) -> JSONValue {
+        try parse(Data(text.utf8), maxDepth: maxDepth)
     }
 
-    /// Converts what `JSONSerialization` produced.
-    init(foundation object: Any) {
+    /// Converts what `JSONSerialization` produced; nil when it nests more than
+    /// `levelsLeft` levels (each container spends one).
+    init?(foundation object: Any, levelsLeft: Int) {
         // The parser hands back Swift dictionaries, arrays and strings, and
         // NSNumber for numbers. Matching the exact type first keeps every
         // cast on its fast path: a failed `as?` tries bridging (testing a
@@ -34,14 +47,13 @@ extension JSONValue {
         // cost more than the parse itself.
         let type = ObjectIdentifier(Swift.type(of: object))
         if type == Self.dictionaryType {
-            let dictionary = object as! [String: Any]
-            var members = dictionary.map { ($0.key, JSONValue(foundation: $0.value)) }
-            if members.count > 1 { members.sort { $0.0 < $1.0 } }
+            guard let members = Self.members(object as! [String: Any], levelsLeft: levelsLeft) else { return nil }
             self = .object(members)
         } else if type == Self.stringType {
             self = .string(object as! String)
         } else if type == Self.arrayType {
-            self = .array((object as! [Any]).map(JSONValue.init(foundation:)))
+            guard let elements = Self.elements(object as! [Any], levelsLeft: levelsLeft) else { return nil }
+            self = .array(elements)
         } else if let n = object as? NSNumber {
             switch UInt8(bitPattern: n.objCType.pointee) {
             case UInt8(ascii: "c"), UInt8(ascii: "B"):
@@ -57,14 +69,41 @@ extension JSONValue {
         } else if object is NSNull {
             self = .null
         } else if let d = object as? [String: Any] {
-            self = JSONValue(foundation: d as Any)
+            guard let members = Self.members(d, levelsLeft: levelsLeft) else { return nil }
+            self = .object(members)
         } else if let s = object as? String {
             self = .string(s)
         } else if let a = object as? [Any] {
-            self = .array(a.map(JSONValue.init(foundation:)))
+            guard let elements = Self.elements(a, levelsLeft: levelsLeft) else { return nil }
+            self = .array(elements)
         } else {
             self = .string(String(describing: object))
         }
+    }
+
+    /// An object's members sorted by name, or nil when one nests too deep.
+    private static func members(_ dictionary: [String: Any], levelsLeft: Int) -> [(String, JSONValue)]? {
+        guard levelsLeft > 0 else { return nil }
+        var members: [(String, JSONValue)] = []
+        members.reserveCapacity(dictionary.count)
+        for (key, value) in dictionary {
+            guard let member = JSONValue(foundation: value, levelsLeft: levelsLeft - 1) else { return nil }
+            members.append((key, member))
+        }
+        if members.count > 1 { members.sort { $0.0 < $1.0 } }
+        return members
+    }
+
+    /// An array's elements, or nil when one nests too deep.
+    private static func elements(_ array: [Any], levelsLeft: Int) -> [JSONValue]? {
+        guard levelsLeft > 0 else { return nil }
+        var elements: [JSONValue] = []
+        elements.reserveCapacity(array.count)
+        for element in array {
+            guard let value = JSONValue(foundation: element, levelsLeft: levelsLeft - 1) else { return nil }
+            elements.append(value)
+        }
+        return elements
     }
 
     private static let dictionaryType = ObjectIdentifier([String: Any].self)

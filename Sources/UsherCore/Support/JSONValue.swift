@@ -4,6 +4,10 @@ import Foundation
 ///
 /// Objects keep their members in the order given; numbers keep the
 /// integer/fraction distinction so that `1` is echoed as `1`, not `1.0`.
+///
+/// Comparing, hashing, writing and releasing a value recurse once per level;
+/// what clients send or make the server build is at most `max_json_depth`
+/// deep (`JSONLimits`), which keeps that recursion short.
 public enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)

@@ -242,6 +242,8 @@ struct JSONWriter: JSONSink {
         needsComma = true
     }
 
+    /// Recurses once per level: every value the server holds is at most
+    /// `max_json_depth` deep (`JSONLimits`), plus the response's own few levels.
     mutating func value(_ value: JSONValue) {
         switch value {
         case .null: null()
