@@ -19,11 +19,13 @@ CUsherMHD_start_daemon(unsigned int flags, uint16_t port,
                        MHD_RequestCompletedCallback completed, void *completed_cls,
                        void *(*uri_log)(void *cls, const char *uri, struct MHD_Connection *connection),
                        void *uri_log_cls,
+                       MHD_NotifyConnectionCallback notify_connection, void *notify_connection_cls,
                        struct MHD_OptionItem *options)
 {
     return MHD_start_daemon(flags, port, accept_policy, accept_policy_cls, handler, handler_cls,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_cls,
                             MHD_OPTION_ARRAY, options,
                             MHD_OPTION_END);
 }
@@ -50,6 +52,14 @@ CUsherMHD_connection_fd(struct MHD_Connection *connection)
 {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info == NULL ? -1 : info->connect_fd;
+}
+
+/* A connection's client address (NULL when unknown). */
+static inline const struct sockaddr *
+CUsherMHD_connection_address(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return info == NULL ? NULL : info->client_addr;
 }
 
 /* The length of the request's head (request line and headers), counted from

@@ -20,6 +20,13 @@ public final class HTTPServer: @unchecked Sendable {
         public var connectionLimit: Int = 10_000
         /// Idle connections are closed after this many seconds.
         public var idleTimeoutSeconds: Int = 90
+        /// A request head not complete this long after the connection was
+        /// accepted (or its request line arrived) closes the connection.
+        public var requestHeadTimeoutSeconds: Double = 10
+        /// A body not complete this long after its head closes the connection.
+        public var requestBodyTimeoutSeconds: Double = 30
+        /// Most connections from one client address; 0: no limit.
+        public var maxConnectionsPerAddress: Int = 0
         /// Server threads, each with its own epoll loop.
         public var threads: Int = 2
         /// Per-connection memory pool in bytes (libmicrohttpd's default is 32 KiB).
@@ -47,6 +54,8 @@ public final class HTTPServer: @unchecked Sendable {
     private let deferredExecutor = DeferredExecutor()
     /// Tells parked requests that their client hung up.
     private let hangUps = HangUpWatcher()
+    /// Open connections and their phases: stall timeouts, room for new ones.
+    let connections: ConnectionTable
     /// Open streamed responses, ended when the server quiesces or stops.
     private let streams = Mutex<[ObjectIdentifier: HTTPStream]>([:])
 
@@ -60,6 +69,10 @@ public final class HTTPServer: @unchecked Sendable {
         self.configuration = configuration
         self.handler = handler
         self.capturedHeaderNames = configuration.capturedHeaders.map { (Array($0.lowercased().utf8), $0.lowercased()) }
+        self.connections = ConnectionTable(limits: ConnectionTable.Limits(
+            maxConnections: configuration.connectionLimit, perAddress: configuration.maxConnectionsPerAddress,
+            headTimeout: configuration.requestHeadTimeoutSeconds, bodyTimeout: configuration.requestBodyTimeoutSeconds,
+            idleTimeout: Double(configuration.idleTimeoutSeconds)))
     }
 
     deinit {
@@ -92,9 +105,12 @@ public final class HTTPServer: @unchecked Sendable {
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
+        // Room over the limit for new connections admitted while the ones
+        // closed to make room for them are still going (`ConnectionTable.admit`).
+        let headroom = max(16 * max(1, configuration.threads), configuration.connectionLimit / 50)
         let started: OpaquePointer? = address.withSockaddr { sockaddr, _ in
             var options: [MHD_OptionItem] = [
-                MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit, ptr_value: nil),
+                MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit + headroom, ptr_value: nil),
                 MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.idleTimeoutSeconds, ptr_value: nil),
                 MHD_OptionItem(option: .THREAD_POOL_SIZE, value: max(1, configuration.threads), ptr_value: nil),
                 MHD_OptionItem(option: .CONNECTION_MEMORY_LIMIT, value: configuration.connectionMemoryLimit, ptr_value: nil),
@@ -105,7 +121,7 @@ public final class HTTPServer: @unchecked Sendable {
             return options.withUnsafeMutableBufferPointer { buffer in
                 CUsherMHD_start_daemon(
                     flags, configuration.port, acceptPolicy, me, accessHandler, me, requestCompleted, me,
-                    uriLogged, me, buffer.baseAddress)
+                    uriLogged, me, connectionNotified, me, buffer.baseAddress)
             }
         }
         guard let started else {
@@ -113,6 +129,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         daemon = started
         boundPort = CUsherMHD_daemon_port(started)
+        connections.startReaping()
     }
 
     /// Stops accepting new connections; open connections are served on.
@@ -141,6 +158,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// were answered (stopping with suspended connections is not allowed).
     public func stop() {
         hangUps.stop()
+        connections.stop()
         guard let daemon else { return }
         // Streams end after their buffered bytes; a suspended one is resumed.
         finishStreams()
@@ -158,7 +176,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// A request line has arrived: its context starts here, holding the raw
     /// target (libmicrohttpd decodes it in place afterwards).
-    fileprivate func requestStarted(uri: UnsafePointer<CChar>?) -> UnsafeMutableRawPointer {
+    fileprivate func requestStarted(uri: UnsafePointer<CChar>?, connection: OpaquePointer?) -> UnsafeMutableRawPointer {
+        if let connection { connections.moved(UInt(bitPattern: connection), to: .head) }
         let line = uri.map { uri in
             RequestHead.RawLine(
                 target: Array(UnsafeRawBufferPointer(start: uri, count: strlen(uri))), address: UInt(bitPattern: uri))
@@ -192,7 +211,9 @@ public final class HTTPServer: @unchecked Sendable {
                 result = .failure(error)
             }
             switch context.machine.withLock({ $0.headChecked(result, maxBodyBytes: maxBody) }) {
-            case .receive: return .YES
+            case .receive:
+                connections.moved(UInt(bitPattern: connection), to: .body)
+                return .YES
             case .refuse(let refused): return queue(refusal(refused), on: connection)
             }
         }
@@ -220,7 +241,7 @@ public final class HTTPServer: @unchecked Sendable {
         case .none: return .YES
         case .close: return .NO
         case .queue(let response): return queue(response, on: connection)
-        case .handle: break
+        case .handle: connections.moved(UInt(bitPattern: connection), to: .busy)
         }
 
         let request = HTTPRequest(
@@ -325,7 +346,10 @@ public final class HTTPServer: @unchecked Sendable {
         return result
     }
 
-    fileprivate func completed(slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, delivered: Bool) {
+    fileprivate func completed(
+        connection: OpaquePointer?, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, delivered: Bool
+    ) {
+        if let connection { connections.moved(UInt(bitPattern: connection), to: .idle) }
         guard let slot, let raw = slot.pointee else { return }
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
         context.machine.withLock { $0.completed(delivered: delivered) }?()
@@ -366,14 +390,31 @@ private func uriLogged(
     cls: UnsafeMutableRawPointer?, uri: UnsafePointer<CChar>?, connection: OpaquePointer?
 ) -> UnsafeMutableRawPointer? {
     guard let cls else { return nil }
-    return Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().requestStarted(uri: uri)
+    return Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().requestStarted(uri: uri, connection: connection)
 }
 
 private func acceptPolicy(
     cls: UnsafeMutableRawPointer?, address: UnsafePointer<sockaddr>?, length: socklen_t
 ) -> MHD_Result {
     guard let cls else { return .NO }
-    return Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().isAccepting ? .YES : .NO
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    guard server.isAccepting else { return .NO }
+    return server.connections.admit(address.flatMap(ConnectionTable.Address.init)) ? .YES : .NO
+}
+
+private func connectionNotified(
+    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?, socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    code: MHD_ConnectionNotificationCode
+) {
+    guard let cls, let connection else { return }
+    let table = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().connections
+    if code == MHD_ConnectionNotificationCode(rawValue: 0) {  // MHD_CONNECTION_NOTIFY_STARTED
+        table.opened(
+            UInt(bitPattern: connection), socket: CUsherMHD_connection_fd(connection),
+            address: CUsherMHD_connection_address(connection).flatMap(ConnectionTable.Address.init))
+    } else {
+        table.closed(UInt(bitPattern: connection))
+    }
 }
 
 private func requestCompleted(
@@ -382,5 +423,5 @@ private func requestCompleted(
 ) {
     guard let cls else { return }
     Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().completed(
-        slot: slot, delivered: reason == MHD_RequestTerminationCode(rawValue: 0))
+        connection: connection, slot: slot, delivered: reason == MHD_RequestTerminationCode(rawValue: 0))
 }

@@ -29,6 +29,14 @@ public struct UsherConfig: Sendable {
     public var maxConnections = 10_000
     /// Idle HTTP connections are closed after this many seconds. Default 90.
     public var idleTimeoutSeconds = 90
+    /// A request head not complete this long after the connection opened
+    /// (or its request line arrived) closes the connection. Default 10.
+    public var requestHeadTimeoutSeconds = 10.0
+    /// A request body not complete this long after its head closes the
+    /// connection. Default 30.
+    public var requestBodyTimeoutSeconds = 30.0
+    /// Most open connections from one client address; 0: no limit. Default 0.
+    public var maxConnectionsPerIP = 0
     /// Memory libmicrohttpd reserves per connection for the request line,
     /// headers and the response headers (`USHER_CONNECTION_MEMORY_BYTES`
     /// overrides). Requests whose headers do not fit are answered 431.
@@ -78,6 +86,9 @@ public struct UsherConfig: Sendable {
         if let v = try r.int("max_resources", in: 1...1_000_000) { config.maxResources = v }
         if let v = try r.int("max_connections", in: 1...1_000_000) { config.maxConnections = v }
         if let v = try r.int("idle_timeout_seconds", in: 1...86_400) { config.idleTimeoutSeconds = v }
+        if let v = try r.number("request_head_timeout_seconds", in: 0.5...3600) { config.requestHeadTimeoutSeconds = v }
+        if let v = try r.number("request_body_timeout_seconds", in: 0.5...3600) { config.requestBodyTimeoutSeconds = v }
+        if let v = try r.int("max_connections_per_ip", in: 0...1_000_000) { config.maxConnectionsPerIP = v }
         if let v = try r.int("connection_memory_bytes", in: connectionMemoryRange) { config.connectionMemoryBytes = v }
         if let v = try r.number("shutdown_grace_seconds", in: 0...3600) { config.shutdownGraceSeconds = v }
         if let v = try r.string("data_dir") {

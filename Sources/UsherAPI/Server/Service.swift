@@ -27,6 +27,9 @@ public enum Service {
         http.maxBodyBytes = config.maxBodyBytes
         http.connectionLimit = config.maxConnections
         http.idleTimeoutSeconds = config.idleTimeoutSeconds
+        http.requestHeadTimeoutSeconds = config.requestHeadTimeoutSeconds
+        http.requestBodyTimeoutSeconds = config.requestBodyTimeoutSeconds
+        http.maxConnectionsPerAddress = config.maxConnectionsPerIP
         http.connectionMemoryLimit = config.connectionMemoryBytes
         http.capturedHeaders = UsherApp.capturedHeaders
         return http

@@ -180,7 +180,10 @@ public final class UsherApp: HTTPHandler {
         router.add("GET", "/readyz") { call throws(APIError) in
             let app = call.app
             if app.isStopping {
-                return .respond(APIError.shuttingDown().response)
+                // Not `Connection: close`: the connection may carry the next request.
+                var refusal = APIError.shuttingDown()
+                refusal.headers.removeAll { $0.name == "Connection" }
+                return .respond(refusal.response)
             }
             return .respond(Reply.json(.object([("status", .string("ready"))])))
         }
