@@ -16,8 +16,9 @@ is normalised on the way) and judges every answer:
 - framing: conflicting or invalid Content-Length, or an unknown
   Transfer-Encoding, answered as if the request were fine; a connection kept
   after Content-Length with Transfer-Encoding (RFC 9112 section 6);
-- control: a NUL or control byte in the request target or a header value,
-  and still 2xx (RFC 9110 section 5.5: reject, or replace with SP);
+- control: a NUL or control byte in the decoded path (or in the query of a
+  route that reads it), or (token run) a NUL in the Authorization header,
+  and still 2xx: the value was cut at the NUL (RFC 9110 section 5.5);
 - auth (token run): 2xx without the token on a path that is not one of the
   open routes after the normalisation a lenient server might do.
 
@@ -31,6 +32,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -267,6 +269,8 @@ class Request:
 
 
 class Rendered:
+    """A request's bytes (with the canary after them) and what the judge needs to know of them."""
+
     def __init__(self, data, tags, head, has_token, control, framing, version, te_values, cl_te):
         self.data, self.tags, self.head = data, tags, head
         self.has_token, self.control, self.framing = has_token, control, framing
@@ -535,9 +539,14 @@ def render(req, token):
             tags.append("line-endings")
     head_bytes = method + b" " + target + b" " + version + eol + b"".join(h + eol for h in headers) + eol
     data = head_bytes + payload
-    header_values = b"".join(h.partition(b":")[2] for h in headers)
-    control = b"\x00" in header_values or bool(
-        re.search(rb"[\x00-\x1f\x7f]", urllib.parse.unquote_to_bytes(target)))
+    path, _, query = target.split(b"#")[0].partition(b"?")
+    control = set()
+    if re.search(rb"[\x00-\x1f\x7f]", urllib.parse.unquote_to_bytes(path)):
+        control.add("path")
+    if re.search(rb"[\x00-\x1f\x7f]", urllib.parse.unquote_to_bytes(query)):
+        control.add("query")
+    if any(b"\x00" in h for h in headers if h.lower().startswith(b"authorization")):
+        control.add("authorization")
     return Rendered(data + CANARY, tags, head, has_token, control, framing, version, te_values, cl_te)
 
 
@@ -613,12 +622,18 @@ def judge(rendered, ex, alive, token_run, hang_seconds):
             return "framing", f"invalid chunk size ({framing[1]}) answered {status} (RFC 9112 7.1: 400)"
         if rendered.cl_te and later:
             return "framing", "connection kept open after Content-Length with Transfer-Encoding (RFC 9112 6.1: close it)"
-    if 200 <= status < 300 and rendered.control:
-        return "control", f"NUL or control byte in the target or a header value answered {status}"
-    if token_run and 200 <= status < 300 and not rendered.has_token:
-        target = request_target(rendered.data)
-        if not (normalised_paths(target) & OPEN_PATHS):
-            return "auth", f"{status} without the token"
+    if not 200 <= status < 300:
+        return None
+    # Open routes ignore queries and tokens: a NUL there changes nothing.
+    is_open = bool(normalised_paths(request_target(rendered.data)) & OPEN_PATHS)
+    if "path" in rendered.control:
+        return "control", f"NUL or control byte in the decoded path answered {status}"
+    if "query" in rendered.control and not is_open:
+        return "control", f"NUL or control byte in the decoded query answered {status}"
+    if token_run and "authorization" in rendered.control and not is_open:
+        return "control", f"NUL in the Authorization header answered {status}"
+    if token_run and not rendered.has_token and not is_open:
+        return "auth", f"{status} without the token"
     return None
 
 
@@ -949,9 +964,11 @@ def corpus():
         [r("GET", "/v1/queues", mutations=[("path-encode-char", 0, 0, True)])],
         [r("GET", "/v1/queues", mutations=[("path-dotdot", 0, b"..")])],
         [r("GET", "/v1/queues", mutations=[("path-absolute", 0)])],
+        [r("PATCH", "/v1/windows/alerts", {}, mutations=[("path-no-leading-slash", 0)])],
+        [r("GET", "/v1/queues", mutations=[("path-prefix", 0, b"/%00")])],
         [r("GET", "/v1/queues", mutations=[("auth", "trailing-nul", [b"Authorization: Bearer TOKEN\x00"])])],
         [r("PUT", "/v1/queues/fuzz", {"capacity": 1}, auth=True, mutations=[("path-nul", 2, b"%00", b"junk")])],
-        [r("GET", "/v1/queues/printer", auth=True, query=[("limit", "1")], mutations=[("query-raw", b"wait=0%00")])],
+        [r("GET", "/v1/queues/printer", auth=True, mutations=[("query-raw", b"limit=1%00x")])],
         [r("POST", "/v1/queues/printer/visitors", {"id": "cl-dup"}, auth=True,
            mutations=[("framing", "cl-duplicate-different", True)])],
         [r("POST", "/v1/queues/printer/visitors", {"id": "cl-te"}, auth=True,
@@ -960,6 +977,8 @@ def corpus():
            mutations=[("framing", "te-unknown", b"gzip", False)])],
         [r("POST", "/v1/queues/printer/visitors", {"id": "chunk-neg"}, auth=True,
            mutations=[("framing", "chunked", "negative")])],
+        [r("PUT", "/v1/queues/fuzz-empty-name", {"capacity": 2}, auth=True,
+           mutations=[("header", "empty-name", [b": x"])])],
         [r("POST", "/v1/pipelines/gifts/items", None, auth=True, mutations=[("json-deep", 30000, "[", 0)])],
         [deep_filter, push, take],
     ]
@@ -1004,7 +1023,7 @@ class Run:
         return tuple(sorted(t for t in rendered.tags if t.startswith(("framing", "line-endings"))))
 
     def timeout_for(self, rendered):
-        return 0.5 if self.hang_key(rendered) in self.hang_features else self.args.hang_seconds
+        return 0.3 if self.hang_key(rendered) in self.hang_features else self.args.hang_seconds
 
     def send(self, req, timeout=None):
         """Sends one request; returns (rendered, exchange, failure kind and detail)."""
@@ -1044,13 +1063,13 @@ class Run:
         self.history = []
         self.seed()
 
-    def record(self, kind, detail, steps, tags):
+    def record(self, kind, detail, steps, tags, log=None):
         signature = (kind, tuple(sorted(set(tags))))
         if kind in ("crash", "5xx"):
             signature += (steps[-1].template, detail)
         if signature in self.failures:
             return
-        self.failures[signature] = (kind, detail, [render(s, self.token).data for s in steps], sorted(set(tags)))
+        self.failures[signature] = (kind, detail, [render(s, self.token).data for s in steps], sorted(set(tags)), log)
         print(f"fuzz-check[{self.name}]: FAIL {kind}: {detail}; {' '.join(sorted(set(tags))) or '(no mutation)'}",
               flush=True)
 
@@ -1151,9 +1170,7 @@ class Run:
         steps = found or history[-3:]
         tags = [t for s in steps for t in render(s, self.token).tags]
         detail = death + ("" if found else " (not reproduced from the last requests alone)")
-        self.record("crash", detail, steps, tags)
-        with open(os.path.join(self.workdir, f"crash-{len(self.failures)}.log"), "w") as f:
-            f.write(tail)
+        self.record("crash", detail, steps, tags, log=tail)
         self.fresh()
 
     def run(self):
@@ -1194,6 +1211,7 @@ class Run:
 
         fuzz()
         self.server.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
         took = time.monotonic() - started
         print(f"fuzz-check[{self.name}]: {self.sent} requests ({count[0]} generated, {len(corpus())} corpus) "
               f"in {took:.0f} s, {self.server.starts} server start(s)")
@@ -1219,15 +1237,19 @@ def main():
     for name in args.runs.split(","):
         run = Run(args, name, args.token if name == "token" else None)
         failures += [(name, *f) for f in run.run().values()]
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
     print()
     if not failures:
         print("fuzz-check: no failures")
         return 0
-    print(f"fuzz-check: {len(failures)} distinct failure(s); $PORT is the port of a server started like this "
-          f"run's ({'USHER_TOKEN=' + args.token + ' for the token run' if 'token' in args.runs else ''})")
-    for n, (name, kind, detail, steps, tags) in enumerate(failures, 1):
+    config = "a config like the script's CONFIG"
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        config = os.path.join(args.out, "usher.json")
+        with open(config, "w") as f:
+            json.dump(CONFIG, f, indent=2)
+    print(f"fuzz-check: {len(failures)} distinct failure(s). To replay one, start `usher --config {config}` "
+          f"(with USHER_TOKEN={args.token} for the token run) and set PORT to the port it logs.")
+    for n, (name, kind, detail, steps, tags, log) in enumerate(failures, 1):
         print(f"\n{n}. [{name}] {kind}: {detail}")
         print(f"   mutations: {' '.join(tags) or '(none)'}")
         for k, data in enumerate(steps):
@@ -1238,6 +1260,11 @@ def main():
                 with open(path, "wb") as f:
                     f.write(data)
                 print(f"   {' ' * 5 if k else ''}(exact bytes: nc 127.0.0.1 $PORT < {path})")
+        if log and args.out:
+            path = os.path.join(args.out, f"{n:02d}-{name}-{kind}-usher.log")
+            with open(path, "w") as f:
+                f.write(log)
+            print(f"   (the server's last log lines: {path})")
     return 1
 
 
