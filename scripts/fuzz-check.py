@@ -603,6 +603,8 @@ def judge(rendered, ex, alive, token_run, hang_seconds):
         if SMUGGLED_BODY in body:
             return "desync", f"a request hidden in the body was answered ({status}, then {status_n} from /readyz)"
     if later and CANARY_BODY not in later[0][2]:
+        if later[0][:2] == first[:2]:
+            return "desync", f"the head of the {status} answer was sent twice"
         return "desync", f"the request after it was answered {later[0][0]}, not as itself"
     if len(later) > 1:
         return "desync", f"{len(ex.responses)} answers to 2 requests"
@@ -1223,7 +1225,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--usher", required=True)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--examples", type=int, default=1500, help="generated requests per run at most")
+    parser.add_argument("--examples", type=int, default=3000, help="generated requests per run at most")
     parser.add_argument("--seconds", type=float, default=55, help="wall-clock cap on generation per run")
     parser.add_argument("--reduce-seconds", type=float, default=15, help="extra time per run for reducing failures")
     parser.add_argument("--hang-seconds", type=float, default=5)
