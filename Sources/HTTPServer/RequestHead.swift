@@ -77,6 +77,10 @@ private struct HeaderScan {
 
     mutating func offer(_ key: UnsafePointer<CChar>, _ keySize: Int, _ value: UnsafePointer<CChar>?, _ valueSize: Int) {
         guard problem == nil else { return }
+        guard keySize > 0 else {
+            problem = .badRequest("a header has no name")
+            return
+        }
         let keyAddress = UInt(bitPattern: key)
         let valueAddress = value.map { UInt(bitPattern: $0) } ?? keyAddress + UInt(keySize) + 1
         // Each line must start where the last one's line end stops, and lie in the head.

@@ -38,6 +38,7 @@ import Testing
             "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\0u\r\n\r\n",
             "GET /echo HTTP/1.1\r\nHost: x\r\nX-Bell: a\u{07}b\r\n\r\n",
             "GET /echo HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n",
+            "POST /echo HTTP/1.1\r\nHost: x\r\n: x\r\nContent-Length: 5\r\n\r\nhello",
         ] {
             let (response, closed) = try exchange(server, raw)
             #expect(response.status == 400, "\(raw.debugDescription)")
