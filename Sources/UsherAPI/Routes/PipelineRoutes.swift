@@ -72,7 +72,7 @@ enum PipelineRoutes: ResourceAPI {
             http: HTTPSourceReader.factory(maxBodyBytes: app.config.maxBodyBytes))
         return try app.registry.create(
             .pipelines, name,
-            make: { Pipeline(name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events) },
+            make: { Pipeline(name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events, budget: app.storage) },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 

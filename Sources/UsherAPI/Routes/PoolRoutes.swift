@@ -51,7 +51,7 @@ enum PoolRoutes: ResourceAPI {
     static func create(name: String, config: PoolConfig, in app: UsherApp) throws(APIError) -> (LeasePool, Bool) {
         try app.registry.create(
             .pools, name,
-            make: { LeasePool(name: name, config: config, clock: app.clock, events: app.events) },
+            make: { LeasePool(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage) },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 

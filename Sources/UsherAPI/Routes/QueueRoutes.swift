@@ -59,7 +59,7 @@ enum QueueRoutes: ResourceAPI {
     static func create(name: String, config: QueueConfig, in app: UsherApp) throws(APIError) -> (VisitorQueue, Bool) {
         try app.registry.create(
             .queues, name,
-            make: { VisitorQueue(name: name, config: config, clock: app.clock, events: app.events) },
+            make: { VisitorQueue(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage) },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 

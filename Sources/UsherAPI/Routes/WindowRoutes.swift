@@ -45,7 +45,7 @@ enum WindowRoutes: ResourceAPI {
     static func create(name: String, config: WindowConfig, in app: UsherApp) throws(APIError) -> (WindowSlot, Bool) {
         try app.registry.create(
             .windows, name,
-            make: { WindowSlot(name: name, config: config, clock: app.clock, events: app.events) },
+            make: { WindowSlot(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage) },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 

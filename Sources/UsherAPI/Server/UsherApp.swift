@@ -31,6 +31,8 @@ public final class UsherApp: HTTPHandler {
     public let logger: Logger
     /// Every state change, for `GET /v1/events`; injected into each manager.
     public let events: EventLog
+    /// What clients store, against `max_stored_bytes`; injected into each manager.
+    public let storage: StorageBudget
     private let stopping = Atomic<Bool>(false)
     /// Request counts and latency by route template, for `GET /metrics`.
     let httpMetrics: HTTPMetrics
@@ -48,7 +50,8 @@ public final class UsherApp: HTTPHandler {
         self.config = config
         self.clock = clock
         self.logger = logger ?? Logger(level: config.logLevel)
-        let events = EventLog(clock: clock)
+        self.storage = StorageBudget(limit: config.maxStoredBytes)
+        let events = EventLog(clock: clock, budget: storage)
         self.events = events
         self.registry = Registry(maxResources: config.maxResources, events: events)
         var router = Router<Route>()

@@ -75,14 +75,14 @@ public actor Pipeline: LockIsolatedActor {
     /// microseconds, and starts pulling its source (if any) through `sourceFactory`.
     public init(
         name: String, config: PipelineConfig, clock: any UsherClock, sourceFactory: SourceReaderFactory? = nil,
-        events: EventLog? = nil
+        events: EventLog? = nil, budget: StorageBudget = StorageBudget()
     ) {
         executor = ResourceExecutor(label: "usher.pipeline.\(name)")
         self.name = name
         self.events = events
         self.clock = clock
         self.sourceFactory = sourceFactory
-        engine = PipelineEngine(config: config, createdAt: clock.now())
+        engine = PipelineEngine(config: config, createdAt: clock.now(), budget: budget)
         source = config.source.map { SourcePump(status: PipelineSourceStatus(config: $0)) }
         withIsolation { $0.settle() }
     }

@@ -50,10 +50,10 @@ struct PipelineDeadList: Sendable {
         return e.item
     }
 
-    /// Drops the oldest items until at most `limit` remain; returns how many went.
-    mutating func trim(to limit: Int) -> Int {
-        var dropped = 0
-        while byID.count > limit, popOldest() != nil { dropped += 1 }
+    /// Drops the oldest items until at most `limit` remain; returns them.
+    mutating func trim(to limit: Int) -> [PipelineItem] {
+        var dropped: [PipelineItem] = []
+        while byID.count > limit, let item = popOldest() { dropped.append(item) }
         return dropped
     }
 

@@ -55,14 +55,18 @@ public struct QueueEngine: Sendable {
     var serverIDs: UInt64 = 0
     var holdMicros: Int64 = 0
     var oppositesOf: [String: [String]] = [:]
+    /// This engine's share of the server's storage budget: every record it
+    /// keeps (waiting, holding or remembered) is charged until evicted.
+    public internal(set) var storage: StorageAccount
 
     /// A new, empty queue; fences start at `createdAt`. Windows and pools run
     /// on this engine too, with their own hold policy and id prefix.
     public init(
         name: String, config: QueueConfig, createdAt: Timestamp,
-        holdPolicy: HoldPolicy = .atMostResource, idPrefix: String = "v"
+        holdPolicy: HoldPolicy = .atMostResource, idPrefix: String = "v", budget: StorageBudget = StorageBudget()
     ) {
         self.name = name
+        self.storage = StorageAccount(budget)
         self.config = config
         self.nextFence = createdAt.micros
         self.holdPolicy = holdPolicy
@@ -104,7 +108,7 @@ public struct QueueEngine: Sendable {
         let delay = r.delaySeconds.map(Self.micros) ?? 0
         if delay > 0 {
             guard counts.waiting + counts.delayed < config.maxWaiting else { throw full() }
-            let h = create(r, status: .delayed, now: now)
+            let h = try create(r, status: .delayed, now: now)
             records[Int(h)].deadline = now.micros + delay
             counts.delayed += 1
             timeline.push(.init(deadline: now.micros + delay, order: Int64(counts.enqueuedTotal), handle: h))
@@ -114,7 +118,7 @@ public struct QueueEngine: Sendable {
         if case .enter = outcome, counts.holding >= config.capacity, counts.waiting + counts.delayed >= config.maxWaiting {
             throw full()
         }
-        let h = create(r, status: .waiting, now: now)
+        let h = try create(r, status: .waiting, now: now)
         enterLine(h, at: now.micros, outcome)
         grantFree(now)
         return (view(h), true)

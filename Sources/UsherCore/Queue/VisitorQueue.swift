@@ -31,12 +31,14 @@ public actor VisitorQueue: EngineHost {
     var host = HostState()
 
     /// A new queue whose fences start at the clock's current time in µs.
-    public init(name: String, config: QueueConfig, clock: any UsherClock, events: EventLog? = nil) {
+    public init(name: String, config: QueueConfig, clock: any UsherClock, events: EventLog? = nil,
+        budget: StorageBudget = StorageBudget()
+    ) {
         self.name = name
         self.events = events
         self.clock = clock
         self.executor = ResourceExecutor(label: "usher.queue.\(name)")
-        self.engine = QueueEngine(name: name, config: config, createdAt: clock.now())
+        self.engine = QueueEngine(name: name, config: config, createdAt: clock.now(), budget: budget)
     }
 
     deinit { host.timer?.cancel() }

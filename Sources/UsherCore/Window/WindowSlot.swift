@@ -43,14 +43,16 @@ public actor WindowSlot: EngineHost {
     public private(set) var config: WindowConfig
 
     /// A new, empty window whose fences start at the clock's current time in µs.
-    public init(name: String, config: WindowConfig, clock: any UsherClock, events: EventLog? = nil) {
+    public init(name: String, config: WindowConfig, clock: any UsherClock, events: EventLog? = nil,
+        budget: StorageBudget = StorageBudget()
+    ) {
         self.name = name
         self.events = events
         self.clock = clock
         self.config = config
         self.executor = ResourceExecutor(label: "usher.window.\(name)")
         self.engine = QueueEngine(
-            name: name, config: config.queueConfig, createdAt: clock.now(), holdPolicy: .ownOverrides, idPrefix: "i")
+            name: name, config: config.queueConfig, createdAt: clock.now(), holdPolicy: .ownOverrides, idPrefix: "i", budget: budget)
     }
 
     deinit { host.timer?.cancel() }
