@@ -169,14 +169,25 @@ public actor Pipeline: LockIsolatedActor {
         return engine.redrive(now: clock.now())
     }
 
-    /// The state, with the first `limit` ready items (also after `close()`).
-    public func state(limit: Int = 100) -> PipelineSnapshot {
+    /// The state, with the first `limit` ready items after `cursor` (also
+    /// after `close()`).
+    public func state(limit: Int = 100, after cursor: PipelineCursor? = nil) -> PipelineSnapshot {
         settle()
-        return PipelineSnapshot(
+        let page = engine.readyPage(limit: limit, after: cursor)
+        var snapshot = PipelineSnapshot(
             name: name, config: engine.config, capacity: engine.config.capacity, ready: engine.readyCount,
             inFlight: engine.inFlightCount, delayed: engine.delayedCount, dead: engine.deadCount, fence: engine.fence,
             waitingConsumers: consumers.count, waitingProducers: producers.count, filters: engine.filters,
-            items: engine.readyItems(limit: limit), counts: engine.counts, source: source?.status)
+            items: page.items, counts: engine.counts, source: source?.status)
+        snapshot.cursors = page.cursors
+        snapshot.more = page.more
+        return snapshot
+    }
+
+    /// Up to `limit` dead items after `cursor`, oldest first, each with its
+    /// cursor, and whether more follow.
+    public func deadPage(limit: Int, after cursor: PipelineCursor?) -> (items: [PipelineItem], cursors: [String], more: Bool) {
+        engine.deadPage(limit: limit, after: cursor)
     }
 
     /// The config: creation filters, patches applied. `PUT` compares against it.

@@ -57,6 +57,30 @@ struct PipelineDeadList: Sendable {
         return dropped
     }
 
+    /// Up to `limit` items after the one with `serial` (nil: from the
+    /// oldest), oldest first, each with its serial, and whether more follow.
+    func page(after serial: Int64?, limit: Int) -> (items: [PipelineItem], serials: [Int64], more: Bool) {
+        var i = head
+        if let serial {
+            var high = order.count
+            while i < high {
+                let mid = (i + high) / 2
+                if order[mid].serial <= serial { i = mid + 1 } else { high = mid }
+            }
+        }
+        var items: [PipelineItem] = []
+        var serials: [Int64] = []
+        while i < order.count {
+            let (s, id) = order[i]
+            i += 1
+            guard let e = byID[id], e.serial == s else { continue }
+            if items.count == limit { return (items, serials, true) }
+            items.append(e.item)
+            serials.append(s)
+        }
+        return (items, serials, false)
+    }
+
     /// The oldest `limit` items, oldest first.
     func oldest(_ limit: Int) -> [PipelineItem] {
         var out: [PipelineItem] = []

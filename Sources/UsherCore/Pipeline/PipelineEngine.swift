@@ -390,6 +390,35 @@ public struct PipelineEngine: Sendable {
         ready.prefix(Swift.max(0, limit)).compactMap { slots[Int($0)] }
     }
 
+    /// Up to `limit` ready items in hand-out order after `cursor` (nil: from
+    /// the first), each with its cursor, and whether more follow.
+    public func readyPage(limit: Int, after cursor: PipelineCursor?) -> (items: [PipelineItem], cursors: [String], more: Bool) {
+        let limit = Swift.min(Swift.max(0, limit), Int.max - 1)
+        let handles: [Int32]
+        if case .ready(let priority, let seq) = cursor {
+            handles = ready.prefix(limit + 1, after: (priority, seq))
+        } else {
+            handles = ready.prefix(limit + 1)
+        }
+        let listed = handles.prefix(limit)
+        return (
+            listed.compactMap { slots[Int($0)] },
+            listed.map { h in
+                let key = ready.key(of: h)
+                return PipelineCursor.ready(priority: key.priority, seq: key.seq).text
+            },
+            handles.count > limit)
+    }
+
+    /// Up to `limit` dead items, oldest first, after `cursor` (nil: from the
+    /// oldest), each with its cursor, and whether more follow.
+    public func deadPage(limit: Int, after cursor: PipelineCursor?) -> (items: [PipelineItem], cursors: [String], more: Bool) {
+        var serial: Int64?
+        if case .dead(let s) = cursor { serial = s }
+        let page = dead.page(after: serial, limit: Swift.max(0, limit))
+        return (page.items, page.serials.map { PipelineCursor.dead(serial: $0).text }, page.more)
+    }
+
     // MARK: - Deadlines and moves
 
     /// Puts a delivered (`.inFlight`) item back: to the dead list when it has

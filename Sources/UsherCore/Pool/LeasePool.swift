@@ -175,12 +175,22 @@ public actor LeasePool: EngineHost {
     // MARK: - State and config
 
     /// `GET /v1/pools/{p}`: sizes, the first `limit` elements in stable order, totals.
-    public func state(limit: Int) throws(PoolError) -> PoolState {
+    public func state(limit: Int, after cursor: Int64? = nil) throws(PoolError) -> PoolState {
         try run(nil) { (e, now) in e.advance(to: now) }
-        return PoolState(
+        let page = table.page(after: cursor, limit: limit)
+        var state = PoolState(
             name: name, config: config, size: table.count, available: table.available, leased: table.leased,
             waiting: engine.counts.waiting, nextExpiryAt: engine.nextDeadline,
-            elements: table.elements.prefix(max(0, limit)).map(element), counts: PoolCounts(engine.counts, grown: grownTotal))
+            elements: page.elements.map(element), counts: PoolCounts(engine.counts, grown: grownTotal))
+        state.cursors = page.elements.map { "e\($0.order)" }
+        state.more = page.more
+        return state
+    }
+
+    /// Reads an elements cursor (`e<order>`); nil when malformed.
+    public static func elementCursor(_ text: String) -> Int64? {
+        guard text.first == "e" else { return nil }
+        return Int64(text.dropFirst())
     }
 
     /// `PATCH`: `lease_seconds` and `max_waiting` apply from now on; a larger

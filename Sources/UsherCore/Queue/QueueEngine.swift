@@ -175,19 +175,53 @@ public struct QueueEngine: Sendable {
         return view(try handle(id))
     }
 
-    /// The queue's state with at most `limit` holders and waiting visitors: O(limit + log n).
-    public mutating func state(limit: Int, now: Timestamp) -> QueueState {
+    /// The queue's state with at most `limit` holders and `limit` waiting
+    /// visitors, resuming after `cursor`: O(limit + log n) (a holder cursor
+    /// also walks the holders before it). The page lists holders, then the
+    /// waiting line; when holders alone fill it, waiting visitors come on the
+    /// next page. `cursors` gives each listed visitor's resume point.
+    public mutating func state(limit: Int, after cursor: QueueCursor? = nil, now: Timestamp) -> QueueState {
         begin(now)
         defer { end() }
-        let limit = max(0, limit)
+        let limit = min(max(0, limit), Int.max - 1)
         var holding: [VisitorView] = []
-        var h = firstHolder
-        while h != VisitorRecord.none && holding.count < limit {
-            holding.append(view(h))
-            h = records[Int(h)].lineNext
+        var cursors: [QueueCursor] = []
+        var more = false
+        var waitingAfter: (priority: Int32, seq: Int64)?
+        var listsWaiting = true
+        switch cursor {
+        case .waiting(let priority, let seq):
+            waitingAfter = (priority, seq)
+        case nil, .holding:
+            var h = firstHolder
+            if case .holding(let fence) = cursor {
+                while h != VisitorRecord.none && records[Int(h)].fence <= fence { h = records[Int(h)].lineNext }
+            }
+            while h != VisitorRecord.none && holding.count < limit {
+                holding.append(view(h))
+                cursors.append(.holding(fence: records[Int(h)].fence))
+                h = records[Int(h)].lineNext
+            }
+            if h != VisitorRecord.none {
+                more = true
+                listsWaiting = false
+            }
         }
-        let waiting = line.prefix(limit).enumerated().map { i, h in view(h, position: i + 1) }
-        return QueueState(name: name, config: config, holding: holding, waiting: waiting, counts: counts)
+        var waiting: [VisitorView] = []
+        if listsWaiting {
+            let handles = waitingAfter.map { line.prefix(limit + 1, after: $0) } ?? line.prefix(limit + 1)
+            more = handles.count > limit
+            let firstPosition = handles.first.map { line.rank(of: $0) } ?? 1
+            for (i, h) in handles.prefix(limit).enumerated() {
+                waiting.append(view(h, position: firstPosition + i))
+                let key = line.key(of: h)
+                cursors.append(.waiting(priority: key.priority, seq: key.seq))
+            }
+        }
+        var state = QueueState(name: name, config: config, holding: holding, waiting: waiting, counts: counts)
+        state.cursors = cursors
+        state.more = more
+        return state
     }
 
     /// Changes the config. Raising `capacity` grants at once; lowering it

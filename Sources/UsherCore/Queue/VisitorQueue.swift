@@ -86,9 +86,10 @@ public actor VisitorQueue: EngineHost {
         try perform { (e, now) throws(QueueError) in try e.visitor(id: id, now: now) }
     }
 
-    /// `GET /v1/queues/{q}`: at most `limit` holders and waiting visitors.
-    public func state(limit: Int) throws(QueueError) -> QueueState {
-        try perform { (e, now) in e.state(limit: limit, now: now) }
+    /// `GET /v1/queues/{q}`: at most `limit` holders and waiting visitors,
+    /// resuming after `cursor`.
+    public func state(limit: Int, after cursor: QueueCursor? = nil) throws(QueueError) -> QueueState {
+        try perform { (e, now) in e.state(limit: limit, after: cursor, now: now) }
     }
 
     /// `PATCH`: the config after the change.
