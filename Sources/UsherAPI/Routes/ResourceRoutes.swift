@@ -35,6 +35,7 @@ enum ResourceRoutes {
     static func delete(_ call: Call, _ kind: ResourceKind) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         try call.app.registry.remove(kind, try call.name("name"))
+        call.app.trimmer.request()
         return .respond(Reply.noContent())
     }
 }

@@ -33,6 +33,8 @@ public final class UsherApp: HTTPHandler {
     public let events: EventLog
     /// What clients store, against `max_stored_bytes`; injected into each manager.
     public let storage: StorageBudget
+    /// Returns freed memory to the system after a resource is deleted.
+    let trimmer = MemoryTrimmer()
     private let stopping = Atomic<Bool>(false)
     /// Request counts and latency by route template, for `GET /metrics`.
     let httpMetrics: HTTPMetrics
