@@ -118,4 +118,24 @@ import Testing
         }
         #expect(try collect("/v1/pipelines/f/dead", "items", "id") == (0..<30).map { "i\($0)" })
     }
+
+    @Test func aTakeAnswersNoMoreThanMaxResponseBytes() throws {
+        let s = try LiveServer(#"{"max_response_bytes": 65536, "pipelines": {"f": {"max_in_flight": 100}}}"#)
+        let c = s.client()
+        let payload = String(repeating: "d", count: 7000)
+        for i in 0..<20 {
+            #expect(try c.request("POST", "/v1/pipelines/f/items", body: #"{"id": "i\#(i)", "payload": "\#(payload)"}"#).status == 201)
+        }
+        var taken: [String] = []
+        var takes = 0
+        while taken.count < 20 && takes < 10 {
+            let r = try c.request("POST", "/v1/pipelines/f/take?max=100")
+            #expect(r.status == 200)
+            #expect(r.body.count <= 65536)
+            taken += ((r.json["items"] as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
+            takes += 1
+        }
+        #expect(takes >= 3)
+        #expect(taken == (0..<20).map { "i\($0)" })
+    }
 }

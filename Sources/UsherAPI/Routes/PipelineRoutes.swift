@@ -72,7 +72,8 @@ enum PipelineRoutes: ResourceAPI {
             http: HTTPSourceReader.factory(maxBodyBytes: app.config.maxBodyBytes))
         return try app.registry.create(
             .pipelines, name,
-            make: { Pipeline(name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events, budget: app.storage) },
+            make: { Pipeline(name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events, budget: app.storage,
+                            maxTakeBytes: app.config.maxResponseBytes) },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 

@@ -75,7 +75,7 @@ public actor Pipeline: LockIsolatedActor {
     /// microseconds, and starts pulling its source (if any) through `sourceFactory`.
     public init(
         name: String, config: PipelineConfig, clock: any UsherClock, sourceFactory: SourceReaderFactory? = nil,
-        events: EventLog? = nil, budget: StorageBudget = StorageBudget()
+        events: EventLog? = nil, budget: StorageBudget = StorageBudget(), maxTakeBytes: Int = .max
     ) {
         executor = ResourceExecutor(label: "usher.pipeline.\(name)")
         self.name = name
@@ -83,6 +83,7 @@ public actor Pipeline: LockIsolatedActor {
         self.clock = clock
         self.sourceFactory = sourceFactory
         engine = PipelineEngine(config: config, createdAt: clock.now(), budget: budget)
+        engine.maxTakeBytes = maxTakeBytes
         source = config.source.map { SourcePump(status: PipelineSourceStatus(config: $0)) }
         withIsolation { $0.settle() }
     }

@@ -68,6 +68,9 @@ public struct PipelineEngine: Sendable {
     /// charged from its push until it leaves (consumed, filtered, cancelled,
     /// or dropped from the dead list).
     public private(set) var storage: StorageAccount
+    /// The most one `take` hands out, in encoded bytes (`max_response_bytes`):
+    /// the rest stay ready for the next take. At least one item always goes.
+    public var maxTakeBytes = Int.max
 
     /// An empty pipeline; `seed` fixes the treap's shape in tests.
     public init(
@@ -183,16 +186,21 @@ public struct PipelineEngine: Sendable {
         let ack = try effectiveAckSeconds(ackSeconds)
         expire(now: now)
         var out: [PipelineDelivery] = []
+        var bytes = 0
         let limit = Swift.min(max, config.maxInFlight - inFlightCount)
         while out.count < limit, let h = ready.first {
-            ready.remove(h)
             guard var item = slots[Int(h)] else { preconditionFailure("ready handle without an item") }
             guard let payload = filters.apply(to: item.payload) else {
+                ready.remove(h)
                 storage.release(Self.storedBytes(vacate(h)))
                 counts.filteredTotal += 1
                 changes.insert(.roomAvailable)
                 continue
             }
+            let size = Self.deliveryBytes(id: item.id, payload: payload)
+            if !out.isEmpty && bytes + size > maxTakeBytes { break }
+            bytes += size
+            ready.remove(h)
             fence += 1
             if item.deliveries == 0 { waitHistogram.observe(micros: now.micros - item.pushedAt.micros) }
             item.status = .inFlight
@@ -338,6 +346,15 @@ public struct PipelineEngine: Sendable {
         let dropped = dead.trim(to: config.capacity)
         counts.deadDroppedTotal += dropped.count
         for item in dropped { storage.release(Self.storedBytes(item)) }
+    }
+
+    /// At least what a delivery of `payload` adds to a take's answer: its
+    /// fields, its id, and the payload (encoded when large; a small one
+    /// counted at six bytes per stored byte, the most escaping can make of it).
+    static func deliveryBytes(id: String, payload: JSONValue) -> Int {
+        let stored = StorageBudget.size(of: payload)
+        let encoded = stored > 1024 ? payload.jsonBytes.count : 6 * stored
+        return 256 + id.utf8.count + encoded
     }
 
     /// What an item is charged: its id and stored payload.
