@@ -139,8 +139,8 @@ enum PipelineRoutes: ResourceAPI {
         var envelope = state
         envelope.items = []
         state.nextCursor = Paging.cut(
-            &state.items, cursors: state.cursors, more: state.more, envelope: envelope.json().jsonBytes.count,
-            maxBytes: call.app.config.maxResponseBytes) { $0.json().jsonBytes.count }
+            &state.items, cursors: state.cursors, more: state.more, envelope: JSONSizeCounter.size(of: envelope.json()),
+            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0.json()) }
         return state
     }
 
@@ -275,8 +275,8 @@ enum PipelineRoutes: ResourceAPI {
         var items = page.items.map { itemJSON($0) }
         let envelope = JSONValue.object([("dead", .int(count)), ("items", .array([])), ("next_cursor", .null)])
         let next = Paging.cut(
-            &items, cursors: page.cursors, more: page.more, envelope: envelope.jsonBytes.count,
-            maxBytes: call.app.config.maxResponseBytes) { $0.jsonBytes.count }
+            &items, cursors: page.cursors, more: page.more, envelope: JSONSizeCounter.size(of: envelope),
+            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0) }
         return .respond(Reply.json(.object([
             ("dead", .int(count)), ("items", .array(items)), ("next_cursor", next.map(JSONValue.string) ?? .null),
         ])))

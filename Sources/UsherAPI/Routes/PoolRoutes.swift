@@ -94,8 +94,8 @@ enum PoolRoutes: ResourceAPI {
         var envelope = state
         envelope.elements = []
         state.nextCursor = Paging.cut(
-            &state.elements, cursors: state.cursors, more: state.more, envelope: envelope.json().jsonBytes.count,
-            maxBytes: call.app.config.maxResponseBytes) { $0.json().jsonBytes.count }
+            &state.elements, cursors: state.cursors, more: state.more, envelope: JSONSizeCounter.size(of: envelope.json()),
+            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0.json()) }
         return state
     }
 

@@ -24,8 +24,8 @@ enum ResourceRoutes {
         var items = page.resources.map { $0.summary() }
         let envelope = JSONValue.object([(kind.rawValue, .array([])), ("next_cursor", .null)])
         let next = Paging.cut(
-            &items, cursors: page.resources.map(\.name), more: page.more, envelope: envelope.jsonBytes.count,
-            maxBytes: call.app.config.maxResponseBytes) { $0.jsonBytes.count }
+            &items, cursors: page.resources.map(\.name), more: page.more, envelope: JSONSizeCounter.size(of: envelope),
+            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0) }
         return .respond(Reply.json(.object([
             (kind.rawValue, .array(items)), ("next_cursor", next.map(JSONValue.string) ?? .null),
         ])))

@@ -87,8 +87,8 @@ enum WindowRoutes: ResourceAPI {
         var envelope = state
         envelope.queued = []
         state.nextCursor = Paging.cut(
-            &state.queued, cursors: state.cursors, more: state.more, envelope: envelope.json().jsonBytes.count,
-            maxBytes: call.app.config.maxResponseBytes) { $0.json().jsonBytes.count }
+            &state.queued, cursors: state.cursors, more: state.more, envelope: JSONSizeCounter.size(of: envelope.json()),
+            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0.json()) }
         return state
     }
 

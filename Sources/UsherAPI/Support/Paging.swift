@@ -49,7 +49,8 @@ enum Paging {
         envelope.holding = []
         envelope.waiting = []
         let listed = state.holding + state.waiting
-        let n = fitting(listed.lazy.map { $0.encodedJSON.count }, envelope: envelope.encodedJSON.count, maxBytes: maxBytes)
+        let n = fitting(
+            listed.lazy.map { JSONSizeCounter.size(of: $0) }, envelope: JSONSizeCounter.size(of: envelope), maxBytes: maxBytes)
         if n < listed.count {
             if n <= state.holding.count {
                 state.holding.removeLast(state.holding.count - n)

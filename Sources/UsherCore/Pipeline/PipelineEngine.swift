@@ -349,11 +349,12 @@ public struct PipelineEngine: Sendable {
     }
 
     /// At least what a delivery of `payload` adds to a take's answer: its
-    /// fields, its id, and the payload (encoded when large; a small one
-    /// counted at six bytes per stored byte, the most escaping can make of it).
+    /// fields, its id, and the payload's encoded size (counted exactly when
+    /// large; a small one at six bytes per stored byte, the most escaping
+    /// makes, so the hot path does not walk it twice).
     static func deliveryBytes(id: String, payload: JSONValue) -> Int {
         let stored = StorageBudget.size(of: payload)
-        let encoded = stored > 1024 ? payload.jsonBytes.count : 6 * stored
+        let encoded = stored > 1024 ? JSONSizeCounter.size(of: payload) : 6 * stored
         return 256 + id.utf8.count + encoded
     }
 
