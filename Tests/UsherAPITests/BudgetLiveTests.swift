@@ -2,6 +2,7 @@ import Foundation
 import HTTPTestClient
 import Testing
 @testable import UsherAPI
+import UsherCore
 
 /// `max_stored_bytes` (507 `storage_full`) and `max_response_bytes` (pages
 /// with `next_cursor`) on the real server.
@@ -9,6 +10,16 @@ import Testing
     /// A visitor body with a payload of `bytes` characters.
     static func visitor(_ id: String, bytes: Int) -> String {
         #"{"id": "\#(id)", "payload": "\#(String(repeating: "p", count: bytes))"}"#
+    }
+
+    @Test func configKeysDefaultsAndRanges() throws {
+        let defaults = UsherConfig()
+        #expect(defaults.maxStoredBytes == 256 << 20 && defaults.maxResponseBytes == 8 << 20)
+        let set = try UsherConfig.parse(try JSONValue.parse(#"{"max_stored_bytes": 2097152, "max_response_bytes": 65536}"#))
+        #expect(set.maxStoredBytes == 2_097_152 && set.maxResponseBytes == 65536)
+        for bad in [#"{"max_stored_bytes": 1000}"#, #"{"max_response_bytes": 100}"#, #"{"max_stored_bytes": "big"}"#] {
+            #expect(throws: FieldError.self) { _ = try UsherConfig.parse(try JSONValue.parse(bad)) }
+        }
     }
 
     @Test func aWriteBeyondTheBudgetIs507WithTheFiguresAndStoresNothing() throws {

@@ -75,7 +75,7 @@ extension QueueEngine {
             records[Int(h)] = rec
         }
         counts.enqueuedTotal += 1
-        if r.id == nil { storage.charge(storedBytes(h) - priced) }
+        if r.id == nil { storage.charge(id.utf8.count) }
         return h
     }
 

@@ -50,10 +50,8 @@ public final class StorageBudget: Sendable {
 
     /// What a record with these strings and this payload costs: the fixed
     /// overhead, the strings' UTF-8 bytes and the payload's `size(of:)`.
-    public static func cost(_ strings: String?..., payload: JSONValue? = nil) -> Int {
-        var total = recordOverhead + size(of: payload)
-        for s in strings { total += s?.utf8.count ?? 0 }
-        return total
+    public static func cost(_ a: String?, _ b: String? = nil, _ c: String? = nil, payload: JSONValue? = nil) -> Int {
+        recordOverhead + (a?.utf8.count ?? 0) + (b?.utf8.count ?? 0) + (c?.utf8.count ?? 0) + size(of: payload)
     }
 
     /// A JSON value's stored size: its strings' and keys' UTF-8 bytes plus
@@ -61,6 +59,12 @@ public final class StorageBudget: Sendable {
     /// cannot exhaust the stack.
     public static func size(of value: JSONValue?) -> Int {
         guard let value else { return 0 }
+        // Scalars without the walk's allocation (most payloads).
+        switch value {
+        case .null, .bool, .int, .double: return valueOverhead
+        case .string(let s): return valueOverhead + s.utf8.count
+        case .array, .object: break
+        }
         var total = 0
         var pending = [value]
         while let v = pending.popLast() {
