@@ -22,6 +22,32 @@ import UsherCore
         }
     }
 
+    @Test func theQueueBoundIsNeverBelowTheEncodedSize() throws {
+        let t0 = Timestamp(micros: 1_767_225_600_000_000)
+        var config = QueueConfig()
+        config.capacity = 2
+        config.opposites = [["a\u{1}\"", "b\\"]]
+        config.dedup = .off
+        var engine = QueueEngine(name: "q\u{2}", config: config, createdAt: t0)
+        let nasty = String(repeating: "\u{1}\"\\é", count: 50)
+        let payloads: [JSONValue?] = [
+            nil, .null, .int(Int.min), .double(-1.2345678901234567e-300), .string(nasty),
+            .array([.object([(nasty, .array([.bool(false), .null, .double(1e300)]))]), .array([])]),
+            .object([("k", .object([("", .string(""))]))]),
+        ]
+        for (i, p) in payloads.enumerated() {
+            _ = try engine.enqueue(VisitorRequest(id: "v\(i)", key: "k\u{3}", action: nasty.count > 0 ? "a\u{1}\"" : nil, payload: p), now: t0)
+        }
+        _ = try engine.enqueue(VisitorRequest(key: "k\u{3}", action: "a\u{1}\"", payload: .int(1)), now: t0)
+        let state = engine.state(limit: 100, now: t0)
+        #expect(state.holding.count == 2 && state.waiting.count == 6)
+        for v in state.holding + state.waiting { #expect(Paging.bound(v) >= v.encodedJSON.count, "\(v.id)") }
+        var envelope = state
+        envelope.holding = []
+        envelope.waiting = []
+        #expect(Paging.envelopeBound(state) >= envelope.encodedJSON.count)
+    }
+
     @Test func aWriteBeyondTheBudgetIs507WithTheFiguresAndStoresNothing() throws {
         let s = try LiveServer(#"{"max_stored_bytes": 1048576, "queues": {"a": {"capacity": 0}, "b": {"capacity": 0}}}"#)
         let c = s.client()

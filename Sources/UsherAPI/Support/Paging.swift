@@ -29,6 +29,21 @@ enum Paging {
         return cursor
     }
 
+    /// At least a visitor's encoded size, without walking its payload twice:
+    /// its fields in at most 512 bytes, every string byte escaped to at most
+    /// 6, and the payload at most 6 bytes per byte `StorageBudget` counts.
+    static func bound(_ v: VisitorView) -> Int {
+        var strings = v.id.utf8.count + v.queue.utf8.count + (v.key?.utf8.count ?? 0) + (v.action?.utf8.count ?? 0)
+        strings += (v.mergedInto?.utf8.count ?? 0) + (v.cancelledWith?.utf8.count ?? 0) + (v.reason?.utf8.count ?? 0)
+        return 512 + 6 * (strings + StorageBudget.size(of: v.payload))
+    }
+
+    /// At least a queue state's size without its lists: name, config, counts.
+    static func envelopeBound(_ s: QueueState) -> Int {
+        let opposites = s.config.opposites.reduce(0) { $0 + $1.reduce(16) { $0 + 16 + $1.utf8.count } }
+        return 2048 + 6 * (s.name.utf8.count + opposites)
+    }
+
     /// Cuts a list of `items` at `maxBytes` (after `envelope` bytes), `size`
     /// being an element's encoded size; answers `next_cursor`: the cursor
     /// after the last element kept when the page was cut or `more` follow.
@@ -43,8 +58,14 @@ enum Paging {
         return more ? cursors.last : nil
     }
 
-    /// Cuts a queue's page at `maxBytes` and sets its `next_cursor`.
+    /// Cuts a queue's page at `maxBytes` and sets its `next_cursor`. A page
+    /// whose upper bound fits (the usual case) is not measured.
     static func cut(_ state: inout QueueState, maxBytes: Int) {
+        let holdersBound = state.holding.reduce(envelopeBound(state)) { $0 + Self.bound($1) + 1 }
+        if state.waiting.reduce(holdersBound, { $0 + Self.bound($1) + 1 }) + cursorRoom <= maxBytes {
+            if state.more { state.nextCursor = state.cursors.last?.text }
+            return
+        }
         var envelope = state
         envelope.holding = []
         envelope.waiting = []
