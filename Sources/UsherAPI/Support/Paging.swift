@@ -3,8 +3,8 @@ import UsherCore
 /// `max_response_bytes` applied to the lists in answers: a page ends early
 /// when the next element would not fit, and `next_cursor` says where to go on.
 enum Paging {
-    /// Room kept for `next_cursor` itself.
-    static let cursorRoom = 64
+    /// Room kept for `next_cursor` itself (a resource name is up to 128 bytes).
+    static let cursorRoom = 192
 
     /// How many leading elements, whose encoded sizes are `sizes`, fit in
     /// `maxBytes` after `envelope` bytes (each costs its size and a comma).
