@@ -44,7 +44,7 @@ import Testing
             Issue.record("not an object")
             return
         }
-        #expect(members.map(\.0) == ["name", "config", "holding", "waiting", "counts"])
+        #expect(members.map(\.0) == ["name", "config", "holding", "waiting", "counts", "next_cursor"])
         #expect(tree["waiting"] == .array([views()[0].json(), views()[1].json()]))
         #expect(tree["holding"] == .array([views()[2].json()]))
         #expect(state.encodedJSON == tree.jsonBytes)

@@ -235,7 +235,7 @@ import Testing
         }
         #expect(members.map(\.0) == [
             "name", "capacity", "ready", "in_flight", "delayed", "dead", "fence", "waiting_consumers",
-            "waiting_producers", "filters", "items", "counts", "source", "config",
+            "waiting_producers", "filters", "items", "next_cursor", "counts", "source", "config",
         ])
         #expect(s.json()["filters"] == .array([
             .object([("name", .string("stamp")), ("priority", .int(0)), ("action", .string("set")), ("field", .string("/x")), ("value", .int(1))]),

@@ -115,7 +115,7 @@ import Testing
         try e.add("a")
         try e.add("b")
         let s = e.state(limit: 100, now: F.at(0)).json()
-        #expect(s.objectKeys == ["name", "config", "holding", "waiting", "counts"])
+        #expect(s.objectKeys == ["name", "config", "holding", "waiting", "counts", "next_cursor"])
         #expect(
             s["counts"]?.jsonString
                 == #"{"waiting":1,"holding":1,"delayed":0,"enqueued_total":2,"granted_total":1,"completed_total":0,"#

@@ -58,6 +58,19 @@ public struct UsherConfig: Sendable {
     /// given. Each kind's routes read its config (`ResourceAPI.createDeclared`),
     /// so a bad one still stops start-up before the port is bound.
     public var declared: [ResourceKind: [(name: String, config: JSONValue)]] = [:]
+    // Memory budget (docs/operations.md "Memory budget").
+    /// Most bytes clients may store in all resources together (payloads,
+    /// ids, keys, items, history, buffered events); a write beyond it is
+    /// answered 507 `storage_full`. Default 268435456 (256 MiB).
+    public var maxStoredBytes = 256 << 20
+    /// Largest answer body: lists end their page early and return
+    /// `next_cursor`. Default 8388608 (8 MiB).
+    public var maxResponseBytes = 8 << 20
+    /// The accepted `max_stored_bytes`.
+    public static let maxStoredBytesRange = (1 << 20)...(1 << 40)
+    /// The accepted `max_response_bytes`: at least a full request body's worth.
+    public static let maxResponseBytesRange = (64 << 10)...(1 << 30)
+
     /// Log level (`USHER_LOG_LEVEL`): debug, info, warn or error. Default info.
     public var logLevel = LogLevel.info
 
@@ -100,6 +113,8 @@ public struct UsherConfig: Sendable {
         if let v = try r.int("max_pointer_segments", in: JSONLimits.maxPointerSegmentsRange) {
             config.jsonLimits.maxPointerSegments = v
         }
+        if let v = try r.int("max_stored_bytes", in: maxStoredBytesRange) { config.maxStoredBytes = v }
+        if let v = try r.int("max_response_bytes", in: maxResponseBytesRange) { config.maxResponseBytes = v }
         if var definitions = try r.object("definitions") {
             for name in definitions.keys {
                 let path = definitions.fieldPath(name)

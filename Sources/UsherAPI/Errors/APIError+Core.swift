@@ -26,6 +26,8 @@ extension APIError {
             self = .tooMany("queue_full", "Queue is full", "the waiting line is at max_waiting", retryAfter: retryAfter)
         case .invalid(let field, let message):
             self = .badRequest(field.isEmpty ? message : "\(field): \(message)", field: field.isEmpty ? nil : field)
+        case .storageFull(let full):
+            self = .storageFull(full)
         case .gone:
             self = .gone("the queue was deleted")
         case .shuttingDown:
@@ -48,6 +50,8 @@ extension APIError {
         case .versionMismatch(let current):
             self = .preconditionFailed("If-Match does not match the machine's version \(current)",
                                        extra: [("version", .int(Int(current)))])
+        case .storageFull(let full):
+            self = .storageFull(full)
         case .gone:
             self = .gone("the machine was deleted")
         case .shuttingDown:

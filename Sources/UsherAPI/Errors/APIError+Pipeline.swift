@@ -23,6 +23,8 @@ extension APIError {
                             "the pipeline holds capacity items (ready, delayed and in flight)", retryAfter: retryAfter)
         case .invalid(let field, let message):
             self = .badRequest(field.isEmpty ? message : "\(field): \(message)", field: field.isEmpty ? nil : field)
+        case .storageFull(let full):
+            self = .storageFull(full)
         case .gone:
             self = .gone("the pipeline was deleted")
         case .shuttingDown:

@@ -21,6 +21,8 @@ extension APIError {
             self = .tooMany("too_many_elements", "Too many elements", error.description, retryAfter: nil)
         case .invalid(let field, let message):
             self = .badRequest(field.isEmpty ? message : "\(field): \(message)", field: field.isEmpty ? nil : field)
+        case .storageFull(let full):
+            self = .storageFull(full)
         case .gone:
             self = .gone("the pool was deleted")
         case .shuttingDown:

@@ -12,6 +12,8 @@ extension APIError {
             self = .tooMany("queue_full", "Queue is full", "the window's queue is at max_waiting", retryAfter: retryAfter)
         case .invalid(let field, let message):
             self = .badRequest(field.isEmpty ? message : "\(field): \(message)", field: field.isEmpty ? nil : field)
+        case .storageFull(let full):
+            self = .storageFull(full)
         case .gone:
             self = .gone("the window was deleted")
         case .shuttingDown:

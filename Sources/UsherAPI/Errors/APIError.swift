@@ -96,6 +96,12 @@ extension APIError {
     public static func notImplemented(_ detail: String) -> APIError {
         APIError(status: 501, code: "not_implemented", title: "Not implemented", detail: detail)
     }
+    public static func storageFull(_ full: StorageFull) -> APIError {
+        APIError(status: 507, code: "storage_full", title: "Storage full",
+                 detail: "\(full.description); delete something or raise max_stored_bytes",
+                 extra: [("used_bytes", .int(full.used)), ("limit_bytes", .int(full.limit)),
+                         ("requested_bytes", .int(full.requested))])
+    }
     public static func shuttingDown() -> APIError {
         APIError(status: 503, code: "shutting_down", title: "Shutting down",
                  detail: "the server is shutting down", headers: [("Connection", "close")])

@@ -14,8 +14,17 @@ enum MetricsRoute {
             }
         }
         ResourceMetrics.write(samples, counts: app.registry.counts(), now: app.clock.now(), to: &out)
+        writeStorage(app.storage, to: &out)
         writeProcess(to: &out)
         return HTTPResponse(status: 200, contentType: PrometheusText.contentType, text: out.text)
+    }
+
+    /// `usher_stored_bytes` and `usher_stored_bytes_limit`: the storage budget.
+    static func writeStorage(_ budget: StorageBudget, to out: inout PrometheusText) {
+        out.family("usher_stored_bytes", "gauge", "Bytes clients store now, as max_stored_bytes counts them.")
+        out.sample("usher_stored_bytes", [:], Double(budget.usedBytes))
+        out.family("usher_stored_bytes_limit", "gauge", "max_stored_bytes.")
+        out.sample("usher_stored_bytes_limit", [:], Double(budget.limit))
     }
 
     /// `process_resident_memory_bytes` (from /proc/self/status) and

@@ -157,6 +157,7 @@ extension OpenAPIDocument {
                 ("waiting_producers", Schema.count),
                 ("filters", Schema.array(Schema.ref("FilterEntry"), "in the order they run")),
                 ("items", Schema.array(Schema.ref("PipelineItem"), "the first `limit` ready items in hand-out order")),
+                ("next_cursor", Schema.nextCursor),
                 ("counts", Schema.ref("PipelineCounts")),
                 ("source", Schema.nullable(Schema.ref("SourceStatus"))),
                 ("config", Schema.ref("PipelineConfig")),
@@ -188,7 +189,7 @@ extension OpenAPIDocument {
                           responses: [Response.json(201, "created", state), Response.json(200, "exists with the same config", state)]
                               + Response.creationConflicts),
                 Operation("GET", "getPipeline", "The pipeline's counts, filters, first ready items and source",
-                          query: [limit], responses: [Response.json(200, "the state", state)]),
+                          query: [limit, Parameter.cursor], responses: [Response.json(200, "the state", state)]),
                 Operation("PATCH", "patchPipeline", "Change capacity, max_in_flight, ack_seconds or max_deliveries; effective at once",
                           body: RequestBody(schema: Schema.ref("PipelinePatchRequest"), required: false,
                                             example: .object([("capacity", .int(200))])),
@@ -263,9 +264,9 @@ extension OpenAPIDocument {
             ]),
             PathItem("/v1/pipelines/{name}/dead", [name], [
                 Operation("GET", "deadItems", "The dead list, oldest first",
-                          query: [limit],
+                          query: [limit, Parameter.cursor],
                           responses: [Response.json(200, "how many, and the oldest `limit`", Schema.object([
-                              ("dead", Schema.count), ("items", Schema.array(itemJSON)),
+                              ("dead", Schema.count), ("items", Schema.array(itemJSON)), ("next_cursor", Schema.nextCursor),
                           ]))]),
             ]),
             PathItem("/v1/pipelines/{name}/dead/redrive", [name], [

@@ -69,6 +69,7 @@ extension OpenAPIDocument {
                 ("next_expiry_at", Schema.nullable(Schema.timestamp)),
                 ("elements", Schema.array(Schema.ref("PoolElement"), "the first `limit` elements in stable order")),
                 ("counts", Schema.ref("PoolCounts")),
+                ("next_cursor", Schema.nextCursor),
             ])),
             ("LeaseReply", Schema.object([("lease", Schema.ref("Lease"))])),
             ("ElementReply", Schema.object([("element", Schema.ref("PoolElement"))])),
@@ -96,7 +97,7 @@ extension OpenAPIDocument {
                           responses: [Response.json(201, "created", state), Response.json(200, "exists with the same config", state)]
                               + Response.creationConflicts),
                 Operation("GET", "getPool", "The pool's elements, leases and counts",
-                          query: [Parameter.limit(L.elements, default: 1000, "elements")],
+                          query: [Parameter.limit(L.elements, default: 1000, "elements"), Parameter.cursor],
                           responses: [Response.json(200, "the state", state)]),
                 Operation("PATCH", "patchPool", "Change lease_seconds, max_waiting or grow; effective at once",
                           body: RequestBody(schema: Schema.ref("PoolPatchRequest"), required: false,

@@ -66,6 +66,7 @@ extension OpenAPIDocument {
                 ("holding", Schema.array(Schema.ref("Visitor"), "holders in grant order")),
                 ("waiting", Schema.array(Schema.ref("Visitor"), "the first `limit` waiting visitors in grant order")),
                 ("counts", Schema.ref("QueueCounts")),
+                ("next_cursor", Schema.nextCursor),
             ])),
         ]
     }
@@ -94,7 +95,7 @@ extension OpenAPIDocument {
                           responses: [Response.json(201, "created", state), Response.json(200, "exists with the same config", state)]
                               + Response.creationConflicts),
                 Operation("GET", "getQueue", "The queue's config, holders, the head of its line and counts",
-                          query: [Parameter.limit(0...10_000, default: 100, "waiting visitors (and holders)")],
+                          query: [Parameter.limit(0...10_000, default: 100, "waiting visitors (and holders)"), Parameter.cursor],
                           responses: [Response.json(200, "the state", state)]),
                 Operation("PATCH", "patchQueue", "Change config fields; effective at once",
                           description: "Raising capacity grants waiting visitors at once; lowering it takes no slot away.",

@@ -58,6 +58,7 @@ extension OpenAPIDocument {
                 ("showing", Schema.nullable(item)),
                 ("queued", Schema.array(item, "the first `limit` queued items in showing order")),
                 ("counts", Schema.ref("WindowCounts")),
+                ("next_cursor", Schema.nextCursor),
             ])),
             ("Dismissal", Schema.object([
                 ("dismissed", item),
@@ -81,7 +82,7 @@ extension OpenAPIDocument {
                           responses: [Response.json(201, "created", state), Response.json(200, "exists with the same config", state)]
                               + Response.creationConflicts),
                 Operation("GET", "getWindow", "The item shown, the queue behind it and counts",
-                          query: [Parameter.limit(0...10_000, default: 100, "queued items")],
+                          query: [Parameter.limit(0...10_000, default: 100, "queued items"), Parameter.cursor],
                           responses: [Response.json(200, "the state", state)]),
                 Operation("PATCH", "patchWindow", "Change config fields; effective at once",
                           body: configBody, responses: [Response.json(200, "the state after the change", state)]),

@@ -92,6 +92,12 @@ extension OpenAPIDocument {
         }
 
         /// `schema` or `null`.
+        /// `next_cursor`: where the next page starts; null on the last page.
+        static var nextCursor: JSONValue {
+            with("pass as cursor for the next page (the page ended at limit or at max_response_bytes); null on the last page",
+                 nullable(.object([("type", .string("string"))])))
+        }
+
         static func nullable(_ schema: JSONValue) -> JSONValue {
             guard case .object(var m) = schema else { return schema }
             if let i = m.firstIndex(where: { $0.0 == "type" }), case .string(let type) = m[i].1,
@@ -184,6 +190,10 @@ extension OpenAPIDocument {
                 ("default", .int(value)),
             ]), "how many \(what) to list")
         }
+
+        /// `cursor=C`: where a list resumes (a `next_cursor` from the page before).
+        static let cursor = query("cursor", .object([("type", .string("string"))]),
+                                  "resume after the previous page: its next_cursor")
 
         /// A path parameter: a name, with an example.
         static func path(_ name: String, _ description: String, example: String, not excluded: String? = nil) -> JSONValue {
@@ -289,6 +299,9 @@ extension OpenAPIDocument {
             ("PayloadTooLarge", problem(
                 413, "the body is larger than max_body_bytes (default 65536); the connection is closed",
                 codes: ["payload_too_large"]).1),
+            ("StorageFull", problem(
+                507, "storing this would pass max_stored_bytes; `used_bytes`, `limit_bytes`, `requested_bytes`",
+                codes: ["storage_full"]).1),
             ("Gone", problem(410, "the resource was deleted while the request waited", codes: ["gone"]).1),
             ("ShuttingDown", problem(
                 503, "the server is shutting down (the answer to every parked long-poll then)", codes: ["shutting_down"],
@@ -351,6 +364,7 @@ extension OpenAPIDocument {
             if body != nil {
                 addMissing(Response.shared("413", "PayloadTooLarge"))
                 addMissing(Response.shared("501", "NotImplemented"))
+                if template.hasPrefix("/v1") { addMissing(Response.shared("507", "StorageFull")) }
             }
             responses.sort { $0.0 < $1.0 }
 

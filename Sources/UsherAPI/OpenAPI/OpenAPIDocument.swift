@@ -34,7 +34,7 @@ enum OpenAPIDocument {
         "not_in_flight", "in_flight", "element_leased",
         "gone", "precondition_failed", "payload_too_large",
         "queue_full", "pipeline_full", "too_many_resources", "too_many_elements",
-        "not_implemented", "shutting_down", "internal_error",
+        "not_implemented", "shutting_down", "internal_error", "storage_full",
     ]
 
     static func build() -> JSONValue {
@@ -102,8 +102,11 @@ enum OpenAPIDocument {
                 ("next_expiry_at", Schema.nullable(Schema.timestamp)),
                 ("element", Schema.name("element_leased: the element")),
                 ("lease", Schema.name("element_leased: its lease")),
+                ("used_bytes", Schema.integer(0...Int.max, "storage_full: the bytes stored when the write was refused")),
+                ("limit_bytes", Schema.integer(0...Int.max, "storage_full: max_stored_bytes")),
+                ("requested_bytes", Schema.integer(0...Int.max, "storage_full: what the write needed")),
             ], optional: ["field", "current_status", "retry_after_seconds", "state", "allowed_events", "version",
-                          "next_expiry_at", "element", "lease"],
+                          "next_expiry_at", "element", "lease", "used_bytes", "limit_bytes", "requested_bytes"],
                "RFC 9457 problem details (application/problem+json) with a stable `code`")),
         ]
     }
@@ -194,9 +197,11 @@ enum OpenAPIDocument {
 
     /// `GET /v1/{kind}`: `{"<kind>": [summary…]}` sorted by name.
     static func listOperation(_ kind: ResourceKind, id: String, summary: String) -> Operation {
-        Operation("GET", id, "Every \(kind.noun) with a summary, sorted by name",
+        Operation("GET", id, "Every \(kind.noun) with a summary, sorted by name, a page at a time",
+                  query: [Parameter.limit(0...1_000_000, default: 1000, kind.rawValue), Parameter.cursor],
                   responses: [Response.json(200, "the \(kind.rawValue)", Schema.object([
                       (kind.rawValue, Schema.array(Schema.ref(summary))),
+                      ("next_cursor", Schema.nextCursor),
                   ]))])
     }
 

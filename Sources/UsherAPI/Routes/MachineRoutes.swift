@@ -77,7 +77,8 @@ enum MachineRoutes: ResourceAPI {
         try app.registry.create(
             .machines, name,
             make: {
-                StateMachine(name: name, definitionName: spec.definitionName, definition: spec.definition, clock: app.clock, events: app.events)
+                StateMachine(name: name, definitionName: spec.definitionName, definition: spec.definition, clock: app.clock, events: app.events,
+                    budget: app.storage)
             },
             matches: { $0.definitionName == spec.definitionName && $0.definition == spec.definition })
     }

@@ -74,7 +74,8 @@ enum PipelineRoutes: ResourceAPI {
             http: HTTPSourceReader.factory(maxBodyBytes: app.config.maxBodyBytes, maxDepth: maxDepth))
         return try app.registry.create(
             .pipelines, name,
-            make: { Pipeline(name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events) },
+            make: { Pipeline(name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events, budget: app.storage,
+                            maxTakeBytes: app.config.maxResponseBytes) },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 
@@ -120,13 +121,30 @@ enum PipelineRoutes: ResourceAPI {
         }
         let (pipeline, created) = try create(name: name, config: config, in: call.app)
         let state = pipeline.withIsolation { $0.state(limit: 100) }
-        return .respond(Reply.json(state.json(), status: created ? 201 : 200))
+        return .respond(Reply.json(page(state, call).json(), status: created ? 201 : 200))
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let limit = try call.query(allowing: ["limit"]).int("limit", in: listLimit) ?? 100
+        let query = try call.query(allowing: ["limit", "cursor"])
+        let limit = try query.int("limit", in: listLimit) ?? 100
+        let cursor = try Paging.cursor(query) { raw -> PipelineCursor? in
+            guard let c = PipelineCursor(raw), case .ready = c else { return nil }
+            return c
+        }
         let pipeline = try pipeline(call)
-        return .respond(Reply.json(pipeline.withIsolation { $0.state(limit: limit) }.json()))
+        let state = pipeline.withIsolation { $0.state(limit: limit, after: cursor) }
+        return .respond(Reply.json(page(state, call).json()))
+    }
+
+    /// The state with its ready items cut at `max_response_bytes`.
+    private static func page(_ state: PipelineSnapshot, _ call: Call) -> PipelineSnapshot {
+        var state = state
+        var envelope = state
+        envelope.items = []
+        state.nextCursor = Paging.cut(
+            &state.items, cursors: state.cursors, more: state.more, envelope: JSONSizeCounter.size(of: envelope.json()),
+            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0.json()) }
+        return state
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -143,7 +161,7 @@ enum PipelineRoutes: ResourceAPI {
             try p.apply(patch)
             return p.state(limit: 100)
         }
-        return .respond(Reply.json(state.json()))
+        return .respond(Reply.json(page(state, call).json()))
     }
 
     // MARK: - Producers
@@ -249,10 +267,22 @@ enum PipelineRoutes: ResourceAPI {
     // MARK: - Dead list
 
     private static func dead(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let limit = try call.query(allowing: ["limit"]).int("limit", in: listLimit) ?? 100
+        let query = try call.query(allowing: ["limit", "cursor"])
+        let limit = try query.int("limit", in: listLimit) ?? 100
+        let cursor = try Paging.cursor(query) { raw -> PipelineCursor? in
+            guard let c = PipelineCursor(raw), case .dead = c else { return nil }
+            return c
+        }
         let pipeline = try pipeline(call)
-        let (count, items) = pipeline.withIsolation { p in (p.state(limit: 0).dead, p.dead(limit: limit)) }
-        return .respond(Reply.json(.object([("dead", .int(count)), ("items", .array(items.map { itemJSON($0) }))])))
+        let (count, page) = pipeline.withIsolation { p in (p.state(limit: 0).dead, p.deadPage(limit: limit, after: cursor)) }
+        var items = page.items.map { itemJSON($0) }
+        let envelope = JSONValue.object([("dead", .int(count)), ("items", .array([])), ("next_cursor", .null)])
+        let next = Paging.cut(
+            &items, cursors: page.cursors, more: page.more, envelope: JSONSizeCounter.size(of: envelope),
+            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0) }
+        return .respond(Reply.json(.object([
+            ("dead", .int(count)), ("items", .array(items)), ("next_cursor", next.map(JSONValue.string) ?? .null),
+        ])))
     }
 
     private static func redrive(_ call: Call) throws(APIError) -> HTTPHandlerResult {

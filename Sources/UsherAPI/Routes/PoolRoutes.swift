@@ -51,7 +51,7 @@ enum PoolRoutes: ResourceAPI {
     static func create(name: String, config: PoolConfig, in app: UsherApp) throws(APIError) -> (LeasePool, Bool) {
         try app.registry.create(
             .pools, name,
-            make: { LeasePool(name: name, config: config, clock: app.clock, events: app.events) },
+            make: { LeasePool(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage) },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 
@@ -76,14 +76,27 @@ enum PoolRoutes: ResourceAPI {
         let config: PoolConfig = try call.readBody { body throws(FieldError) in try PoolConfig.parse(&body) }
         let (pool, created) = try create(name: name, config: config, in: call.app)
         let state = try run(pool) { p throws(PoolError) in try p.state(limit: 1000) }
-        return .respond(Reply.json(state.json(), status: created ? 201 : 200))
+        return .respond(Reply.json(page(state, call).json(), status: created ? 201 : 200))
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["limit"])
+        let query = try call.query(allowing: ["limit", "cursor"])
         let limit = try query.int("limit", in: 0...PoolConfig.Limits.elements.upperBound) ?? 1000
+        let cursor = try Paging.cursor(query, LeasePool.elementCursor)
         let pool = try pool(call)
-        return .respond(Reply.json(try run(pool) { p throws(PoolError) in try p.state(limit: limit) }.json()))
+        let state = try run(pool) { p throws(PoolError) in try p.state(limit: limit, after: cursor) }
+        return .respond(Reply.json(page(state, call).json()))
+    }
+
+    /// The state with its elements cut at `max_response_bytes`.
+    private static func page(_ state: PoolState, _ call: Call) -> PoolState {
+        var state = state
+        var envelope = state
+        envelope.elements = []
+        state.nextCursor = Paging.cut(
+            &state.elements, cursors: state.cursors, more: state.more, envelope: JSONSizeCounter.size(of: envelope.json()),
+            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0.json()) }
+        return state
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -94,7 +107,7 @@ enum PoolRoutes: ResourceAPI {
             _ = try p.apply(patch)
             return try p.state(limit: 1000)
         }
-        return .respond(Reply.json(state.json()))
+        return .respond(Reply.json(page(state, call).json()))
     }
 
     private static func fetch(_ call: Call) throws(APIError) -> HTTPHandlerResult {

@@ -59,7 +59,7 @@ enum QueueRoutes: ResourceAPI {
     static func create(name: String, config: QueueConfig, in app: UsherApp) throws(APIError) -> (VisitorQueue, Bool) {
         try app.registry.create(
             .queues, name,
-            make: { VisitorQueue(name: name, config: config, clock: app.clock, events: app.events) },
+            make: { VisitorQueue(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage) },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 
@@ -79,25 +79,30 @@ enum QueueRoutes: ResourceAPI {
         let name = try call.name("name")
         let config: QueueConfig = try call.readBody { body throws(FieldError) in try QueueConfig.parse(&body) }
         let (queue, created) = try create(name: name, config: config, in: call.app)
-        let state = try run(queue) { q throws(QueueError) in try q.state(limit: 100) }
+        var state = try run(queue) { q throws(QueueError) in try q.state(limit: 100) }
+        Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
         return .respond(Reply.json(state, status: created ? 201 : 200))
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["limit"])
+        let query = try call.query(allowing: ["limit", "cursor"])
         let limit = try query.int("limit", in: 0...10_000) ?? 100
+        let cursor = try Paging.cursor(query, QueueCursor.init)
         let queue = try queue(call)
-        return .respond(Reply.json(try run(queue) { q throws(QueueError) in try q.state(limit: limit) }))
+        var state = try run(queue) { q throws(QueueError) in try q.state(limit: limit, after: cursor) }
+        Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
+        return .respond(Reply.json(state))
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let queue = try queue(call)
         let patch: QueuePatch = try call.readBody { body throws(FieldError) in try QueuePatch.parse(&body) }
-        let state = try run(queue) { q throws(QueueError) in
+        var state = try run(queue) { q throws(QueueError) in
             _ = try q.apply(patch)
             return try q.state(limit: 100)
         }
+        Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
         return .respond(Reply.json(state))
     }
 

@@ -14,17 +14,28 @@ protocol ResourceAPI: Sendable {
 
 /// The lifecycle routes every kind shares.
 enum ResourceRoutes {
-    /// `GET /v1/{kind}`: every resource of the kind with its summary.
+    /// `GET /v1/{kind}[?limit=N&cursor=C]`: the resources of the kind with
+    /// their summaries, by name, `limit` (default 1000) after the name `cursor`.
     static func list(_ call: Call, _ kind: ResourceKind) throws(APIError) -> HTTPHandlerResult {
-        _ = try call.query(allowing: [])
-        let items = call.app.registry.list(kind).map { $0.summary() }
-        return .respond(Reply.json(.object([(kind.rawValue, .array(items))])))
+        let query = try call.query(allowing: ["limit", "cursor"])
+        let limit = try query.int("limit", in: 0...1_000_000) ?? 1000
+        let after = try Paging.cursor(query) { Names.isValid($0) ? $0 : nil }
+        let page = call.app.registry.list(kind, after: after, limit: limit)
+        var items = page.resources.map { $0.summary() }
+        let envelope = JSONValue.object([(kind.rawValue, .array([])), ("next_cursor", .null)])
+        let next = Paging.cut(
+            &items, cursors: page.resources.map(\.name), more: page.more, envelope: JSONSizeCounter.size(of: envelope),
+            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0) }
+        return .respond(Reply.json(.object([
+            (kind.rawValue, .array(items)), ("next_cursor", next.map(JSONValue.string) ?? .null),
+        ])))
     }
 
     /// `DELETE /v1/{kind}/{name}`: 204; requests waiting on it get 410.
     static func delete(_ call: Call, _ kind: ResourceKind) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         try call.app.registry.remove(kind, try call.name("name"))
+        call.app.trimmer.request()
         return .respond(Reply.noContent())
     }
 }

@@ -45,7 +45,7 @@ enum WindowRoutes: ResourceAPI {
     static func create(name: String, config: WindowConfig, in app: UsherApp) throws(APIError) -> (WindowSlot, Bool) {
         try app.registry.create(
             .windows, name,
-            make: { WindowSlot(name: name, config: config, clock: app.clock, events: app.events) },
+            make: { WindowSlot(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage) },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 
@@ -66,14 +66,30 @@ enum WindowRoutes: ResourceAPI {
         let config: WindowConfig = try call.readBody { body throws(FieldError) in try WindowConfig.parse(&body) }
         let (window, created) = try create(name: name, config: config, in: call.app)
         let state = try run(window) { w throws(WindowError) in try w.state(limit: 100) }
-        return .respond(Reply.json(state.json(), status: created ? 201 : 200))
+        return .respond(Reply.json(page(state, call).json(), status: created ? 201 : 200))
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["limit"])
+        let query = try call.query(allowing: ["limit", "cursor"])
         let limit = try query.int("limit", in: 0...10_000) ?? 100
+        let cursor = try Paging.cursor(query) { raw -> QueueCursor? in
+            guard let c = QueueCursor(raw), case .waiting = c else { return nil }
+            return c
+        }
         let window = try window(call)
-        return .respond(Reply.json(try run(window) { w throws(WindowError) in try w.state(limit: limit) }.json()))
+        let state = try run(window) { w throws(WindowError) in try w.state(limit: limit, after: cursor) }
+        return .respond(Reply.json(page(state, call).json()))
+    }
+
+    /// The state with its queued items cut at `max_response_bytes`.
+    private static func page(_ state: WindowState, _ call: Call) -> WindowState {
+        var state = state
+        var envelope = state
+        envelope.queued = []
+        state.nextCursor = Paging.cut(
+            &state.queued, cursors: state.cursors, more: state.more, envelope: JSONSizeCounter.size(of: envelope.json()),
+            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0.json()) }
+        return state
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -84,7 +100,7 @@ enum WindowRoutes: ResourceAPI {
             _ = try w.apply(patch)
             return try w.state(limit: 100)
         }
-        return .respond(Reply.json(state.json()))
+        return .respond(Reply.json(page(state, call).json()))
     }
 
     private static func show(_ call: Call) throws(APIError) -> HTTPHandlerResult {

@@ -110,6 +110,14 @@ public final class Registry: Sendable {
         state.withLock { s in s.resources[kind.index].values.sorted { $0.name < $1.name } }
     }
 
+    /// Up to `limit` resources of a kind whose names sort after `after`, by
+    /// name, and whether more follow.
+    public func list(_ kind: ResourceKind, after: String?, limit: Int) -> (resources: [any ManagedResource], more: Bool) {
+        let all = state.withLock { $0.resources[kind.index] }
+        let sorted = all.values.filter { r in after.map { r.name > $0 } ?? true }.sorted { $0.name < $1.name }
+        return (Array(sorted.prefix(limit)), sorted.count > limit)
+    }
+
     /// How many resources of each kind exist.
     public func counts() -> [ResourceKind: Int] {
         state.withLock { s in

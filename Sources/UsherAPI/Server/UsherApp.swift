@@ -33,6 +33,10 @@ public final class UsherApp: HTTPHandler {
     public let logger: Logger
     /// Every state change, for `GET /v1/events`; injected into each manager.
     public let events: EventLog
+    /// What clients store, against `max_stored_bytes`; injected into each manager.
+    public let storage: StorageBudget
+    /// Returns freed memory to the system after a resource is deleted.
+    let trimmer = MemoryTrimmer()
     private let stopping = Atomic<Bool>(false)
     /// Host, Origin and token checks.
     private let access: AccessPolicy
@@ -52,7 +56,8 @@ public final class UsherApp: HTTPHandler {
         self.config = config
         self.clock = clock
         self.logger = logger ?? Logger(level: config.logLevel)
-        let events = EventLog(clock: clock)
+        self.storage = StorageBudget(limit: config.maxStoredBytes)
+        let events = EventLog(clock: clock, budget: storage)
         self.events = events
         self.access = AccessPolicy(config: config)
         self.registry = Registry(maxResources: config.maxResources, events: events)

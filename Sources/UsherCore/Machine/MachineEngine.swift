@@ -30,11 +30,14 @@ struct MachineEngine: Sendable {
     private(set) var enteredAt: Timestamp
     /// The last `historyLimit` transitions, oldest first.
     private(set) var history: [MachineTransition] = []
+    /// This machine's share of the server's storage budget: its history.
+    private(set) var storage: StorageAccount
     /// Counts state entries (self-transitions included); tags timers.
     private(set) var entry: UInt64 = 0
 
     /// A machine in the definition's initial state.
-    init(definition: MachineDefinition, createdAt: Timestamp) {
+    init(definition: MachineDefinition, createdAt: Timestamp, budget: StorageBudget = StorageBudget()) {
+        storage = StorageAccount(budget)
         self.definition = definition
         state = definition.initial
         version = createdAt.micros
@@ -66,6 +69,9 @@ struct MachineEngine: Sendable {
         guard let to = definition.target(of: event, from: state) else {
             throw .invalidTransition(state: state, allowedEvents: allowedEvents)
         }
+        do throws(StorageFull) {
+            try storage.reserve(Self.storedBytes(event: event, from: state, to: to, data: data))
+        } catch { throw .storageFull(error) }
         return enter(to, event: event, cause: .event, data: data, at: now)
     }
 
@@ -76,8 +82,18 @@ struct MachineEngine: Sendable {
         guard token.entry == entry, definition.timeouts.indices.contains(token.index) else { return nil }
         let timeout = definition.timeouts[token.index]
         guard timeout.state == state, let to = definition.target(of: timeout.event, from: state) else { return nil }
+        // A timeout is the machine's own step: charged, never refused.
+        storage.charge(Self.storedBytes(event: timeout.event, from: state, to: to, data: nil))
         return enter(to, event: timeout.event, cause: .timeout, data: nil, at: now)
     }
+
+    /// What one history entry is charged: its names and data.
+    static func storedBytes(event: String, from: String, to: String, data: JSONValue?) -> Int {
+        StorageBudget.cost(event, from, to, payload: data)
+    }
+
+    /// Gives back every byte this machine holds: it was deleted.
+    mutating func releaseStorage() { storage.releaseAll() }
 
     /// The machine as `GET` shows it.
     func snapshot(name: String, definitionName: String?) -> MachineSnapshot {
@@ -97,6 +113,9 @@ struct MachineEngine: Sendable {
         enteredAt = now
         history.append(transition)
         if history.count > Self.historyLimit {
+            for old in history.prefix(history.count - Self.historyLimit) {
+                storage.release(Self.storedBytes(event: old.event, from: old.from, to: old.to, data: old.data))
+            }
             history.removeFirst(history.count - Self.historyLimit)
         }
         return transition

@@ -9,6 +9,8 @@ public enum MachineError: Error, Sendable, Equatable {
     case versionMismatch(current: Int64)
     /// The machine was deleted (410 `gone`).
     case gone
+    /// Storing it would pass `max_stored_bytes` (507 `storage_full`).
+    case storageFull(StorageFull)
     /// The service is shutting down (503 `shutting_down`).
     case shuttingDown
     /// A definition or request field is invalid (400 `bad_request`).

@@ -36,7 +36,7 @@ public actor StateMachine: LockIsolatedActor {
     /// Creates a machine in the definition's initial state and starts that
     /// state's timeouts. Its version starts at the clock's time in microseconds.
     public init(name: String, definitionName: String?, definition: MachineDefinition, clock: any UsherClock,
-        events: EventLog? = nil
+        events: EventLog? = nil, budget: StorageBudget = StorageBudget()
     ) {
         executor = ResourceExecutor(label: "usher.machine.\(name)")
         self.name = name
@@ -44,7 +44,7 @@ public actor StateMachine: LockIsolatedActor {
         self.definitionName = definitionName
         self.definition = definition
         self.clock = clock
-        engine = MachineEngine(definition: definition, createdAt: clock.now())
+        engine = MachineEngine(definition: definition, createdAt: clock.now(), budget: budget)
         withIsolation { $0.scheduleTimeouts() }
     }
 
@@ -130,6 +130,7 @@ public actor StateMachine: LockIsolatedActor {
     /// later call throws `.gone`.
     public func close() {
         end(.closed, error: .gone)
+        engine.releaseStorage()
     }
 
     /// Shutdown: parked waiters get `.shuttingDown`, timers stop, and later

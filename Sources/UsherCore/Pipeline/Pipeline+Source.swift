@@ -7,9 +7,11 @@ extension Pipeline {
         guard lifecycle == .open, var pump = source, !pump.pulling, !pump.status.exhausted else { return }
         defer { source = pump }
         if let payload = pump.pending {
-            guard engine.hasRoom() else { return }
+            // Kept while there is no room or no storage budget for it.
+            guard engine.hasRoom(), (try? engine.push(PipelinePushRequest(payload: payload), now: now)) != nil else {
+                return
+            }
             pump.pending = nil
-            _ = try? engine.push(PipelinePushRequest(payload: payload), now: now)
         }
         guard engine.readyCount < pump.status.config.lowWater, engine.hasRoom() else { return }
         if let retry = pump.status.nextRetryAt {

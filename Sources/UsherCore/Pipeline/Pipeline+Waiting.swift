@@ -83,6 +83,7 @@ extension Pipeline {
     /// source stop, and every later call throws `.gone`.
     public func close() {
         end(.closed, error: .gone)
+        engine.releaseStorage()
     }
 
     /// Shutdown: parked callers get `.shuttingDown`, the timer and the source

@@ -75,14 +75,15 @@ public actor Pipeline: LockIsolatedActor {
     /// microseconds, and starts pulling its source (if any) through `sourceFactory`.
     public init(
         name: String, config: PipelineConfig, clock: any UsherClock, sourceFactory: SourceReaderFactory? = nil,
-        events: EventLog? = nil
+        events: EventLog? = nil, budget: StorageBudget = StorageBudget(), maxTakeBytes: Int = .max
     ) {
         executor = ResourceExecutor(label: "usher.pipeline.\(name)")
         self.name = name
         self.events = events
         self.clock = clock
         self.sourceFactory = sourceFactory
-        engine = PipelineEngine(config: config, createdAt: clock.now())
+        engine = PipelineEngine(config: config, createdAt: clock.now(), budget: budget)
+        engine.maxTakeBytes = maxTakeBytes
         source = config.source.map { SourcePump(status: PipelineSourceStatus(config: $0)) }
         withIsolation { $0.settle() }
     }
@@ -169,14 +170,25 @@ public actor Pipeline: LockIsolatedActor {
         return engine.redrive(now: clock.now())
     }
 
-    /// The state, with the first `limit` ready items (also after `close()`).
-    public func state(limit: Int = 100) -> PipelineSnapshot {
+    /// The state, with the first `limit` ready items after `cursor` (also
+    /// after `close()`).
+    public func state(limit: Int = 100, after cursor: PipelineCursor? = nil) -> PipelineSnapshot {
         settle()
-        return PipelineSnapshot(
+        let page = engine.readyPage(limit: limit, after: cursor)
+        var snapshot = PipelineSnapshot(
             name: name, config: engine.config, capacity: engine.config.capacity, ready: engine.readyCount,
             inFlight: engine.inFlightCount, delayed: engine.delayedCount, dead: engine.deadCount, fence: engine.fence,
             waitingConsumers: consumers.count, waitingProducers: producers.count, filters: engine.filters,
-            items: engine.readyItems(limit: limit), counts: engine.counts, source: source?.status)
+            items: page.items, counts: engine.counts, source: source?.status)
+        snapshot.cursors = page.cursors
+        snapshot.more = page.more
+        return snapshot
+    }
+
+    /// Up to `limit` dead items after `cursor`, oldest first, each with its
+    /// cursor, and whether more follow.
+    public func deadPage(limit: Int, after cursor: PipelineCursor?) -> (items: [PipelineItem], cursors: [String], more: Bool) {
+        engine.deadPage(limit: limit, after: cursor)
     }
 
     /// The config: creation filters, patches applied. `PUT` compares against it.

@@ -50,11 +50,35 @@ struct PipelineDeadList: Sendable {
         return e.item
     }
 
-    /// Drops the oldest items until at most `limit` remain; returns how many went.
-    mutating func trim(to limit: Int) -> Int {
-        var dropped = 0
-        while byID.count > limit, popOldest() != nil { dropped += 1 }
+    /// Drops the oldest items until at most `limit` remain; returns them.
+    mutating func trim(to limit: Int) -> [PipelineItem] {
+        var dropped: [PipelineItem] = []
+        while byID.count > limit, let item = popOldest() { dropped.append(item) }
         return dropped
+    }
+
+    /// Up to `limit` items after the one with `serial` (nil: from the
+    /// oldest), oldest first, each with its serial, and whether more follow.
+    func page(after serial: Int64?, limit: Int) -> (items: [PipelineItem], serials: [Int64], more: Bool) {
+        var i = head
+        if let serial {
+            var high = order.count
+            while i < high {
+                let mid = (i + high) / 2
+                if order[mid].serial <= serial { i = mid + 1 } else { high = mid }
+            }
+        }
+        var items: [PipelineItem] = []
+        var serials: [Int64] = []
+        while i < order.count {
+            let (s, id) = order[i]
+            i += 1
+            guard let e = byID[id], e.serial == s else { continue }
+            if items.count == limit { return (items, serials, true) }
+            items.append(e.item)
+            serials.append(s)
+        }
+        return (items, serials, false)
     }
 
     /// The oldest `limit` items, oldest first.

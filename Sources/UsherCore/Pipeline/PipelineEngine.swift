@@ -64,10 +64,20 @@ public struct PipelineEngine: Sendable {
     private var timerSeq: Int64 = 0
     /// Server-made ids count up from the creation time in microseconds.
     private var nextID: Int64
+    /// This pipeline's share of the server's storage budget: an item is
+    /// charged from its push until it leaves (consumed, filtered, cancelled,
+    /// or dropped from the dead list).
+    public private(set) var storage: StorageAccount
+    /// The most one `take` hands out, in encoded bytes (`max_response_bytes`):
+    /// the rest stay ready for the next take. At least one item always goes.
+    public var maxTakeBytes = Int.max
 
     /// An empty pipeline; `seed` fixes the treap's shape in tests.
-    public init(config: PipelineConfig, createdAt: Timestamp, seed: UInt64? = nil) {
+    public init(
+        config: PipelineConfig, createdAt: Timestamp, seed: UInt64? = nil, budget: StorageBudget = StorageBudget()
+    ) {
         self.config = config
+        storage = StorageAccount(budget)
         filters = PipelineFilters(config.filters)
         fence = createdAt.micros
         nextID = createdAt.micros
@@ -110,7 +120,9 @@ public struct PipelineEngine: Sendable {
         expire(now: now)
         if let id = request.id, let existing = existingResult(id) { return existing }
         guard hasRoom() else { throw .full(retryAfterSeconds: 1) }
-        return insert(request, now: now)
+        let priced = Self.price(request)
+        do throws(StorageFull) { try storage.reserve(priced) } catch { throw .storageFull(error) }
+        return insert(request, now: now, priced: priced)
     }
 
     /// Adds every item or none.
@@ -138,13 +150,22 @@ public struct PipelineEngine: Sendable {
         }
         expire(now: now)
         guard hasRoom(for: needed) else { throw .full(retryAfterSeconds: 1) }
+        var priced = 0
+        newIDs.removeAll(keepingCapacity: true)
+        for r in requests {
+            if let id = r.id {
+                if handles[id] != nil || dead.contains(id) || !newIDs.insert(id).inserted { continue }
+            }
+            priced += Self.price(r)
+        }
+        do throws(StorageFull) { try storage.reserve(priced) } catch { throw .storageFull(error) }
         var out: [PipelinePushResult] = []
         out.reserveCapacity(requests.count)
         for r in requests {
             if let id = r.id, let existing = existingResult(id) {
                 out.append(existing)
             } else {
-                out.append(insert(r, now: now))
+                out.append(insert(r, now: now, priced: Self.price(r)))
             }
         }
         return out
@@ -165,16 +186,21 @@ public struct PipelineEngine: Sendable {
         let ack = try effectiveAckSeconds(ackSeconds)
         expire(now: now)
         var out: [PipelineDelivery] = []
+        var bytes = 0
         let limit = Swift.min(max, config.maxInFlight - inFlightCount)
         while out.count < limit, let h = ready.first {
-            ready.remove(h)
             guard var item = slots[Int(h)] else { preconditionFailure("ready handle without an item") }
             guard let payload = filters.apply(to: item.payload) else {
-                vacate(h)
+                ready.remove(h)
+                storage.release(Self.storedBytes(vacate(h)))
                 counts.filteredTotal += 1
                 changes.insert(.roomAvailable)
                 continue
             }
+            let size = Self.deliveryBytes(id: item.id, payload: payload)
+            if !out.isEmpty && bytes + size > maxTakeBytes { break }
+            bytes += size
+            ready.remove(h)
             fence += 1
             if item.deliveries == 0 { waitHistogram.observe(micros: now.micros - item.pushedAt.micros) }
             item.status = .inFlight
@@ -219,6 +245,7 @@ public struct PipelineEngine: Sendable {
         expire(now: now)
         let h = try inFlightHandle(id, fence: fence)
         var item = vacate(h)
+        storage.release(Self.storedBytes(item))
         inFlightCount -= 1
         counts.consumedTotal += 1
         changes.formUnion([.itemsAvailable, .roomAvailable])
@@ -250,6 +277,7 @@ public struct PipelineEngine: Sendable {
     public mutating func cancel(_ id: String, now: Timestamp) throws(PipelineError) -> PipelineItem {
         expire(now: now)
         if let item = dead.remove(id) {
+            storage.release(Self.storedBytes(item))
             counts.cancelledTotal += 1
             return item
         }
@@ -266,7 +294,9 @@ public struct PipelineEngine: Sendable {
         }
         counts.cancelledTotal += 1
         changes.insert(.roomAvailable)
-        return vacate(h)
+        let cancelled = vacate(h)
+        storage.release(Self.storedBytes(cancelled))
+        return cancelled
     }
 
     // MARK: - Dead list
@@ -305,7 +335,38 @@ public struct PipelineEngine: Sendable {
         config = patch.applied(to: config)
         if config.capacity > old.capacity { changes.insert(.roomAvailable) }
         if config.maxInFlight > old.maxInFlight { changes.insert(.itemsAvailable) }
-        counts.deadDroppedTotal += dead.trim(to: config.capacity)
+        trimDead()
+    }
+
+    /// Gives back every byte this pipeline holds: it was deleted.
+    public mutating func releaseStorage() { storage.releaseAll() }
+
+    /// Drops the oldest dead items beyond `capacity`; they leave the pipeline.
+    private mutating func trimDead() {
+        let dropped = dead.trim(to: config.capacity)
+        counts.deadDroppedTotal += dropped.count
+        for item in dropped { storage.release(Self.storedBytes(item)) }
+    }
+
+    /// At least what a delivery of `payload` adds to a take's answer: its
+    /// fields, its id, and the payload's encoded size (counted exactly when
+    /// large; a small one at six bytes per stored byte, the most escaping
+    /// makes, so the hot path does not walk it twice).
+    static func deliveryBytes(id: String, payload: JSONValue) -> Int {
+        let stored = StorageBudget.size(of: payload)
+        let encoded = stored > 1024 ? JSONSizeCounter.size(of: payload) : 6 * stored
+        return 256 + id.utf8.count + encoded
+    }
+
+    /// What an item is charged: its id and stored payload.
+    static func storedBytes(_ item: PipelineItem) -> Int {
+        StorageBudget.cost(item.id, payload: item.payload)
+    }
+
+    /// What a push is priced at before its id exists (a server id as 20
+    /// digits; `insert` corrects it).
+    static func price(_ r: PipelinePushRequest) -> Int {
+        StorageBudget.cost(r.id ?? "00000000000000000000", payload: r.payload)
     }
 
     /// Adds or replaces a filter; true when it is new.
@@ -345,6 +406,35 @@ public struct PipelineEngine: Sendable {
     /// The first `limit` ready items in hand-out order (stored payloads).
     public func readyItems(limit: Int) -> [PipelineItem] {
         ready.prefix(Swift.max(0, limit)).compactMap { slots[Int($0)] }
+    }
+
+    /// Up to `limit` ready items in hand-out order after `cursor` (nil: from
+    /// the first), each with its cursor, and whether more follow.
+    public func readyPage(limit: Int, after cursor: PipelineCursor?) -> (items: [PipelineItem], cursors: [String], more: Bool) {
+        let limit = Swift.min(Swift.max(0, limit), Int.max - 1)
+        let handles: [Int32]
+        if case .ready(let priority, let seq) = cursor {
+            handles = ready.prefix(limit + 1, after: (priority, seq))
+        } else {
+            handles = ready.prefix(limit + 1)
+        }
+        let listed = handles.prefix(limit)
+        return (
+            listed.compactMap { slots[Int($0)] },
+            listed.map { h in
+                let key = ready.key(of: h)
+                return PipelineCursor.ready(priority: key.priority, seq: key.seq).text
+            },
+            handles.count > limit)
+    }
+
+    /// Up to `limit` dead items, oldest first, after `cursor` (nil: from the
+    /// oldest), each with its cursor, and whether more follow.
+    public func deadPage(limit: Int, after cursor: PipelineCursor?) -> (items: [PipelineItem], cursors: [String], more: Bool) {
+        var serial: Int64?
+        if case .dead(let s) = cursor { serial = s }
+        let page = dead.page(after: serial, limit: Swift.max(0, limit))
+        return (page.items, page.serials.map { PipelineCursor.dead(serial: $0).text }, page.more)
     }
 
     // MARK: - Deadlines and moves
@@ -400,7 +490,7 @@ public struct PipelineEngine: Sendable {
         item.ackDeadline = nil
         dead.append(item)
         counts.deadTotal += 1
-        counts.deadDroppedTotal += dead.trim(to: config.capacity)
+        trimDead()
         changes.insert(.roomAvailable)
         return item
     }
@@ -472,13 +562,15 @@ public struct PipelineEngine: Sendable {
         return PipelinePushResult(item: item, position: position(of: id), created: false)
     }
 
-    private mutating func insert(_ r: PipelinePushRequest, now: Timestamp) -> PipelinePushResult {
+    /// Stores a new item whose push reserved `priced` bytes.
+    private mutating func insert(_ r: PipelinePushRequest, now: Timestamp, priced: Int) -> PipelinePushResult {
         let id = r.id ?? makeID()
         let delay = r.delaySeconds ?? 0
         var item = PipelineItem(
             id: id, payload: r.payload, priority: r.priority, status: .delayed, deliveries: 0, pushedAt: now,
             availableAt: delay > 0 ? now.adding(seconds: delay) : now)
         counts.pushedTotal += 1
+        storage.charge(Self.storedBytes(item) - priced)
         let h = allocate(item)
         if delay > 0 {
             schedule(&item, handle: h, at: item.availableAt)

@@ -15,6 +15,8 @@ public enum PipelineError: Error, Sendable, Equatable {
     case invalid(field: String, message: String)
     /// The pipeline was deleted (410 `gone`).
     case gone
+    /// Storing it would pass `max_stored_bytes` (507 `storage_full`).
+    case storageFull(StorageFull)
     /// The service is shutting down (503 `shutting_down`).
     case shuttingDown
 

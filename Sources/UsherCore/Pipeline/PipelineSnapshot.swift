@@ -24,6 +24,12 @@ public struct PipelineSnapshot: Sendable, Equatable {
     public var filters: PipelineFilters
     /// The first ready items in hand-out order (stored payloads).
     public var items: [PipelineItem]
+    /// Where the page resumes after each listed item; not part of the JSON.
+    public var cursors: [String] = []
+    /// True when more ready items follow the last one listed.
+    public var more = false
+    /// Where the next page starts (`next_cursor`), or nil on the last page.
+    public var nextCursor: String?
     /// Running totals.
     public var counts: PipelineCounts
     /// Nil when the pipeline has no source.
@@ -45,6 +51,7 @@ public struct PipelineSnapshot: Sendable, Equatable {
             ("waiting_producers", .int(waitingProducers)),
             ("filters", filters.json()),
             ("items", .array(items.map { $0.json() })),
+            ("next_cursor", nextCursor.map(JSONValue.string) ?? .null),
             ("counts", counts.json()),
             ("source", source?.json() ?? .null),
             ("config", config.json()),

@@ -12,6 +12,8 @@ struct ElementTable: Sendable {
         var lease: String?
         /// Stamped each time it becomes free, so stale queue entries are skipped.
         var ticket: Int64 = 0
+        /// Increasing along `elements`: where a page of the list resumes.
+        var order: Int64 = 0
     }
 
     private(set) var elements: [Element] = []
@@ -21,6 +23,7 @@ struct ElementTable: Sendable {
     private var free: [(id: String, ticket: Int64)] = []
     private var head = 0
     private var tickets: Int64 = 0
+    private var orders: Int64 = 0
     /// Elements under a lease.
     private(set) var leased = 0
 
@@ -35,13 +38,29 @@ struct ElementTable: Sendable {
     /// Adds a free element at the end of the order.
     mutating func append(_ id: String, data: JSONValue?) {
         index[id] = elements.count
-        elements.append(Element(id: id, data: data))
+        orders += 1
+        elements.append(Element(id: id, data: data, order: orders))
         pushFree(elements.count - 1)
     }
 
     mutating func setData(_ data: JSONValue?, of id: String) {
         guard let i = index[id] else { return }
         elements[i].data = data
+    }
+
+    /// Up to `limit` elements after the one with `order` (nil: from the
+    /// first), and whether more follow: O(limit + log n).
+    func page(after order: Int64?, limit: Int) -> (elements: ArraySlice<Element>, more: Bool) {
+        var low = 0
+        if let order {
+            var high = elements.count
+            while low < high {
+                let mid = (low + high) / 2
+                if elements[mid].order <= order { low = mid + 1 } else { high = mid }
+            }
+        }
+        let end = low + min(elements.count - low, max(0, limit))
+        return (elements[low..<end], end < elements.count)
     }
 
     /// Removes an element (leased or not) and answers it; the order of the rest is kept.

@@ -145,6 +145,12 @@ public struct PoolState: Sendable, Equatable {
     /// The first `limit` elements in stable order.
     public var elements: [PoolElement]
     public var counts: PoolCounts
+    /// Where the page resumes after each listed element; not part of the JSON.
+    public var cursors: [String] = []
+    /// True when more elements follow the last one listed.
+    public var more = false
+    /// Where the next page starts (`next_cursor`), or nil on the last page.
+    public var nextCursor: String?
 
     /// `{name, config, size, available, leased, waiting, next_expiry_at, elements, counts}`.
     public func json() -> JSONValue {
@@ -158,6 +164,7 @@ public struct PoolState: Sendable, Equatable {
             ("next_expiry_at", nextExpiryAt.map { .string($0.rfc3339) } ?? .null),
             ("elements", .array(elements.map { $0.json() })),
             ("counts", counts.json()),
+            ("next_cursor", nextCursor.map(JSONValue.string) ?? .null),
         ])
     }
 }

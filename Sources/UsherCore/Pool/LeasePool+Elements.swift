@@ -36,12 +36,19 @@ extension LeasePool {
     public func putElement(_ id: String, data: JSONValue?) throws(PoolError) -> (element: PoolElement, created: Bool) {
         try run(nil) { (e, now) in e.advance(to: now) }
         if let existing = table[id] {
+            let old = Self.storedBytes(id, existing.data)
+            engine.storage.release(old)
+            do throws(PoolError) { try reserveElement(Self.storedBytes(id, data)) } catch {
+                engine.storage.charge(old)
+                throw error
+            }
             table.setData(data, of: id)
             return (element(table[id] ?? existing), false)
         }
         guard table.count < PoolConfig.Limits.elements.upperBound else {
             throw .tooManyElements(limit: PoolConfig.Limits.elements.upperBound)
         }
+        try reserveElement(Self.storedBytes(id, data))
         table.append(id, data: data)
         try syncCapacity()
         guard let added = table[id] else { preconditionFailure("element \(id) vanished") }
@@ -56,6 +63,7 @@ extension LeasePool {
         guard let el = table[id] else { throw .notFound("element \"\(id)\"") }
         if let leaseID = el.lease, !force { throw .elementLeased(element: id, lease: leaseID) }
         table.remove(id)
+        engine.storage.release(Self.storedBytes(id, el.data))
         // Lower the capacity first, so ending the lease grants nobody.
         try syncCapacity()
         var ended: Lease?
@@ -77,6 +85,7 @@ extension LeasePool {
                 grownIDs += 1
                 id = g.prefix + String(grownIDs)
             } while table.contains(id)
+            try reserveElement(Self.storedBytes(id, nil))
             table.append(id, data: nil)
             grownTotal += 1
             try syncCapacity()

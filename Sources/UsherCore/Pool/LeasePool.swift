@@ -48,7 +48,10 @@ public actor LeasePool: EngineHost {
 
     /// A pool holding the declared elements, all free; fences start at the
     /// clock's current time in µs.
-    public init(name: String, config: PoolConfig, clock: any UsherClock, events: EventLog? = nil) {
+    public init(
+        name: String, config: PoolConfig, clock: any UsherClock, events: EventLog? = nil,
+        budget: StorageBudget = StorageBudget()
+    ) {
         self.name = name
         self.events = events
         self.clock = clock
@@ -57,7 +60,20 @@ public actor LeasePool: EngineHost {
         for e in config.elements { table.append(e.id, data: e.data) }
         self.engine = QueueEngine(
             name: name, config: config.queueConfig(size: config.elements.count), createdAt: clock.now(),
-            holdPolicy: .atMostResource, idPrefix: "l")
+            holdPolicy: .atMostResource, idPrefix: "l", budget: budget)
+        // Declared elements came in the config, already admitted: charged, not checked.
+        for e in config.elements { engine.storage.charge(Self.storedBytes(e.id, e.data)) }
+    }
+
+    /// What an element is charged: its id and data (in the engine's account,
+    /// so deleting the pool gives it back with the leases).
+    static func storedBytes(_ id: String, _ data: JSONValue?) -> Int {
+        StorageBudget.cost(id, payload: data)
+    }
+
+    /// Takes `bytes` from the budget for an element, or throws `storageFull`.
+    func reserveElement(_ bytes: Int) throws(PoolError) {
+        do throws(StorageFull) { try engine.storage.reserve(bytes) } catch { throw .storageFull(error) }
     }
 
     deinit { host.timer?.cancel() }
@@ -159,12 +175,22 @@ public actor LeasePool: EngineHost {
     // MARK: - State and config
 
     /// `GET /v1/pools/{p}`: sizes, the first `limit` elements in stable order, totals.
-    public func state(limit: Int) throws(PoolError) -> PoolState {
+    public func state(limit: Int, after cursor: Int64? = nil) throws(PoolError) -> PoolState {
         try run(nil) { (e, now) in e.advance(to: now) }
-        return PoolState(
+        let page = table.page(after: cursor, limit: limit)
+        var state = PoolState(
             name: name, config: config, size: table.count, available: table.available, leased: table.leased,
             waiting: engine.counts.waiting, nextExpiryAt: engine.nextDeadline,
-            elements: table.elements.prefix(max(0, limit)).map(element), counts: PoolCounts(engine.counts, grown: grownTotal))
+            elements: page.elements.map(element), counts: PoolCounts(engine.counts, grown: grownTotal))
+        state.cursors = page.elements.map { "e\($0.order)" }
+        state.more = page.more
+        return state
+    }
+
+    /// Reads an elements cursor (`e<order>`); nil when malformed.
+    public static func elementCursor(_ text: String) -> Int64? {
+        guard text.first == "e" else { return nil }
+        return Int64(text.dropFirst())
     }
 
     /// `PATCH`: `lease_seconds` and `max_waiting` apply from now on; a larger

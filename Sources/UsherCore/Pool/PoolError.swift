@@ -16,6 +16,8 @@ public enum PoolError: Error, Sendable, Equatable, CustomStringConvertible {
     case tooManyElements(limit: Int)
     /// 400 `bad_request` naming the field.
     case invalid(field: String, message: String)
+    /// 507 `storage_full`: storing it would pass `max_stored_bytes`.
+    case storageFull(StorageFull)
     /// 410: the pool was deleted.
     case gone
     /// 503: the server is shutting down.
@@ -31,6 +33,7 @@ public enum PoolError: Error, Sendable, Equatable, CustomStringConvertible {
         case .full(let retry): self = .full(retryAfterSeconds: retry)
         case .invalid(let field, let message):
             self = .invalid(field: field == "hold_seconds" ? "lease_seconds" : field, message: message)
+        case .storageFull(let full): self = .storageFull(full)
         case .gone: self = .gone
         case .shuttingDown: self = .shuttingDown
         }
@@ -48,6 +51,7 @@ public enum PoolError: Error, Sendable, Equatable, CustomStringConvertible {
         case .full(let retry): "too many fetchers are waiting; retry in \(retry) s"
         case .tooManyElements(let limit): "a pool holds at most \(limit) elements"
         case .invalid(let field, let message): "\(field): \(message)"
+        case .storageFull(let full): full.description
         case .gone: "the pool was deleted"
         case .shuttingDown: "the server is shutting down"
         }

@@ -123,6 +123,7 @@ extension EngineHost {
     func closeHost() {
         guard host.phase != .closed else { return }
         host.phase = .closed
+        engine.releaseStorage()
         host.timer?.cancel()
         host.timer = nil
         host.timerDeadline = nil

@@ -97,6 +97,38 @@ struct OrderStatisticTree: Sendable {
         return out
     }
 
+    /// The order key of `handle` (in the tree): what a cursor resumes after.
+    func key(of handle: Int32) -> (priority: Int32, seq: Int64) {
+        (nodes[Int(handle)].priority, nodes[Int(handle)].seq)
+    }
+
+    /// The first `limit` handles that come after `key` in grant order (the
+    /// key's own handle need not be in the tree any more): O(limit + log n).
+    func prefix(_ limit: Int, after key: (priority: Int32, seq: Int64)) -> [Int32] {
+        let mark = Node(priority: key.priority, seq: key.seq)
+        var out: [Int32] = []
+        var stack: [Int32] = []
+        var t = root
+        // The path to the first node after `mark`, keeping every node after it.
+        while t != Self.none {
+            if Self.precedes(mark, nodes[Int(t)]) {
+                stack.append(t)
+                t = nodes[Int(t)].left
+            } else {
+                t = nodes[Int(t)].right
+            }
+        }
+        while out.count < limit, let n = stack.popLast() {
+            out.append(n)
+            t = nodes[Int(n)].right
+            while t != Self.none {
+                stack.append(t)
+                t = nodes[Int(t)].left
+            }
+        }
+        return out
+    }
+
     // MARK: - Treap
 
     private static func precedes(_ a: Node, _ b: Node) -> Bool {

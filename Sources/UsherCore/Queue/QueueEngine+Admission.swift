@@ -49,7 +49,12 @@ extension QueueEngine {
         return .full(retryAfterSeconds: Int(min(3600, max(1, seconds))))
     }
 
-    mutating func create(_ r: VisitorRequest, status: VisitorStatus, now: Timestamp) -> Int32 {
+    /// Stores a new record, charged to the budget (first priced with the
+    /// client's id, then corrected for a server-made one), or throws
+    /// `storageFull` having changed nothing.
+    mutating func create(_ r: VisitorRequest, status: VisitorStatus, now: Timestamp) throws(QueueError) -> Int32 {
+        let priced = StorageBudget.cost(r.id, r.key, r.action, payload: r.payload)
+        do throws(StorageFull) { try storage.reserve(priced) } catch { throw .storageFull(error) }
         let h = vacant.popLast() ?? Int32(records.count)
         let id: String
         if let given = r.id {
@@ -70,7 +75,14 @@ extension QueueEngine {
             records[Int(h)] = rec
         }
         counts.enqueuedTotal += 1
+        if r.id == nil { storage.charge(id.utf8.count) }
         return h
+    }
+
+    /// What record `h` is charged: its id, key, action and payload.
+    func storedBytes(_ h: Int32) -> Int {
+        let r = records[Int(h)]
+        return StorageBudget.cost(r.id, r.key, r.action, payload: r.payload)
     }
 
     /// Indexes `h` under the next free `idPrefix` + base-36 counter, skipping ids a

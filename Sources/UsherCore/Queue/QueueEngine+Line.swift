@@ -177,6 +177,7 @@ extension QueueEngine {
 
     /// Forgets a finished visitor: its id is free again and its slot reusable.
     mutating func evict(_ h: Int32) {
+        storage.release(storedBytes(h))
         ids.removeValue(forKey: records[Int(h)].id)
         if records[Int(h)].status == .merged || records[Int(h)].reason == .opposite { related[h] = nil }
         records[Int(h)] = .vacant

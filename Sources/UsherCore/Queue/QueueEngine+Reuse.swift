@@ -3,6 +3,9 @@
 // fetch that stopped waiting.
 
 extension QueueEngine {
+    /// Gives back every byte this engine holds: its resource was deleted.
+    public mutating func releaseStorage() { storage.releaseAll() }
+
     /// The longest-standing holder, without applying time (a window: the item shown).
     public var firstHolderView: VisitorView? {
         firstHolder == VisitorRecord.none ? nil : view(firstHolder)
@@ -33,7 +36,9 @@ extension QueueEngine {
     @discardableResult
     public mutating func setPayload(_ payload: JSONValue?, of id: String) -> Bool {
         guard let h = ids[id] else { return false }
+        storage.release(storedBytes(h))
         records[Int(h)].payload = payload
+        storage.charge(storedBytes(h))
         return true
     }
 
@@ -54,6 +59,7 @@ extension QueueEngine {
         }
         counts.enqueuedTotal -= 1
         changed.removeAll { $0 == h }
+        storage.release(storedBytes(h))
         ids.removeValue(forKey: id)
         records[i] = .vacant
         vacant.append(h)

@@ -55,14 +55,18 @@ public struct QueueEngine: Sendable {
     var serverIDs: UInt64 = 0
     var holdMicros: Int64 = 0
     var oppositesOf: [String: [String]] = [:]
+    /// This engine's share of the server's storage budget: every record it
+    /// keeps (waiting, holding or remembered) is charged until evicted.
+    public internal(set) var storage: StorageAccount
 
     /// A new, empty queue; fences start at `createdAt`. Windows and pools run
     /// on this engine too, with their own hold policy and id prefix.
     public init(
         name: String, config: QueueConfig, createdAt: Timestamp,
-        holdPolicy: HoldPolicy = .atMostResource, idPrefix: String = "v"
+        holdPolicy: HoldPolicy = .atMostResource, idPrefix: String = "v", budget: StorageBudget = StorageBudget()
     ) {
         self.name = name
+        self.storage = StorageAccount(budget)
         self.config = config
         self.nextFence = createdAt.micros
         self.holdPolicy = holdPolicy
@@ -104,7 +108,7 @@ public struct QueueEngine: Sendable {
         let delay = r.delaySeconds.map(Self.micros) ?? 0
         if delay > 0 {
             guard counts.waiting + counts.delayed < config.maxWaiting else { throw full() }
-            let h = create(r, status: .delayed, now: now)
+            let h = try create(r, status: .delayed, now: now)
             records[Int(h)].deadline = now.micros + delay
             counts.delayed += 1
             timeline.push(.init(deadline: now.micros + delay, order: Int64(counts.enqueuedTotal), handle: h))
@@ -114,7 +118,7 @@ public struct QueueEngine: Sendable {
         if case .enter = outcome, counts.holding >= config.capacity, counts.waiting + counts.delayed >= config.maxWaiting {
             throw full()
         }
-        let h = create(r, status: .waiting, now: now)
+        let h = try create(r, status: .waiting, now: now)
         enterLine(h, at: now.micros, outcome)
         grantFree(now)
         return (view(h), true)
@@ -171,19 +175,53 @@ public struct QueueEngine: Sendable {
         return view(try handle(id))
     }
 
-    /// The queue's state with at most `limit` holders and waiting visitors: O(limit + log n).
-    public mutating func state(limit: Int, now: Timestamp) -> QueueState {
+    /// The queue's state with at most `limit` holders and `limit` waiting
+    /// visitors, resuming after `cursor`: O(limit + log n) (a holder cursor
+    /// also walks the holders before it). The page lists holders, then the
+    /// waiting line; when holders alone fill it, waiting visitors come on the
+    /// next page. `cursors` gives each listed visitor's resume point.
+    public mutating func state(limit: Int, after cursor: QueueCursor? = nil, now: Timestamp) -> QueueState {
         begin(now)
         defer { end() }
-        let limit = max(0, limit)
+        let limit = min(max(0, limit), Int.max - 1)
         var holding: [VisitorView] = []
-        var h = firstHolder
-        while h != VisitorRecord.none && holding.count < limit {
-            holding.append(view(h))
-            h = records[Int(h)].lineNext
+        var cursors: [QueueCursor] = []
+        var more = false
+        var waitingAfter: (priority: Int32, seq: Int64)?
+        var listsWaiting = true
+        switch cursor {
+        case .waiting(let priority, let seq):
+            waitingAfter = (priority, seq)
+        case nil, .holding:
+            var h = firstHolder
+            if case .holding(let fence) = cursor {
+                while h != VisitorRecord.none && records[Int(h)].fence <= fence { h = records[Int(h)].lineNext }
+            }
+            while h != VisitorRecord.none && holding.count < limit {
+                holding.append(view(h))
+                cursors.append(.holding(fence: records[Int(h)].fence))
+                h = records[Int(h)].lineNext
+            }
+            if h != VisitorRecord.none {
+                more = true
+                listsWaiting = false
+            }
         }
-        let waiting = line.prefix(limit).enumerated().map { i, h in view(h, position: i + 1) }
-        return QueueState(name: name, config: config, holding: holding, waiting: waiting, counts: counts)
+        var waiting: [VisitorView] = []
+        if listsWaiting {
+            let handles = waitingAfter.map { line.prefix(limit + 1, after: $0) } ?? line.prefix(limit + 1)
+            more = handles.count > limit
+            let firstPosition = handles.first.map { line.rank(of: $0) } ?? 1
+            for (i, h) in handles.prefix(limit).enumerated() {
+                waiting.append(view(h, position: firstPosition + i))
+                let key = line.key(of: h)
+                cursors.append(.waiting(priority: key.priority, seq: key.seq))
+            }
+        }
+        var state = QueueState(name: name, config: config, holding: holding, waiting: waiting, counts: counts)
+        state.cursors = cursors
+        state.more = more
+        return state
     }
 
     /// Changes the config. Raising `capacity` grants at once; lowering it

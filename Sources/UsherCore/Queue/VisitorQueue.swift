@@ -31,12 +31,14 @@ public actor VisitorQueue: EngineHost {
     var host = HostState()
 
     /// A new queue whose fences start at the clock's current time in µs.
-    public init(name: String, config: QueueConfig, clock: any UsherClock, events: EventLog? = nil) {
+    public init(name: String, config: QueueConfig, clock: any UsherClock, events: EventLog? = nil,
+        budget: StorageBudget = StorageBudget()
+    ) {
         self.name = name
         self.events = events
         self.clock = clock
         self.executor = ResourceExecutor(label: "usher.queue.\(name)")
-        self.engine = QueueEngine(name: name, config: config, createdAt: clock.now())
+        self.engine = QueueEngine(name: name, config: config, createdAt: clock.now(), budget: budget)
     }
 
     deinit { host.timer?.cancel() }
@@ -84,9 +86,10 @@ public actor VisitorQueue: EngineHost {
         try perform { (e, now) throws(QueueError) in try e.visitor(id: id, now: now) }
     }
 
-    /// `GET /v1/queues/{q}`: at most `limit` holders and waiting visitors.
-    public func state(limit: Int) throws(QueueError) -> QueueState {
-        try perform { (e, now) in e.state(limit: limit, now: now) }
+    /// `GET /v1/queues/{q}`: at most `limit` holders and waiting visitors,
+    /// resuming after `cursor`.
+    public func state(limit: Int, after cursor: QueueCursor? = nil) throws(QueueError) -> QueueState {
+        try perform { (e, now) in e.state(limit: limit, after: cursor, now: now) }
     }
 
     /// `PATCH`: the config after the change.

@@ -41,6 +41,8 @@ public enum QueueError: Error, Sendable, Equatable, CustomStringConvertible {
     case full(retryAfterSeconds: Int)
     /// 400 `bad_request` naming the field.
     case invalid(field: String, message: String)
+    /// 507 `storage_full`: the record would pass `max_stored_bytes`.
+    case storageFull(StorageFull)
     /// 410: the queue was deleted.
     case gone
     /// 503: the server is shutting down (answer to parked long-polls).
@@ -53,6 +55,7 @@ public enum QueueError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notGranted(let current): "the visitor does not hold a slot (it is \(current.rawValue))"
         case .full(let retry): "too many visitors are waiting; retry in \(retry) s"
         case .invalid(let field, let message): "\(field): \(message)"
+        case .storageFull(let full): full.description
         case .gone: "the queue was deleted"
         case .shuttingDown: "the server is shutting down"
         }

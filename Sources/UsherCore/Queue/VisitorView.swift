@@ -155,6 +155,13 @@ public struct QueueState: Sendable, Equatable, JSONEncodable {
     public var waiting: [VisitorView]
     /// Counts and totals.
     public var counts: QueueCounts
+    /// Where the page resumes after each listed visitor (holding, then
+    /// waiting); not part of the JSON.
+    public var cursors: [QueueCursor] = []
+    /// True when more visitors follow the last one listed.
+    public var more = false
+    /// Where the next page starts (`next_cursor`), or nil on the last page.
+    public var nextCursor: String?
 
     /// A state; normally made by the engine.
     public init(name: String, config: QueueConfig, holding: [VisitorView], waiting: [VisitorView], counts: QueueCounts) {
@@ -174,6 +181,7 @@ public struct QueueState: Sendable, Equatable, JSONEncodable {
         sink.key("holding"); sink.array(holding)
         sink.key("waiting"); sink.array(waiting)
         sink.key("counts"); sink.encode(counts)
+        sink.key("next_cursor"); sink.string(nextCursor)
         sink.endObject()
     }
 }

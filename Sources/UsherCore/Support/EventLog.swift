@@ -76,9 +76,11 @@ public final class EventLog: Sendable {
     private let state: Mutex<State>
 
     private struct State: Sendable {
-        var ring: [ResourceEvent] = []
-        /// Index of the oldest event in `ring` once it is full.
-        var head = 0
+        /// Buffered events with what each is charged, oldest at `start`.
+        var ring: [(event: ResourceEvent, bytes: Int)] = []
+        var start = 0
+        /// The buffer's share of the server's storage budget.
+        var storage: StorageAccount
         var nextID: UInt64 = 1
         var nextToken: UInt64 = 0
         var subscribers: [UInt64: Handler] = [:]
@@ -95,11 +97,20 @@ public final class EventLog: Sendable {
         public let gap: Bool
     }
 
-    public init(capacity: Int = EventLog.defaultCapacity, clock: any UsherClock = SystemClock()) {
+    /// A log keeping up to `capacity` events for replay, within what
+    /// `budget` allows: when the budget is short, the oldest buffered events
+    /// go first, and an event that cannot fit at all is only streamed live.
+    public init(
+        capacity: Int = EventLog.defaultCapacity, clock: any UsherClock = SystemClock(),
+        budget: StorageBudget = StorageBudget()
+    ) {
         self.capacity = max(1, capacity)
         self.clock = clock
-        self.state = Mutex(State())
+        self.state = Mutex(State(storage: StorageAccount(budget)))
     }
+
+    /// The bytes the replay buffer is charged now.
+    public var storedBytes: Int { state.withLock { $0.storage.bytes } }
 
     /// True once someone subscribed: emitters build events only then.
     public var isRecording: Bool { recording.load(ordering: .relaxed) }
@@ -118,12 +129,7 @@ public final class EventLog: Sendable {
             let event = ResourceEvent(
                 id: s.nextID, at: at, kind: draft.kind, name: draft.name, type: draft.type, data: draft.data)
             s.nextID += 1
-            if s.ring.count < capacity {
-                s.ring.append(event)
-            } else {
-                s.ring[s.head] = event
-                s.head = (s.head + 1) % capacity
-            }
+            Self.buffer(event, in: &s, capacity: capacity)
             for handler in s.subscribers.values { handler(event) }
         }
     }
@@ -177,7 +183,36 @@ public final class EventLog: Sendable {
     public func buffered() -> [ResourceEvent] { state.withLock { Self.ordered($0) } }
 
     private static func ordered(_ s: State) -> [ResourceEvent] {
-        guard s.head > 0 else { return s.ring }
-        return Array(s.ring[s.head...] + s.ring[..<s.head])
+        s.ring[s.start...].map(\.event)
+    }
+
+    /// Keeps `event` for replay, dropping the oldest beyond `capacity` or
+    /// while the storage budget is short.
+    private static func buffer(_ event: ResourceEvent, in s: inout State, capacity: Int) {
+        let bytes = StorageBudget.cost(event.kind, event.name, event.type, payload: event.data)
+        while s.ring.count - s.start >= capacity { dropOldest(&s) }
+        while true {
+            do throws(StorageFull) {
+                try s.storage.reserve(bytes)
+                s.ring.append((event, bytes))
+                return
+            } catch {
+                guard s.start < s.ring.count else { return }
+                dropOldest(&s)
+            }
+        }
+    }
+
+    private static func dropOldest(_ s: inout State) {
+        s.storage.release(s.ring[s.start].bytes)
+        s.ring[s.start].event.data = .null
+        s.start += 1
+        if s.start == s.ring.count {
+            s.ring.removeAll(keepingCapacity: true)
+            s.start = 0
+        } else if s.start >= 1024 && s.start * 2 >= s.ring.count {
+            s.ring.removeFirst(s.start)
+            s.start = 0
+        }
     }
 }

@@ -9,6 +9,8 @@ public enum WindowError: Error, Sendable, Equatable, CustomStringConvertible {
     case full(retryAfterSeconds: Int)
     /// 400 `bad_request` naming the field.
     case invalid(field: String, message: String)
+    /// 507 `storage_full`: storing it would pass `max_stored_bytes`.
+    case storageFull(StorageFull)
     /// 410: the window was deleted.
     case gone
     /// 503: the server is shutting down.
@@ -22,6 +24,7 @@ public enum WindowError: Error, Sendable, Equatable, CustomStringConvertible {
         case .full(let retry): self = .full(retryAfterSeconds: retry)
         case .invalid(let field, let message):
             self = .invalid(field: field == "hold_seconds" ? "display_seconds" : field, message: message)
+        case .storageFull(let full): self = .storageFull(full)
         case .gone: self = .gone
         case .shuttingDown: self = .shuttingDown
         }
@@ -34,6 +37,7 @@ public enum WindowError: Error, Sendable, Equatable, CustomStringConvertible {
         case .nothingShowing: "nothing is showing"
         case .full(let retry): "too many items are queued; retry in \(retry) s"
         case .invalid(let field, let message): "\(field): \(message)"
+        case .storageFull(let full): full.description
         case .gone: "the window was deleted"
         case .shuttingDown: "the server is shutting down"
         }

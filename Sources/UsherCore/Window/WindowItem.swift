@@ -161,6 +161,12 @@ public struct WindowState: Sendable, Equatable {
     /// The first `limit` queued items, in showing order.
     public var queued: [WindowItem]
     public var counts: WindowCounts
+    /// Where the page resumes after each queued item; not part of the JSON.
+    public var cursors: [String] = []
+    /// True when more queued items follow the last one listed.
+    public var more = false
+    /// Where the next page starts (`next_cursor`), or nil on the last page.
+    public var nextCursor: String?
 
     /// `{name, config, showing, queued, counts}`.
     public func json() -> JSONValue {
@@ -170,6 +176,7 @@ public struct WindowState: Sendable, Equatable {
             ("showing", showing?.json() ?? .null),
             ("queued", .array(queued.map { $0.json() })),
             ("counts", counts.json()),
+            ("next_cursor", nextCursor.map(JSONValue.string) ?? .null),
         ])
     }
 }

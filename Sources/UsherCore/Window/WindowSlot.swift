@@ -43,14 +43,16 @@ public actor WindowSlot: EngineHost {
     public private(set) var config: WindowConfig
 
     /// A new, empty window whose fences start at the clock's current time in µs.
-    public init(name: String, config: WindowConfig, clock: any UsherClock, events: EventLog? = nil) {
+    public init(name: String, config: WindowConfig, clock: any UsherClock, events: EventLog? = nil,
+        budget: StorageBudget = StorageBudget()
+    ) {
         self.name = name
         self.events = events
         self.clock = clock
         self.config = config
         self.executor = ResourceExecutor(label: "usher.window.\(name)")
         self.engine = QueueEngine(
-            name: name, config: config.queueConfig, createdAt: clock.now(), holdPolicy: .ownOverrides, idPrefix: "i")
+            name: name, config: config.queueConfig, createdAt: clock.now(), holdPolicy: .ownOverrides, idPrefix: "i", budget: budget)
     }
 
     deinit { host.timer?.cancel() }
@@ -101,12 +103,18 @@ public actor WindowSlot: EngineHost {
         item(try run(id) { (e, now) throws(QueueError) in try e.visitor(id: id, now: now) })
     }
 
-    /// `GET /v1/windows/{w}`: the item shown and the first `limit` queued.
-    public func state(limit: Int) throws(WindowError) -> WindowState {
-        let s = try run(nil) { (e, now) in e.state(limit: limit, now: now) }
-        return WindowState(
-            name: name, config: config, showing: s.holding.first.map(item), queued: s.waiting.map(item),
+    /// `GET /v1/windows/{w}`: the item shown and the first `limit` queued
+    /// after `cursor` (a waiting-line cursor).
+    public func state(limit: Int, after cursor: QueueCursor? = nil) throws(WindowError) -> WindowState {
+        // Before the first place in any line: the page starts at the front.
+        let from = cursor ?? .waiting(priority: .max, seq: .min)
+        let s = try run(nil) { (e, now) in e.state(limit: limit, after: from, now: now) }
+        var state = WindowState(
+            name: name, config: config, showing: engine.firstHolderView.map(item), queued: s.waiting.map(item),
             counts: WindowCounts(s.counts))
+        state.cursors = s.cursors.map(\.text)
+        state.more = s.more
+        return state
     }
 
     /// `PATCH`: effective at once for what happens next (a new

@@ -1,0 +1,87 @@
+import UsherCore
+
+/// `max_response_bytes` applied to the lists in answers: a page ends early
+/// when the next element would not fit, and `next_cursor` says where to go on.
+enum Paging {
+    /// Room kept for `next_cursor` itself (a resource name is up to 128 bytes).
+    static let cursorRoom = 192
+
+    /// How many leading elements, whose encoded sizes are `sizes`, fit in
+    /// `maxBytes` after `envelope` bytes (each costs its size and a comma).
+    /// At least one, so that every page moves on.
+    static func fitting(_ sizes: some Sequence<Int>, envelope: Int, maxBytes: Int) -> Int {
+        var used = envelope + cursorRoom
+        var n = 0
+        for size in sizes {
+            used += size + 1
+            if used > maxBytes && n > 0 { break }
+            n += 1
+        }
+        return n
+    }
+
+    /// The `cursor` query parameter read with `parse`, else 400 naming it.
+    static func cursor<C>(_ query: Query, _ parse: (String) -> C?) throws(APIError) -> C? {
+        guard let raw = query["cursor"] else { return nil }
+        guard let cursor = parse(raw) else {
+            throw APIError.badRequest("cursor must be a next_cursor this server answered", field: "cursor")
+        }
+        return cursor
+    }
+
+    /// At least a visitor's encoded size, without walking its payload twice:
+    /// its fields in at most 512 bytes, every string byte escaped to at most
+    /// 6, and the payload at most 6 bytes per byte `StorageBudget` counts.
+    static func bound(_ v: VisitorView) -> Int {
+        var strings = v.id.utf8.count + v.queue.utf8.count + (v.key?.utf8.count ?? 0) + (v.action?.utf8.count ?? 0)
+        strings += (v.mergedInto?.utf8.count ?? 0) + (v.cancelledWith?.utf8.count ?? 0) + (v.reason?.utf8.count ?? 0)
+        return 512 + 6 * (strings + StorageBudget.size(of: v.payload))
+    }
+
+    /// At least a queue state's size without its lists: name, config, counts.
+    static func envelopeBound(_ s: QueueState) -> Int {
+        let opposites = s.config.opposites.reduce(0) { $0 + $1.reduce(16) { $0 + 16 + $1.utf8.count } }
+        return 2048 + 6 * (s.name.utf8.count + opposites)
+    }
+
+    /// Cuts a list of `items` at `maxBytes` (after `envelope` bytes), `size`
+    /// being an element's encoded size; answers `next_cursor`: the cursor
+    /// after the last element kept when the page was cut or `more` follow.
+    static func cut<T>(
+        _ items: inout [T], cursors: [String], more: Bool, envelope: Int, maxBytes: Int, size: (T) -> Int
+    ) -> String? {
+        let n = fitting(items.lazy.map(size), envelope: envelope, maxBytes: maxBytes)
+        if n < items.count {
+            items.removeLast(items.count - n)
+            return cursors[n - 1]
+        }
+        return more ? cursors.last : nil
+    }
+
+    /// Cuts a queue's page at `maxBytes` and sets its `next_cursor`. A page
+    /// whose upper bound fits (the usual case) is not measured.
+    static func cut(_ state: inout QueueState, maxBytes: Int) {
+        let holdersBound = state.holding.reduce(envelopeBound(state)) { $0 + Self.bound($1) + 1 }
+        if state.waiting.reduce(holdersBound, { $0 + Self.bound($1) + 1 }) + cursorRoom <= maxBytes {
+            if state.more { state.nextCursor = state.cursors.last?.text }
+            return
+        }
+        var envelope = state
+        envelope.holding = []
+        envelope.waiting = []
+        let listed = state.holding + state.waiting
+        let n = fitting(
+            listed.lazy.map { JSONSizeCounter.size(of: $0) }, envelope: JSONSizeCounter.size(of: envelope), maxBytes: maxBytes)
+        if n < listed.count {
+            if n <= state.holding.count {
+                state.holding.removeLast(state.holding.count - n)
+                state.waiting = []
+            } else {
+                state.waiting.removeLast(listed.count - n)
+            }
+            state.nextCursor = state.cursors[n - 1].text
+        } else if state.more {
+            state.nextCursor = state.cursors.last?.text
+        }
+    }
+}
