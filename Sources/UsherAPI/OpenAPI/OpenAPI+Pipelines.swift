@@ -226,6 +226,7 @@ extension OpenAPIDocument {
                 Operation("POST", "take", "Take up to max items; 204 when none came within wait",
                           query: [
                               Parameter.wait("wait for an item"),
+                              Parameter.onDisconnect("the consumer is dropped and takes nothing"),
                               Parameter.query("max", .object([
                                   ("type", .string("integer")), ("minimum", .int(PipelineRoutes.maxTake.lowerBound)),
                                   ("maximum", .int(PipelineRoutes.maxTake.upperBound)), ("default", .int(1)),

@@ -24,6 +24,7 @@ extension OpenAPIDocument {
             ("expires_at", Schema.nullable(Schema.timestamp)),
             ("ended_at", Schema.nullable(Schema.timestamp)),
             ("fence", Schema.nullable(Schema.fence)),
+            ("reason", Schema.enumeration(["undelivered"], "recycled because the answer that leased it never reached its client")),
         ]
         let elementRef = Schema.object([("id", Schema.name()), ("data", Schema.any())])
         return [
@@ -49,8 +50,9 @@ extension OpenAPIDocument {
                 ("leased", Schema.count), ("waiting", Schema.count),
             ])),
             ("Lease", Schema.object([("id", Schema.name()), ("element", Schema.nullable(elementRef))] + leaseFields,
-                                    "a lease; element is null while the fetch waits")),
-            ("ElementLease", Schema.object([("id", Schema.name())] + leaseFields, "the lease an element is under")),
+                                    optional: ["reason"], "a lease; element is null while the fetch waits")),
+            ("ElementLease", Schema.object([("id", Schema.name())] + leaseFields, optional: ["reason"],
+                                           "the lease an element is under")),
             ("PoolElement", Schema.object([
                 ("id", Schema.name()),
                 ("data", Schema.any()),
@@ -111,7 +113,10 @@ extension OpenAPIDocument {
                               Nothing free: with wait, fetchers wait in FIFO order; without, or when S passes, 409 \
                               pool_exhausted. Expired leases are recycled before a fetch is refused.
                               """,
-                          query: [Parameter.wait("wait for a free element")],
+                          query: [
+                              Parameter.wait("wait for a free element"),
+                              Parameter.onDisconnect("the fetch leaves the line"),
+                          ],
                           body: RequestBody(schema: Schema.request([
                               ("id", Schema.name("the lease's id: a retried fetch with it answers the same lease")),
                               ("holder", Schema.key("who holds the lease")),

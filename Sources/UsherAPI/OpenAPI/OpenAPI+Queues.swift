@@ -54,7 +54,9 @@ extension OpenAPIDocument {
                 ("fence", Schema.nullable(Schema.fence)),
                 ("merged_into", Schema.name("merged: the waiting visitor it merged into")),
                 ("cancelled_with", Schema.name("cancelled by an opposite: the other visitor")),
-                ("reason", Schema.enumeration(["opposite", "client"], "cancelled: why")),
+                ("reason", Schema.enumeration(
+                    ["opposite", "client", "disconnected", "undelivered"],
+                    "why it finished so: cancelled (opposite, client, disconnected) or released (undelivered)")),
             ], optional: ["position", "estimated_wait_seconds", "merged_into", "cancelled_with", "reason"],
                "a visitor; position and estimated_wait_seconds only while waiting")),
             ("QueueCounts", Schema.object(
@@ -110,7 +112,10 @@ extension OpenAPIDocument {
                               201 with the visitor (granted, waiting or delayed); 200 when it merged, was cancelled by an \
                               opposite, or its id exists. With wait, the answer comes when it stops waiting or S passes.
                               """,
-                          query: [Parameter.wait("answer when the visitor stops waiting")],
+                          query: [
+                              Parameter.wait("answer when the visitor stops waiting"),
+                              Parameter.onDisconnect("the visitor is cancelled (reason disconnected)"),
+                          ],
                           body: RequestBody(schema: Schema.ref("VisitorRequest"), required: false,
                                             example: .object([("id", .string("job-1")), ("key", .string("report"))])),
                           responses: [

@@ -183,6 +183,14 @@ extension OpenAPIDocument {
                   "long-poll: \(what); at most S seconds, capped at the server's max_wait_seconds (default 30); 0 = answer at once")
         }
 
+        /// `on_disconnect=withdraw|keep`: what a client that hangs up keeps.
+        static func onDisconnect(_ what: String) -> JSONValue {
+            query("on_disconnect", Schema.enumeration(["withdraw", "keep"]), """
+                withdraw (default): when the client hangs up while the request waits, \(what); an answer that \
+                could not be handed to the client is undone (reason undelivered). keep: a hang-up only ends the wait
+                """)
+        }
+
         /// `limit=N`: how many entries a state lists.
         static func limit(_ range: ClosedRange<Int>, default value: Int, _ what: String) -> JSONValue {
             query("limit", .object([

@@ -203,26 +203,35 @@ enum PipelineRoutes: ResourceAPI {
     // MARK: - Consumers
 
     private static func take(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["wait", "max"])
+        let query = try call.query(allowing: ["wait", "max", "on_disconnect"])
         let wait = try query.wait()
         let max = try query.int("max", in: maxTake) ?? 1
+        let undo = try query.onDisconnect() == .withdraw
         let pipeline = try pipeline(call)
         let ack = try call.readBody { r throws(FieldError) in
             try r.number("ack_seconds", in: PipelineConfig.Limits.seconds)
         }
         let items = try run(pipeline) { p throws(PipelineError) in try p.take(max: max, ackSeconds: ack) }
-        guard items.isEmpty, let wait else { return .respond(deliveries(items)) }
+        guard items.isEmpty, let wait else { return .respond(deliveries(items, from: pipeline, undo: undo)) }
         let deadline = call.app.deadline(after: wait)
         return call.app.later { () async throws(APIError) -> HTTPResponse in
             do throws(PipelineError) {
-                return deliveries(try await pipeline.takeWaiting(max: max, ackSeconds: ack, until: deadline))
+                let items = try await pipeline.takeWaiting(max: max, ackSeconds: ack, until: deadline)
+                return deliveries(items, from: pipeline, undo: undo)
             } catch { throw APIError(error) }
         }
     }
 
-    /// 200 `{items: […]}`, or 204 when there are none.
-    private static func deliveries(_ items: [PipelineDelivery]) -> HTTPResponse {
-        items.isEmpty ? Reply.noContent() : Reply.json(.object([("items", .array(items.map { $0.json() }))]))
+    /// 200 `{items: […]}`, or 204 when there are none. Items handed out go
+    /// back without counting the hand-out (reason `undelivered`) when the
+    /// server could not hand the answer to its client, if the client asked
+    /// for that (`undo`).
+    private static func deliveries(_ items: [PipelineDelivery], from pipeline: Pipeline, undo: Bool) -> HTTPResponse {
+        guard !items.isEmpty else { return Reply.noContent() }
+        let response = Reply.json(.object([("items", .array(items.map { $0.json() }))]))
+        guard undo else { return response }
+        let handed = items.map { (id: $0.id, fence: $0.fence) }
+        return response.undoing { pipeline.withIsolation { _ = $0.undeliver(handed) } }
     }
 
     private static func consume(_ call: Call) throws(APIError) -> HTTPHandlerResult {

@@ -111,16 +111,18 @@ enum PoolRoutes: ResourceAPI {
     }
 
     private static func fetch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let wait = try call.query(allowing: ["wait"]).wait()
+        let query = try call.query(allowing: ["wait", "on_disconnect"])
+        let wait = try query.wait()
+        let undo = try query.onDisconnect() == .withdraw
         let pool = try pool(call)
         let request: FetchRequest = try call.readBody { body throws(FieldError) in try FetchRequest.parse(&body) }
         guard let wait else {
-            return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.fetch(request) }))
+            return .respond(leased(try run(pool) { p throws(PoolError) in try p.fetch(request) }, from: pool, undo: undo))
         }
         // Answer on the server thread when an element is free now; park only to wait.
         do throws(PoolError) {
             let lease = try pool.withIsolation { p throws(PoolError) in try p.fetch(request) }
-            return .respond(leaseReply(lease))
+            return .respond(leased(lease, from: pool, undo: undo))
         } catch {
             guard case .exhausted = error else { throw APIError(error) }
         }
@@ -128,8 +130,20 @@ enum PoolRoutes: ResourceAPI {
         let deadline = app.deadline(after: wait)
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(PoolError) {
-                return leaseReply(try await pool.fetch(request, until: deadline))
+                return leased(try await pool.fetch(request, until: deadline), from: pool, undo: undo)
             } catch { throw APIError(error) }
+        }
+    }
+
+    /// The answer to a fetch; an active lease is recycled again (reason
+    /// `undelivered`) when the server could not hand it to its client, if the
+    /// client asked for that (`undo`).
+    private static func leased(_ lease: Lease, from pool: LeasePool, undo: Bool) -> HTTPResponse {
+        let response = leaseReply(lease)
+        guard undo, lease.status == .active, let fence = lease.fence else { return response }
+        let id = lease.id
+        return response.undoing {
+            _ = try? pool.withIsolation { p throws(PoolError) in try p.recycleUndelivered(lease: id, fence: fence) }
         }
     }
 

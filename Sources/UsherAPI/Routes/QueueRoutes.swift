@@ -107,22 +107,36 @@ enum QueueRoutes: ResourceAPI {
     }
 
     private static func enqueue(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let wait = try call.query(allowing: ["wait"]).wait()
+        let query = try call.query(allowing: ["wait", "on_disconnect"])
+        let wait = try query.wait()
+        let withdraw = try query.onDisconnect() == .withdraw
         let queue = try queue(call)
         let request: VisitorRequest = try call.readBody { body throws(FieldError) in try VisitorRequest.parse(&body) }
         let (view, created) = try run(queue) { q throws(QueueError) in try q.enqueue(request) }
         let status = created ? 201 : 200
-        guard let wait, view.status == .waiting || view.status == .delayed else {
-            return .respond(Reply.json(view, status: status))
+        guard let wait, view.status.isWaiting else {
+            return .respond(granting(view, status: status, in: queue, undo: withdraw))
         }
         let app = call.app
         let deadline = app.deadline(after: wait)
         let id = view.id  // captured alone: the whole view (256 bytes) stays out of the parked closure
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
-                let final = try await queue.parkWhileWaiting(id: id, until: deadline).view()
-                return Reply.json(final, status: status)
+                let final = try await queue.parkWhileWaiting(id: id, until: deadline, withdrawing: withdraw).view()
+                return granting(final, status: status, in: queue, undo: withdraw)
             } catch { throw APIError(error) }
+        }
+    }
+
+    /// The answer to a POST of a visitor; one that grants it a slot releases
+    /// the slot again (reason `undelivered`) when the server could not hand it
+    /// to its client, if the client asked for that (`undo`).
+    private static func granting(_ view: VisitorView, status: Int, in queue: VisitorQueue, undo: Bool) -> HTTPResponse {
+        let response = Reply.json(view, status: status)
+        guard undo, view.status == .granted, let fence = view.fence else { return response }
+        let id = view.id
+        return response.undoing {
+            _ = try? queue.withIsolation { q throws(QueueError) in try q.undoGrant(id: id, fence: fence) }
         }
     }
 

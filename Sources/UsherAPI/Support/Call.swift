@@ -85,6 +85,16 @@ public struct Query: Sendable {
         return capped > 0 ? capped : nil
     }
 
+    /// `on_disconnect`: what a client's hang-up (or an answer that never
+    /// reaches it) takes back. `withdraw` (the default) or `keep`.
+    public func onDisconnect() throws(APIError) -> DisconnectPolicy {
+        guard let raw = values["on_disconnect"] else { return .withdraw }
+        guard let policy = DisconnectPolicy(rawValue: raw) else {
+            throw APIError.badRequest("on_disconnect must be withdraw or keep", field: "on_disconnect")
+        }
+        return policy
+    }
+
     /// An integer parameter within `range`.
     public func int(_ name: String, in range: ClosedRange<Int>) throws(APIError) -> Int? {
         guard let raw = values[name] else { return nil }
@@ -102,6 +112,25 @@ public struct Query: Sendable {
         case "false", "0": return false
         default: throw APIError.badRequest("\(name) must be true or false", field: name)
         }
+    }
+}
+
+/// What a client that hangs up keeps (`on_disconnect`).
+public enum DisconnectPolicy: String, Sendable {
+    /// Nothing: its wait is withdrawn (a visitor cancelled, a fetch, take or
+    /// push dropped), and what an answer it never got gave away is taken back.
+    case withdraw
+    /// What it had: a hang-up only ends the wait, and an answer it never got stands.
+    case keep
+}
+
+extension HTTPResponse {
+    /// `self`, with `undo` run when the server could not hand it to its client
+    /// (see `HTTPResponse.undelivered`).
+    func undoing(_ undo: @escaping @Sendable () -> Void) -> HTTPResponse {
+        var response = self
+        response.undelivered = undo
+        return response
     }
 }
 

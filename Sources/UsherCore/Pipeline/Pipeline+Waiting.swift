@@ -3,7 +3,8 @@ extension Pipeline {
     /// consumers are served first come, first served, woken by anything that
     /// makes an item deliverable (a push, a release, a redelivery, a delay
     /// ending, a source pull, a consume freeing an in-flight slot). Returns
-    /// `[]` at the deadline (the API answers 204), when the task is cancelled,
+    /// `[]` at the deadline (the API answers 204), when the task is cancelled
+    /// (also before it took anything: a consumer that hung up takes nothing),
     /// or at once when `maxWaiters` consumers are already parked.
     ///
     /// - Throws: `.invalid` for a bad `ackSeconds`; `.gone` if the pipeline is
@@ -12,6 +13,7 @@ extension Pipeline {
         -> [PipelineDelivery]
     {
         try checkOpen()
+        if Task.isCancelled { return [] }
         let now = clock.now()
         let items = try engine.take(max: max, ackSeconds: ackSeconds, now: now)
         if !items.isEmpty || max <= 0 || now >= deadline || consumers.count >= Self.maxWaiters {
@@ -45,16 +47,18 @@ extension Pipeline {
     /// Pushes an item, waiting until `deadline` for room (back-pressure);
     /// parked producers get room first come, first served.
     ///
-    /// - Throws: `.full` at the deadline, when the task is cancelled, or at
-    ///   once when `maxWaiters` producers are already parked; `.invalid`;
-    ///   `.gone`; `.shuttingDown`.
+    /// - Throws: `.full` at the deadline, when the task is cancelled (also
+    ///   before it pushed: a producer that hung up pushes nothing), or at once
+    ///   when `maxWaiters` producers are already parked; `.invalid`; `.gone`;
+    ///   `.shuttingDown`.
     public func pushWaiting(_ request: PipelinePushRequest, until deadline: Timestamp) async throws(PipelineError)
         -> PipelinePushResult
     {
         try checkOpen()
+        if Task.isCancelled { throw .full(retryAfterSeconds: 1) }
         do throws(PipelineError) {
             defer { settle() }
-            return try engine.push(request, now: clock.now())
+            return emitPushed(try engine.push(request, now: clock.now()))
         } catch .full {
             guard clock.now() < deadline, producers.count < Self.maxWaiters else { throw .full(retryAfterSeconds: 1) }
         }

@@ -140,6 +140,20 @@ public actor Pipeline: LockIsolatedActor {
         return emit(item.status == .dead ? "dead-lettered" : "released", item)
     }
 
+    /// The answer that handed out `deliveries` never reached its consumer:
+    /// each item still in flight under its fence goes back to the front
+    /// without counting the hand-out (`released` events, reason
+    /// `undelivered`); returns those items.
+    @discardableResult
+    public func undeliver(_ deliveries: [(id: String, fence: Int64)]) -> [PipelineItem] {
+        guard lifecycle == .open else { return [] }
+        defer { settle() }
+        let now = clock.now()
+        return deliveries.compactMap { d in
+            engine.undeliver(d.id, fence: d.fence, now: now).map { emit("released", $0, reason: "undelivered") }
+        }
+    }
+
     /// Removes a ready, delayed or dead item.
     ///
     /// - Throws: `.notFound`; `.inFlight`.
@@ -310,10 +324,16 @@ public actor Pipeline: LockIsolatedActor {
 extension Pipeline {
     static let eventKind = "pipeline"
 
-    /// Emits `type` for `item` when someone listens; returns `item`.
-    func emit(_ type: String, _ item: PipelineItem) -> PipelineItem {
+    /// Emits `type` for `item` when someone listens, with `reason` after its
+    /// members when given; returns `item`.
+    func emit(_ type: String, _ item: PipelineItem, reason: String? = nil) -> PipelineItem {
         if let events, events.isRecording {
-            events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, data: item.json()))
+            var data = item.json()
+            if let reason, case .object(var members) = data {
+                members.append(("reason", .string(reason)))
+                data = .object(members)
+            }
+            events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, data: data))
         }
         return item
     }

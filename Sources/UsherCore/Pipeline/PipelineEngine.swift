@@ -270,6 +270,26 @@ public struct PipelineEngine: Sendable {
         return giveBack(h, delaySeconds: delaySeconds ?? 0, now: now)
     }
 
+    /// The hand-out `fence` of `id` never reached its consumer: the item goes
+    /// back to the front of the buffer as if that hand-out had not happened
+    /// (`deliveries` one less, so it never goes to the dead list for it; with
+    /// no hand-out left, `taken_at` and `fence` are null again).
+    /// `delivered_total` keeps counting it: a total never goes down. Nil,
+    /// changing nothing, when the item is no longer in flight under that fence.
+    public mutating func undeliver(_ id: String, fence: Int64, now: Timestamp) -> PipelineItem? {
+        expire(now: now)
+        guard let h = handles[id], var item = slots[Int(h)], item.status == .inFlight, item.fence == fence else {
+            return nil
+        }
+        item.deliveries -= 1
+        if item.deliveries == 0 {
+            item.takenAt = nil
+            item.fence = nil
+        }
+        slots[Int(h)] = item
+        return giveBack(h, delaySeconds: 0, now: now)
+    }
+
     /// Removes a ready, delayed or dead item.
     ///
     /// - Throws: `.notFound`; `.inFlight` for an in-flight item.

@@ -27,8 +27,9 @@ public enum LeaseStatus: String, Sendable, Equatable, CaseIterable {
 /// One lease, as the API shows it.
 ///
 /// JSON (`json()`): `{id, element: {id, data}, holder, status, leased_at,
-/// expires_at, ended_at, fence}`; `element` is null while waiting, `holder`,
-/// `expires_at` (no expiry), `ended_at` null when they have no value.
+/// expires_at, ended_at, fence, reason?}`; `element` is null while waiting,
+/// `holder`, `expires_at` (no expiry), `ended_at` null when they have no
+/// value; `reason` only where it applies (`undelivered`).
 public struct Lease: Sendable, Equatable {
     public var id: String
     /// The element's id; nil while the fetch waits.
@@ -44,6 +45,9 @@ public struct Lease: Sendable, Equatable {
     public var endedAt: Timestamp?
     /// The fencing token of the lease: grows with every lease of the pool.
     public var fence: Int64?
+    /// Why it ended, where the status alone does not say: `undelivered` (the
+    /// answer that leased it never reached its client).
+    public var reason: String?
 
     /// The lease a pool's queue visitor stands for; `data` is the element's current data.
     init(_ v: VisitorView, data: JSONValue?) {
@@ -57,6 +61,7 @@ public struct Lease: Sendable, Equatable {
         expiresAt = v.expiresAt
         endedAt = v.status == .granted ? nil : v.finishedAt
         fence = v.fence
+        reason = v.reason
     }
 
     /// The lease object; inside an element's own JSON, `element` is left out.
@@ -71,6 +76,7 @@ public struct Lease: Sendable, Equatable {
         m.append(("expires_at", expiresAt.map { .string($0.rfc3339) } ?? .null))
         m.append(("ended_at", endedAt.map { .string($0.rfc3339) } ?? .null))
         m.append(("fence", fence.map { .int(Int($0)) } ?? .null))
+        if let reason { m.append(("reason", .string(reason))) }
         return .object(m)
     }
 }

@@ -78,6 +78,11 @@ public actor LeasePool: EngineHost {
 
     deinit { host.timer?.cancel() }
 
+    /// A fetcher whose client hung up leaves the line as if it had never come.
+    static func withdrawWaiting(_ id: String, in engine: inout QueueEngine, now: Timestamp) throws(QueueError) {
+        _ = try engine.withdraw(id: id, now: now)
+    }
+
     /// Totals, after applying `now` (the last ones once closed).
     public var counts: PoolCounts {
         if host.phase != .closed {
@@ -122,7 +127,7 @@ public actor LeasePool: EngineHost {
             id = v.id
         }
         do throws(QueueError) {
-            _ = try await parkOnVisitor(id, until: .leftLine, deadline: deadline)
+            _ = try await parkOnVisitor(id, until: .leftLine, deadline: deadline, withdrawing: true)
         } catch {
             if error != .gone { _ = try? run(id) { (e, now) throws(QueueError) in try e.withdraw(id: id, now: now) } }
             // Another request with the same id stopped waiting first and withdrew the fetch.
@@ -148,6 +153,15 @@ public actor LeasePool: EngineHost {
     public func recycle(lease id: String) throws(PoolError) -> Lease {
         let v = try run(id) { (e, now) throws(QueueError) in try e.complete(id: id, now: now) }
         return lease(v)
+    }
+
+    /// The answer that leased `id` (its fence `fence`) never reached its
+    /// client: the lease is recycled, reason `undelivered`, and the element
+    /// goes to the first waiting fetcher or back to the pool. Nil, changing
+    /// nothing, when the lease no longer holds that grant.
+    @discardableResult
+    public func recycleUndelivered(lease id: String, fence: Int64) throws(PoolError) -> Lease? {
+        try run(id) { (e, now) in e.undoGrant(id: id, fence: fence, as: .completed, now: now) }.map(lease)
     }
 
     /// `POST …/recycle {"element"}`: recycles the element's lease; a free

@@ -65,15 +65,22 @@ extension EngineHost {
     /// then. Every way out (a change, the deadline timer, task cancellation,
     /// close, shutdown) runs isolated and first removes the waiter from
     /// `host`, so the call is answered once. Cancellation answers like the
-    /// deadline.
+    /// deadline; with `withdrawing`, it first takes back the visitor waited
+    /// on (`withdrawWaiting`: the client hung up), in the same isolated step,
+    /// unless the wait was answered first.
     ///
     /// Errors come back in the answer too: nothing but a reference is laid
     /// out in this frame, which stays on the heap while the request waits.
-    func park(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp) async -> QueueWaitAnswer {
-        if let early = earlyAnswer(subject, until: condition, deadline: deadline) { return early }
+    func park(
+        _ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp, withdrawing: Bool = false
+    ) async -> QueueWaitAnswer {
+        if let early = earlyAnswer(subject, until: condition, deadline: deadline, withdrawing: withdrawing) {
+            return early
+        }
         let token = takeToken()
-        return await parkCall { $0.register($1, token: token, subject: subject, until: condition, deadline: deadline) }
-            onCancel: { $0.answerNow(token) }
+        return await parkCall {
+            $0.register($1, token: token, subject: subject, until: condition, deadline: deadline, withdrawing: withdrawing)
+        } onCancel: { $0.cancelWait(token, withdrawing: withdrawing) }
     }
 
     /// A fresh waiter token (out of line: `host`'s accessors stay out of `park`'s frame).
@@ -92,9 +99,9 @@ extension EngineHost {
     @inline(never)
     func register(
         _ call: ParkedCall<QueueWaitAnswer>, token: UInt64, subject: WaitSubject,
-        until condition: WaitCondition, deadline: Timestamp
+        until condition: WaitCondition, deadline: Timestamp, withdrawing: Bool
     ) {
-        if let early = earlyAnswer(subject, until: condition, deadline: deadline) {
+        if let early = earlyAnswer(subject, until: condition, deadline: deadline, withdrawing: withdrawing) {
             call.answer(early)
             return
         }
@@ -108,36 +115,53 @@ extension EngineHost {
 
     /// `answerWithoutWaiting`, boxed, errors included (see `register`).
     @inline(never)
-    func earlyAnswer(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp) -> QueueWaitAnswer? {
+    func earlyAnswer(
+        _ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp, withdrawing: Bool
+    ) -> QueueWaitAnswer? {
         do throws(QueueError) {
-            return try answerWithoutWaiting(subject, until: condition, deadline: deadline).map(QueueWaitAnswer.init)
+            return try answerWithoutWaiting(subject, until: condition, deadline: deadline, withdrawing: withdrawing)
+                .map(QueueWaitAnswer.init)
         } catch {
             return QueueWaitAnswer(.failure(error))
         }
     }
 
     /// The answer when there is nothing to wait for (the condition holds, the
-    /// deadline passed, the task is cancelled), or nil; throws when waiting
-    /// is refused (shutting down, closed, no such visitor).
-    func answerWithoutWaiting(_ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp)
-        throws(QueueError) -> Result<VisitorView?, QueueError>?
-    {
+    /// deadline passed, the task is cancelled: then, `withdrawing`, after
+    /// taking the visitor back), or nil; throws when waiting is refused
+    /// (shutting down, closed, no such visitor).
+    func answerWithoutWaiting(
+        _ subject: WaitSubject, until condition: WaitCondition, deadline: Timestamp, withdrawing: Bool
+    ) throws(QueueError) -> Result<VisitorView?, QueueError>? {
         let now = try current(subject)
         if condition.isMet(by: now) { return .success(now) }
         if host.phase == .shuttingDown { throw .shuttingDown }
-        if deadline <= clock.now() || Task.isCancelled { return .success(now) }
-        return nil
+        if deadline <= clock.now() { return .success(now) }
+        guard Task.isCancelled else { return nil }
+        guard withdrawing, case .visitor(let id) = subject else { return .success(now) }
+        try perform { (e, now) throws(QueueError) in try Self.withdrawWaiting(id, in: &e, now: now) }
+        return .success(engine.currentView(id: id))
     }
 
     /// Parks on one visitor: its view, never nil.
-    func parkOnVisitor(_ id: String, until condition: WaitCondition, deadline: Timestamp) async throws(QueueError)
-        -> VisitorView
-    {
-        try await park(.visitor(id), until: condition, deadline: deadline).visitor(id)
+    func parkOnVisitor(
+        _ id: String, until condition: WaitCondition, deadline: Timestamp, withdrawing: Bool = false
+    ) async throws(QueueError) -> VisitorView {
+        try await park(.visitor(id), until: condition, deadline: deadline, withdrawing: withdrawing).visitor(id)
     }
 
     /// Parked long-polls.
     var parkedCount: Int { host.subjects.count }
+
+    /// The waiter's task was cancelled: with `withdrawing`, takes back the
+    /// visitor it waits on if it is still parked (a change of status wakes it
+    /// with the new view), then answers it with what is left.
+    func cancelWait(_ token: UInt64, withdrawing: Bool) {
+        if withdrawing, let subject = host.subjects[token], case .visitor(let id) = subject {
+            _ = try? perform { (e, now) throws(QueueError) in try Self.withdrawWaiting(id, in: &e, now: now) }
+        }
+        answerNow(token)
+    }
 
     /// Answers one waiter with its subject as it is now (deadline or cancellation).
     func answerNow(_ token: UInt64) {

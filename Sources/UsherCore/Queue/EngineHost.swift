@@ -37,6 +37,9 @@ protocol EngineHost: LockIsolatedActor {
     /// The event type for a visitor that reached `status` (`granted` → a
     /// pool's `leased`, a window's `shown`, …).
     static func eventType(_ status: VisitorStatus) -> String
+    /// Takes back the visitor `id` whose waiting client hung up (see
+    /// `park`'s `withdrawing`); by default it is cancelled, reason `disconnected`.
+    static func withdrawWaiting(_ id: String, in engine: inout QueueEngine, now: Timestamp) throws(QueueError)
 }
 
 /// The state every `EngineHost` keeps besides its engine.
@@ -52,6 +55,10 @@ struct HostState: Sendable {
 }
 
 extension EngineHost {
+    static func withdrawWaiting(_ id: String, in engine: inout QueueEngine, now: Timestamp) throws(QueueError) {
+        _ = try engine.disconnect(id: id, now: now)
+    }
+
     /// Runs one engine operation at `now`, then reacts, wakes and re-arms,
     /// also when it throws (applying `now` may have changed things before the
     /// operation failed).

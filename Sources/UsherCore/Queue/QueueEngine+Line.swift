@@ -140,7 +140,7 @@ extension QueueEngine {
     }
 
     /// Takes `h` out of whatever it is in, then gives it its final status.
-    mutating func finish(_ h: Int32, as status: VisitorStatus, at t: Int64, reason: CancelReason? = nil) {
+    mutating func finish(_ h: Int32, as status: VisitorStatus, at t: Int64, reason: FinishReason? = nil) {
         let i = Int(h)
         switch records[i].status {
         case .delayed:
@@ -158,7 +158,7 @@ extension QueueEngine {
     }
 
     /// Records a final status for a visitor that is in no list.
-    mutating func settle(_ h: Int32, as status: VisitorStatus, at t: Int64, reason: CancelReason?) {
+    mutating func settle(_ h: Int32, as status: VisitorStatus, at t: Int64, reason: FinishReason?) {
         let i = Int(h)
         records[i].status = status
         records[i].finishedAt = t

@@ -22,13 +22,9 @@ extension QueueEngine {
             if r.deadline != VisitorRecord.noTime { v.expiresAt = Timestamp(micros: r.deadline) }
         }
         if r.finishedAt != VisitorRecord.noTime { v.finishedAt = Timestamp(micros: r.finishedAt) }
-        switch r.status {
-        case .merged: v.mergedInto = related[h]
-        case .cancelled:
-            if r.reason == .opposite { v.cancelledWith = related[h] }
-            v.reason = r.reason?.rawValue
-        default: break
-        }
+        if r.status == .merged { v.mergedInto = related[h] }
+        if r.reason == .opposite { v.cancelledWith = related[h] }
+        v.reason = r.reason?.rawValue
         return v
     }
 

@@ -41,12 +41,17 @@ extension VisitorQueue {
 
     /// `POST …/visitors?wait`: the visitor once it is no longer `delayed` or
     /// `waiting` (granted, merged, cancelled…), or as it is at `deadline`.
-    public func waitWhileWaiting(id: String, until deadline: Timestamp) async throws(QueueError) -> VisitorView {
-        try await parkWhileWaiting(id: id, until: deadline).view()
+    /// With `withdrawing`, a cancelled task (the client hung up) cancels the
+    /// visitor, reason `disconnected`, unless it was granted first; without,
+    /// it answers the visitor as it is, still in line.
+    public func waitWhileWaiting(
+        id: String, until deadline: Timestamp, withdrawing: Bool = false
+    ) async throws(QueueError) -> VisitorView {
+        try await parkWhileWaiting(id: id, until: deadline, withdrawing: withdrawing).view()
     }
 
     /// `waitWhileWaiting`, boxed (see `VisitorWait`).
-    public func parkWhileWaiting(id: String, until deadline: Timestamp) async -> VisitorWait {
-        VisitorWait(await park(.visitor(id), until: .leftLine, deadline: deadline), id: id)
+    public func parkWhileWaiting(id: String, until deadline: Timestamp, withdrawing: Bool = false) async -> VisitorWait {
+        VisitorWait(await park(.visitor(id), until: .leftLine, deadline: deadline, withdrawing: withdrawing), id: id)
     }
 }

@@ -81,6 +81,14 @@ public actor VisitorQueue: EngineHost {
         try perform { (e, now) throws(QueueError) in try e.remove(id: id, now: now) }
     }
 
+    /// The answer that granted `id` its grant `fence` never reached its
+    /// client: the visitor is `released`, reason `undelivered`, and its slot
+    /// passes on. Nil, changing nothing, when it no longer holds that grant.
+    @discardableResult
+    public func undoGrant(id: String, fence: Int64) throws(QueueError) -> VisitorView? {
+        try perform { (e, now) in e.undoGrant(id: id, fence: fence, now: now) }
+    }
+
     /// `GET …/visitors/{id}`.
     public func visitor(id: String) throws(QueueError) -> VisitorView {
         try perform { (e, now) throws(QueueError) in try e.visitor(id: id, now: now) }

@@ -15,7 +15,7 @@ struct VisitorRecord: Sendable {
     var action: String?
     var payload: JSONValue?
     var status: VisitorStatus
-    var reason: CancelReason?
+    var reason: FinishReason?
     var priority: Int32 = 0
     var enqueuedAt: Int64
     var grantedAt: Int64 = noTime
@@ -48,12 +48,17 @@ struct VisitorRecord: Sendable {
     static let vacant = VisitorRecord(id: "", enqueuedAt: noTime, status: .completed)
 }
 
-/// Why a visitor was cancelled (`reason` in its JSON).
-enum CancelReason: String, Sendable {
-    /// It and a waiting visitor with the opposite action cancelled each other.
+/// Why a visitor finished as it did (`reason` in its JSON), where the
+/// status alone does not say.
+enum FinishReason: String, Sendable {
+    /// Cancelled: it and a waiting visitor with the opposite action cancelled each other.
     case opposite
-    /// The client removed it (`DELETE`) while it waited or was delayed.
+    /// Cancelled: the client removed it (`DELETE`) while it waited or was delayed.
     case client
+    /// Cancelled: the client hung up while its request waited for the grant.
+    case disconnected
+    /// Released (a pool: recycled): the answer that granted it never reached its client.
+    case undelivered
 }
 
 /// A key with an action: the index for duplicates in `key` mode.

@@ -5,7 +5,8 @@
 /// they have no value, so clients can rely on the shape; `position` and
 /// `estimated_wait_seconds` appear only while the visitor is `waiting`, and
 /// `merged_into`, `cancelled_with` and `reason` only where they apply
-/// (`merged`; `cancelled` by an opposite; `cancelled`). A waiting visitor's
+/// (`merged`; `cancelled` by an opposite; `cancelled`, or `released` with
+/// `undelivered`). A waiting visitor's
 /// `estimated_wait_seconds` is `null` when it cannot be estimated.
 public struct VisitorView: Sendable, Equatable, JSONEncodable {
     /// The visitor's id (client-supplied or `v` + base 36).
@@ -40,7 +41,9 @@ public struct VisitorView: Sendable, Equatable, JSONEncodable {
     public var mergedInto: String?
     /// The opposite visitor this one cancelled with.
     public var cancelledWith: String?
-    /// Why it was cancelled: `"opposite"` or `"client"` (`DELETE`).
+    /// Why it finished as it did: cancelled `"opposite"`, `"client"`
+    /// (`DELETE`) or `"disconnected"` (its waiting client hung up); released
+    /// (a pool's lease: recycled) `"undelivered"` (the grant never reached its client).
     public var reason: String?
 
     /// A view; normally made by the engine.

@@ -1,0 +1,32 @@
+// What a client's hang-up takes back: the place of a visitor whose client
+// stopped waiting, and a grant whose answer never reached its client.
+
+extension QueueEngine {
+    /// The client of a waiting or delayed visitor hung up: it is `cancelled`
+    /// (reason `disconnected`). Applies `now` first, so a visitor granted by
+    /// then stays granted (the grant came first; the answer's undo releases
+    /// it); a visitor in any other status is returned as it is.
+    public mutating func disconnect(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
+        begin(now)
+        defer { end() }
+        let h = try handle(id)
+        if records[Int(h)].status.isWaiting { finish(h, as: .cancelled, at: now.micros, reason: .disconnected) }
+        return view(h)
+    }
+
+    /// The answer that granted `id` the grant `fence` never reached its
+    /// client: the holder leaves as `status` (`released`; a pool's lease
+    /// `completed`, shown as recycled) with reason `undelivered`, and its slot
+    /// passes on. Nil, changing nothing, when it no longer holds that grant
+    /// (it finished meanwhile, or the id now names a later visitor).
+    public mutating func undoGrant(
+        id: String, fence: Int64, as status: VisitorStatus = .released, now: Timestamp
+    ) -> VisitorView? {
+        begin(now)
+        defer { end() }
+        guard let h = ids[id], records[Int(h)].status == .granted, records[Int(h)].fence == fence else { return nil }
+        finish(h, as: status, at: now.micros, reason: .undelivered)
+        grantFree(now)
+        return view(h)
+    }
+}
