@@ -187,7 +187,7 @@ enum PipelineRoutes: ResourceAPI {
         let max = try query.int("max", in: maxTake) ?? 1
         let pipeline = try pipeline(call)
         let ack = try call.readBody { r throws(FieldError) in
-            try r.number("ack_seconds", in: PipelineConfig.Limits.seconds)
+            try r.duration("ack_seconds")
         }
         let items = try run(pipeline) { p throws(PipelineError) in try p.take(max: max, ackSeconds: ack) }
         guard items.isEmpty, let wait else { return .respond(deliveries(items)) }
@@ -218,7 +218,7 @@ enum PipelineRoutes: ResourceAPI {
         let pipeline = try pipeline(call)
         let id = try call.name("id")
         let (delay, fence) = try call.readBody { r throws(FieldError) in
-            (try r.number("delay_seconds", in: PipelineConfig.Limits.seconds), try r.int("fence", in: 0...Int.max))
+            (try r.duration("delay_seconds"), try r.int("fence", in: 0...Int.max))
         }
         let item = try run(pipeline) { p throws(PipelineError) in
             try p.release(id, delaySeconds: delay, fence: fence.map(Int64.init))

@@ -140,7 +140,7 @@ enum PoolRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pool = try pool(call)
         let id = try call.name("id")
-        let seconds: Double? = try call.readBody { body throws(FieldError) in try body.number("lease_seconds", in: PoolConfig.Limits.seconds) }
+        let seconds: Double? = try call.readBody { body throws(FieldError) in try body.duration("lease_seconds") }
         return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.extend(lease: id, leaseSeconds: seconds) }))
     }
 

@@ -48,7 +48,7 @@ enum QueueRoutes: ResourceAPI {
             return try visitorOperation(call) { queue, id throws(QueueError) in try queue.complete(id: id) }
         }
         router.add("POST", "/v1/queues/{name}/visitors/{id}/extend") { call throws(APIError) in
-            let hold: Double? = try call.readBody { body throws(FieldError) in try body.number("hold_seconds", in: 0...31_536_000) }
+            let hold: Double? = try call.readBody { body throws(FieldError) in try body.duration("hold_seconds") }
             return try visitorOperation(call) { queue, id throws(QueueError) in
                 try queue.extend(id: id, holdSeconds: hold)
             }

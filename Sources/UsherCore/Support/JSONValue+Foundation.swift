@@ -7,17 +7,19 @@ public struct JSONSyntaxError: Error, Sendable {
 }
 
 extension JSONValue {
-    /// Parses JSON text with Foundation's `JSONSerialization` (fragments allowed).
+    /// Parses JSON text with Foundation's `JSONSerialization` (fragments
+    /// allowed), strictly: trailing commas and repeated member names are
+    /// errors too (`StrictJSON`). Errors give a line and column.
     public static func parse(_ data: Data) throws(JSONSyntaxError) -> JSONValue {
         let object: Any
         do {
             object = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
         } catch {
-            let ns = error as NSError
-            let detail = (ns.userInfo[NSDebugDescriptionErrorKey] as? String) ?? "not valid JSON"
-            throw JSONSyntaxError(message: "malformed JSON: \(detail)")
+            throw JSONSyntaxError(message: StrictJSON.describe(error as NSError, in: data))
         }
-        return JSONValue(foundation: object)
+        let value = JSONValue(foundation: object)
+        try StrictJSON.check(data, parsed: value)
+        return value
     }
 
     /// Parses JSON text given as a string.
