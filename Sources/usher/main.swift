@@ -7,7 +7,8 @@ import UsherCore
 
 let version = "0.1.0"
 let usage = """
-    usage: usher [serve] [--config PATH]  serve (config: --config, else $USHER_CONFIG, else Config/usher.json)
+    usage: usher [serve] [--config PATH]  serve (config: --config, else $USHER_CONFIG, else Config/usher.json);
+                                          SIGHUP reloads the config file, SIGTERM/SIGINT stop
            usher check-config [PATH]      validate a config file and exit 0 (valid) or 2 (not)
            usher health URL               exit 0 when GET URL/readyz answers 200 within 3 s, else 1
                                           (URL like http://127.0.0.1:8080; for container health checks)
@@ -88,5 +89,7 @@ case "check-config":
     print("config ok: \(configFilePath ?? "no config file (defaults and environment)")")
     exit(0)
 default:
-    exit(Service.run(app))
+    exit(Service.run(app) { () throws(FieldError) in
+        try UsherConfig.load(path: configFilePath, environment: ProcessInfo.processInfo.environment)
+    })
 }

@@ -41,6 +41,9 @@ public struct UsherConfig: Sendable {
     public var declared: [ResourceKind: [(name: String, config: JSONValue)]] = [:]
     /// Log level (`USHER_LOG_LEVEL`): debug, info, warn or error. Default info.
     public var logLevel = LogLevel.info
+    /// The file's members other than resources, as written: a reload
+    /// (SIGHUP) compares them to name the keys that need a restart.
+    public var fileSettings: [(String, JSONValue)] = []
 
     public init() {}
 
@@ -48,7 +51,8 @@ public struct UsherConfig: Sendable {
     /// bad values are errors naming the field.
     public static func parse(_ value: JSONValue) throws(FieldError) -> UsherConfig {
         var config = UsherConfig()
-        guard case .object = value else { throw FieldError(field: "", message: "the config must be a JSON object") }
+        guard case .object(let members) = value else { throw FieldError(field: "", message: "the config must be a JSON object") }
+        config.fileSettings = members.filter { ResourceKind(rawValue: $0.0) == nil }
         var r = try FieldReader(value)
         if let host = try r.string("host") {
             try checkHost(host, field: "host")

@@ -33,12 +33,24 @@ enum PipelineRoutes: ResourceAPI {
     /// An item id the routes cannot address: `…/items/batch` is the batch route.
     static let reservedID = "batch"
 
-    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
+        -> DeclaredResource
+    {
         var reader = try FieldReader(config, path: path)
-        let pipelineConfig = try PipelineConfig.parse(&reader, allowRemoteSources: app.config.allowRemoteSources)
+        let wanted = try PipelineConfig.parse(&reader, allowRemoteSources: app.config.allowRemoteSources)
         try reader.finish()
-        do throws(APIError) { _ = try create(name: name, config: pipelineConfig, in: app) } catch {
-            throw FieldError(field: path, message: error.detail)
+        return DeclaredResource(kind: kind, name: name) { app in
+            guard let pipeline = try? app.registry.lookup(.pipelines, name, as: Pipeline.self) else {
+                return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
+            }
+            let patch = PipelinePatch(
+                capacity: wanted.capacity, maxInFlight: wanted.maxInFlight, ackSeconds: wanted.ackSeconds,
+                maxDeliveries: wanted.maxDeliveries)
+            let fixed = "filters and source cannot change in place: change filters through "
+                + "/v1/pipelines/\(name)/filters, or DELETE the pipeline and reload to re-create it"
+            return .patching(current: { pipeline.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) { () throws(APIError) in
+                _ = try run(pipeline) { p throws(PipelineError) in try p.apply(patch) }
+            }
         }
     }
 

@@ -23,12 +23,22 @@ extension VisitorQueue: ManagedResource {
 enum QueueRoutes: ResourceAPI {
     static let kind = ResourceKind.queues
 
-    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
+        -> DeclaredResource
+    {
         var reader = try FieldReader(config, path: path)
-        let queueConfig = try QueueConfig.parse(&reader)
+        let wanted = try QueueConfig.parse(&reader)
         try reader.finish()
-        do throws(APIError) { _ = try create(name: name, config: queueConfig, in: app) } catch {
-            throw FieldError(field: path, message: error.detail)
+        return DeclaredResource(kind: kind, name: name) { app in
+            guard let queue = try? app.registry.lookup(.queues, name, as: VisitorQueue.self) else {
+                return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
+            }
+            let patch = QueuePatch(
+                capacity: wanted.capacity, maxWaiting: wanted.maxWaiting, holdSeconds: wanted.holdSeconds,
+                dedup: wanted.dedup, opposites: wanted.opposites, history: wanted.history)
+            return .patching(current: { queue.withIsolation { $0.config } }, wanted: wanted, fixed: "") { () throws(APIError) in
+                _ = try run(queue) { q throws(QueueError) in try q.apply(patch) }
+            }
         }
     }
 
