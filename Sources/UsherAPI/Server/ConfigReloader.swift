@@ -52,7 +52,8 @@ public final class ConfigReloader {
         for kind in ResourceKind.allCases {
             let kept = Set((config.declared[kind] ?? []).map(\.name))
             for (name, _) in declared[kind] ?? [] where !kept.contains(name) {
-                do throws(APIError) { try app.registry.remove(kind, name) } catch {}
+                // One already deleted through the API is not there to delete.
+                do throws(APIError) { try app.registry.remove(kind, name) } catch { continue }
                 report.deleted.append("\(kind.rawValue)/\(name)")
                 logger.info("declared resource deleted", [("kind", .string(kind.rawValue)), ("name", .string(name))])
             }
