@@ -7,7 +7,8 @@ import UsherCore
 
 let version = "0.1.0"
 let usage = """
-    usage: usher [--config PATH]          serve (config: --config, else $USHER_CONFIG, else Config/usher.json)
+    usage: usher [serve] [--config PATH]  serve (config: --config, else $USHER_CONFIG, else Config/usher.json);
+                                          SIGHUP reloads the config file, SIGTERM/SIGINT stop
            usher check-config [PATH]      validate a config file and exit 0 (valid) or 2 (not)
            usher health URL               exit 0 when GET URL/readyz answers 200 within 3 s, else 1
                                           (URL like http://127.0.0.1:8080; for container health checks)
@@ -21,12 +22,16 @@ func fail(_ message: String, status: Int32) -> Never {
     exit(status)
 }
 
-func loadConfig(_ path: String?) -> UsherConfig {
-    let environment = ProcessInfo.processInfo.environment
-    let chosen = path ?? environment["USHER_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+/// The config file in use: `--config`, else `$USHER_CONFIG`, else
+/// `Config/usher.json` when it exists, else none (defaults).
+func configFile(_ path: String?) -> String? {
+    path ?? ProcessInfo.processInfo.environment["USHER_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
         ?? (FileManager.default.fileExists(atPath: "Config/usher.json") ? "Config/usher.json" : nil)
+}
+
+func loadConfig(_ path: String?) -> UsherConfig {
     do {
-        return try UsherConfig.load(path: chosen, environment: environment)
+        return try UsherConfig.load(path: path, environment: ProcessInfo.processInfo.environment)
     } catch {
         fail("config error: \(error.description)", status: 2)
     }
@@ -71,7 +76,8 @@ while let argument = arguments.first {
 // The probe reads no config: it only asks a running server.
 if command == "health", let healthURL { Health.run(healthURL) }
 
-let config = loadConfig(configPath)
+let configFilePath = configFile(configPath)
+let config = loadConfig(configFilePath)
 // The resources the config declares are created (and their configs checked)
 // before anything is bound: a bad one exits 2 with the same message as a bad file.
 let app: UsherApp
@@ -80,8 +86,10 @@ do { app = try UsherApp(config: config, logger: Logger(level: command == "check-
 }
 switch command {
 case "check-config":
-    print("config ok")
+    print("config ok: \(configFilePath ?? "no config file (defaults and environment)")")
     exit(0)
 default:
-    exit(Service.run(app))
+    exit(Service.run(app) { () throws(FieldError) in
+        try UsherConfig.load(path: configFilePath, environment: ProcessInfo.processInfo.environment)
+    })
 }

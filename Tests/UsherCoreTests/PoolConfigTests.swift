@@ -39,7 +39,7 @@ import Testing
             (#"{"grow": {"max_size": 2, "prefix": "-x"}}"#,
              FieldError(field: "grow.prefix", message: "must be at most 100 characters that, followed by a number, make a valid name")),
             (#"{"lease_secs": 5}"#, FieldError(field: "lease_secs", message: "unknown field")),
-            (#"{"lease_seconds": -5}"#, FieldError(field: "lease_seconds", message: "must be between 0 and 31536000")),
+            (#"{"lease_seconds": -5}"#, FieldError(field: "lease_seconds", message: "must be 0 or between 0.01 and 31536000")),
         ]
         for (text, error) in cases {
             #expect(throws: error, "\(text)") { try parse(text) }

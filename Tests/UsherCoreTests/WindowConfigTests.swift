@@ -22,7 +22,7 @@ import Testing
         #expect(throws: FieldError(field: "dedup", message: "must be \"key\", \"adjacent\" or \"off\"")) {
             try parse(#"{"dedup": "maybe"}"#)
         }
-        #expect(throws: FieldError(field: "display_seconds", message: "must be between 0 and 31536000")) {
+        #expect(throws: FieldError(field: "display_seconds", message: "must be 0 or between 0.01 and 31536000")) {
             try parse(#"{"display_seconds": -1}"#)
         }
     }

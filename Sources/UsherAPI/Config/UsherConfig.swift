@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import UsherCore
 
 /// The whole configuration: the config file's keys (SPEC §1 "Config file"),
@@ -73,6 +74,9 @@ public struct UsherConfig: Sendable {
 
     /// Log level (`USHER_LOG_LEVEL`): debug, info, warn or error. Default info.
     public var logLevel = LogLevel.info
+    /// The file's members other than resources, as written: a reload
+    /// (SIGHUP) compares them to name the keys that need a restart.
+    public var fileSettings: [(String, JSONValue)] = []
 
     public init() {}
 
@@ -80,9 +84,11 @@ public struct UsherConfig: Sendable {
     /// bad values are errors naming the field.
     public static func parse(_ value: JSONValue) throws(FieldError) -> UsherConfig {
         var config = UsherConfig()
+        guard case .object(let members) = value else { throw FieldError(field: "", message: "the config must be a JSON object") }
+        config.fileSettings = members.filter { ResourceKind(rawValue: $0.0) == nil }
         var r = try FieldReader(value)
         if let host = try r.string("host") {
-            guard !host.isEmpty else { throw FieldError(field: "host", message: "must not be empty") }
+            try checkHost(host, field: "host")
             config.host = host
         }
         if let port = try r.int("port", in: 0...65_535) { config.port = port }
@@ -175,7 +181,10 @@ public struct UsherConfig: Sendable {
     /// Applies `USHER_HOST`, `USHER_PORT`, `USHER_TOKEN`, `USHER_LOG_LEVEL`
     /// and `USHER_CONNECTION_MEMORY_BYTES`.
     public mutating func applyEnvironment(_ environment: [String: String]) throws(FieldError) {
-        if let host = environment["USHER_HOST"], !host.isEmpty { self.host = host }
+        if let host = environment["USHER_HOST"], !host.isEmpty {
+            try Self.checkHost(host, field: "USHER_HOST")
+            self.host = host
+        }
         if let port = environment["USHER_PORT"], !port.isEmpty {
             guard let p = Int(port), (0...65_535).contains(p) else {
                 throw FieldError(field: "USHER_PORT", message: "must be a port number (0-65535)")
@@ -198,19 +207,45 @@ public struct UsherConfig: Sendable {
     }
 
     /// Reads the file at `path` (or no file: defaults) and the environment.
+    /// Start-up, `check-config` and SIGHUP all read the config through this.
     public static func load(path: String?, environment: [String: String]) throws(FieldError) -> UsherConfig {
         var config = UsherConfig()
         if let path {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw FieldError(field: "", message: "cannot read config file \(path)")
-            }
+            let data = try readFile(path)
             let value: JSONValue
             do { value = try JSONValue.parse(data) } catch {
                 throw FieldError(field: "", message: "config file \(path): \(error.message)")
             }
+            guard case .object = value else { throw FieldError(field: "", message: "config file \(path): must hold a JSON object") }
             config = try parse(value)
         }
         try config.applyEnvironment(environment)
         return config
+    }
+
+    /// The file's bytes, or why they cannot be read (not found, permission denied…).
+    private static func readFile(_ path: String) throws(FieldError) -> Data {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw FieldError(field: "", message: "cannot read config file \(path): \(reason(errno))") }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        do { return try handle.readToEnd() ?? Data() } catch {
+            let ns = error as NSError
+            let code = ns.domain == NSPOSIXErrorDomain ? Int32(ns.code)
+                : (ns.userInfo[NSUnderlyingErrorKey] as? NSError).map { Int32($0.code) } ?? EIO
+            throw FieldError(field: "", message: "cannot read config file \(path): \(reason(code))")
+        }
+    }
+
+    private static func reason(_ code: Int32) -> String {
+        let text = String(cString: strerror(code))
+        return text.prefix(1).lowercased() + text.dropFirst()
+    }
+
+    /// `host` must be what the server can bind: an IPv4 or IPv6 literal, or
+    /// `localhost` (the server's own check, so start-up and check-config agree).
+    private static func checkHost(_ host: String, field: String) throws(FieldError) {
+        do throws(HTTPServer.StartError) { try HTTPServer.checkHost(host) } catch {
+            throw FieldError(field: field, message: "must be an IPv4 or IPv6 address, or localhost (not a host name): \(host)")
+        }
     }
 }

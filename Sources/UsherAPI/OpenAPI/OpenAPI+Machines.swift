@@ -15,7 +15,7 @@ extension OpenAPIDocument {
         let timeoutRequest = Schema.request([
             ("state", Schema.name()),
             ("after_seconds", .object([
-                ("type", .string("number")), ("exclusiveMinimum", .int(0)), ("maximum", Schema.number(D.maxAfterSeconds)),
+                ("type", .string("number")), ("minimum", Schema.number(Durations.minimumSeconds)), ("maximum", Schema.number(D.maxAfterSeconds)),
             ])),
             ("event", Schema.name("allowed from that state")),
         ], required: ["state", "after_seconds", "event"])

@@ -64,10 +64,12 @@ extension OpenAPIDocument {
             ("description", .string("fencing token: only grows within its resource; starts at its creation time in microseconds")),
         ])
 
-        /// Seconds as a JSON number (fractions allowed) within `range`.
+        /// Seconds as a JSON number (fractions allowed) within `range`, and
+        /// not between 0 and `Durations.minimumSeconds` (0 itself is allowed).
         static func seconds(_ range: ClosedRange<Double>, _ description: String? = nil) -> JSONValue {
             with(description, .object([
                 ("type", .string("number")), ("minimum", number(range.lowerBound)), ("maximum", number(range.upperBound)),
+                ("not", .object([("exclusiveMinimum", .int(0)), ("exclusiveMaximum", number(Durations.minimumSeconds))])),
             ]))
         }
 

@@ -57,10 +57,19 @@ struct MachineSpec: Sendable, Equatable {
 enum MachineRoutes: ResourceAPI {
     static let kind = ResourceKind.machines
 
-    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
+        -> DeclaredResource
+    {
         let spec = try MachineSpec.parse(config, path: path, definitions: app.config.definitions)
-        do throws(APIError) { _ = try create(name: name, spec: spec, in: app) } catch {
-            throw FieldError(field: path, message: error.detail)
+        return DeclaredResource(kind: kind, name: name) { app in
+            guard let machine = try? app.registry.lookup(.machines, name, as: StateMachine.self) else {
+                return .creating { () throws(APIError) in _ = try create(name: name, spec: spec, in: app) }
+            }
+            // A machine has no PATCH: its definition is its identity.
+            let fixed = "a machine's definition cannot change in place: DELETE the machine and reload to re-create it"
+            return .patching(
+                current: { MachineSpec(definitionName: machine.definitionName, definition: machine.definition) },
+                wanted: spec, fixed: fixed) { () throws(APIError) in }
         }
     }
 

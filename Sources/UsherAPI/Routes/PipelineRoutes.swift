@@ -33,13 +33,25 @@ enum PipelineRoutes: ResourceAPI {
     /// An item id the routes cannot address: `…/items/batch` is the batch route.
     static let reservedID = "batch"
 
-    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
+        -> DeclaredResource
+    {
         var reader = try FieldReader(config, path: path)
-        let pipelineConfig = try PipelineConfig.parse(
+        let wanted = try PipelineConfig.parse(
             &reader, allowRemoteSources: app.config.allowRemoteSources, limits: app.config.jsonLimits)
         try reader.finish()
-        do throws(APIError) { _ = try create(name: name, config: pipelineConfig, in: app) } catch {
-            throw FieldError(field: path, message: error.detail)
+        return DeclaredResource(kind: kind, name: name) { app in
+            guard let pipeline = try? app.registry.lookup(.pipelines, name, as: Pipeline.self) else {
+                return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
+            }
+            let patch = PipelinePatch(
+                capacity: wanted.capacity, maxInFlight: wanted.maxInFlight, ackSeconds: wanted.ackSeconds,
+                maxDeliveries: wanted.maxDeliveries)
+            let fixed = "filters and source cannot change in place: change filters through "
+                + "/v1/pipelines/\(name)/filters, or DELETE the pipeline and reload to re-create it"
+            return .patching(current: { pipeline.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) { () throws(APIError) in
+                _ = try run(pipeline) { p throws(PipelineError) in try p.apply(patch) }
+            }
         }
     }
 
@@ -209,7 +221,7 @@ enum PipelineRoutes: ResourceAPI {
         let undo = try query.onDisconnect() == .withdraw
         let pipeline = try pipeline(call)
         let ack = try call.readBody { r throws(FieldError) in
-            try r.number("ack_seconds", in: PipelineConfig.Limits.seconds)
+            try r.duration("ack_seconds")
         }
         let items = try run(pipeline) { p throws(PipelineError) in try p.take(max: max, ackSeconds: ack) }
         guard items.isEmpty, let wait else { return .respond(deliveries(items, from: pipeline, undo: undo)) }
@@ -248,7 +260,7 @@ enum PipelineRoutes: ResourceAPI {
         let pipeline = try pipeline(call)
         let id = try call.name("id")
         let (delay, fence) = try call.readBody { r throws(FieldError) in
-            (try r.number("delay_seconds", in: PipelineConfig.Limits.seconds), try r.int("fence", in: 0...Int.max))
+            (try r.duration("delay_seconds"), try r.int("fence", in: 0...Int.max))
         }
         let item = try run(pipeline) { p throws(PipelineError) in
             try p.release(id, delaySeconds: delay, fence: fence.map(Int64.init))

@@ -24,12 +24,22 @@ extension LeasePool: ManagedResource {
 enum PoolRoutes: ResourceAPI {
     static let kind = ResourceKind.pools
 
-    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
+        -> DeclaredResource
+    {
         var reader = try FieldReader(config, path: path)
-        let poolConfig = try PoolConfig.parse(&reader)
+        let wanted = try PoolConfig.parse(&reader)
         try reader.finish()
-        do throws(APIError) { _ = try create(name: name, config: poolConfig, in: app) } catch {
-            throw FieldError(field: path, message: error.detail)
+        return DeclaredResource(kind: kind, name: name) { app in
+            guard let pool = try? app.registry.lookup(.pools, name, as: LeasePool.self) else {
+                return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
+            }
+            let patch = PoolPatch(leaseSeconds: wanted.leaseSeconds, maxWaiting: wanted.maxWaiting, grow: wanted.grow)
+            let fixed = "elements (and removing grow) cannot change in place: change elements through "
+                + "/v1/pools/\(name)/elements, or DELETE the pool and reload to re-create it"
+            return .patching(current: { pool.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) { () throws(APIError) in
+                _ = try run(pool) { p throws(PoolError) in try p.apply(patch) }
+            }
         }
     }
 
@@ -167,7 +177,7 @@ enum PoolRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pool = try pool(call)
         let id = try call.name("id")
-        let seconds: Double? = try call.readBody { body throws(FieldError) in try body.number("lease_seconds", in: PoolConfig.Limits.seconds) }
+        let seconds: Double? = try call.readBody { body throws(FieldError) in try body.duration("lease_seconds") }
         return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.extend(lease: id, leaseSeconds: seconds) }))
     }
 

@@ -23,12 +23,22 @@ extension VisitorQueue: ManagedResource {
 enum QueueRoutes: ResourceAPI {
     static let kind = ResourceKind.queues
 
-    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
+        -> DeclaredResource
+    {
         var reader = try FieldReader(config, path: path)
-        let queueConfig = try QueueConfig.parse(&reader)
+        let wanted = try QueueConfig.parse(&reader)
         try reader.finish()
-        do throws(APIError) { _ = try create(name: name, config: queueConfig, in: app) } catch {
-            throw FieldError(field: path, message: error.detail)
+        return DeclaredResource(kind: kind, name: name) { app in
+            guard let queue = try? app.registry.lookup(.queues, name, as: VisitorQueue.self) else {
+                return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
+            }
+            let patch = QueuePatch(
+                capacity: wanted.capacity, maxWaiting: wanted.maxWaiting, holdSeconds: wanted.holdSeconds,
+                dedup: wanted.dedup, opposites: wanted.opposites, history: wanted.history)
+            return .patching(current: { queue.withIsolation { $0.config } }, wanted: wanted, fixed: "") { () throws(APIError) in
+                _ = try run(queue) { q throws(QueueError) in try q.apply(patch) }
+            }
         }
     }
 
@@ -48,7 +58,7 @@ enum QueueRoutes: ResourceAPI {
             return try visitorOperation(call) { queue, id throws(QueueError) in try queue.complete(id: id) }
         }
         router.add("POST", "/v1/queues/{name}/visitors/{id}/extend") { call throws(APIError) in
-            let hold: Double? = try call.readBody { body throws(FieldError) in try body.number("hold_seconds", in: 0...31_536_000) }
+            let hold: Double? = try call.readBody { body throws(FieldError) in try body.duration("hold_seconds") }
             return try visitorOperation(call) { queue, id throws(QueueError) in
                 try queue.extend(id: id, holdSeconds: hold)
             }

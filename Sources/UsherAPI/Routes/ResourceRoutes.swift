@@ -7,9 +7,10 @@ protocol ResourceAPI: Sendable {
     static var kind: ResourceKind { get }
     /// Adds the kind's routes.
     static func add(to router: inout Router<Route>)
-    /// Creates a resource the config file declares; errors name the field
-    /// under `path` (e.g. `queues.printer.capacity`).
-    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
+    /// Reads a resource the config file declares, without applying it;
+    /// errors name the field under `path` (e.g. `queues.printer.capacity`).
+    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
+        -> DeclaredResource
 }
 
 /// The lifecycle routes every kind shares.

@@ -21,12 +21,20 @@ extension WindowSlot: ManagedResource {
 enum WindowRoutes: ResourceAPI {
     static let kind = ResourceKind.windows
 
-    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
+    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
+        -> DeclaredResource
+    {
         var reader = try FieldReader(config, path: path)
-        let windowConfig = try WindowConfig.parse(&reader)
+        let wanted = try WindowConfig.parse(&reader)
         try reader.finish()
-        do throws(APIError) { _ = try create(name: name, config: windowConfig, in: app) } catch {
-            throw FieldError(field: path, message: error.detail)
+        return DeclaredResource(kind: kind, name: name) { app in
+            guard let window = try? app.registry.lookup(.windows, name, as: WindowSlot.self) else {
+                return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
+            }
+            let patch = WindowPatch(maxWaiting: wanted.maxWaiting, displaySeconds: wanted.displaySeconds, dedup: wanted.dedup)
+            return .patching(current: { window.withIsolation { $0.config } }, wanted: wanted, fixed: "") { () throws(APIError) in
+                _ = try run(window) { w throws(WindowError) in try w.apply(patch) }
+            }
         }
     }
 

@@ -4,8 +4,8 @@ import UsherCore
 
 /// Runs Usher: binds, serves until SIGTERM/SIGINT, then shuts down gracefully.
 public enum Service {
-    /// Blocks SIGINT and SIGTERM in this thread and every thread started after,
-    /// so that only `waitForSignal` sees them. Call first thing in `main`.
+    /// Blocks SIGINT, SIGTERM and SIGHUP in this thread and every thread
+    /// started after, so that only `run` sees them. Call first thing in `main`.
     public static func blockSignals() {
         var set = signalSet()
         pthread_sigmask(SIG_BLOCK, &set, nil)
@@ -16,6 +16,7 @@ public enum Service {
         sigemptyset(&set)
         sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGHUP)
         return set
     }
 
@@ -57,9 +58,10 @@ public enum Service {
         return drained
     }
 
-    /// Serves `app` until SIGTERM or SIGINT, then shuts down. Returns the exit
+    /// Serves `app` until SIGTERM or SIGINT, then shuts down; on SIGHUP,
+    /// applies the config `reload` reads (`ConfigReloader`). Returns the exit
     /// status (1 when the address cannot be bound).
-    public static func run(_ app: UsherApp) -> Int32 {
+    public static func run(_ app: UsherApp, reload: (() throws(FieldError) -> UsherConfig)? = nil) -> Int32 {
         let config = app.config
         let logger = app.logger
         let server: HTTPServer
@@ -77,7 +79,17 @@ public enum Service {
         ])
         var set = signalSet()
         var signal: Int32 = 0
-        sigwait(&set, &signal)
+        let reloader = ConfigReloader(app: app)
+        while true {
+            sigwait(&set, &signal)
+            guard signal == SIGHUP else { break }
+            if let reload {
+                logger.info("reloading config", [("signal", .string("SIGHUP"))])
+                reloader.reload(reload)
+            } else {
+                logger.info("SIGHUP ignored: no config file to reload", [])
+            }
+        }
         logger.info("shutting down", [("signal", .string(signal == SIGTERM ? "SIGTERM" : "SIGINT")),
                                       ("grace_seconds", .double(config.shutdownGraceSeconds))])
         let drained = shutdown(app, server)

@@ -82,9 +82,8 @@ struct DefinitionValidator {
         let base = "timeouts[\(k)]"
         try checkName(t.state, "\(base).state")
         guard stateSet.contains(t.state) else { throw fail("\(base).state", "names unknown state '\(t.state)'") }
-        let cap = MachineDefinition.maxAfterSeconds
-        guard t.afterSeconds.isFinite, t.afterSeconds > 0, t.afterSeconds <= cap else {
-            throw fail("\(base).after_seconds", "must be greater than 0 and at most \(Int(cap))")
+        guard Durations.isAllowed(t.afterSeconds, zero: false), t.afterSeconds <= MachineDefinition.maxAfterSeconds else {
+            throw fail("\(base).after_seconds", Durations.range(zero: false))
         }
         try checkName(t.event, "\(base).event")
         guard let froms = targets[t.event] else { throw fail("\(base).event", "names unknown event '\(t.event)'") }

@@ -34,7 +34,7 @@ public struct MachineDefinition: Sendable, Equatable {
     public struct Timeout: Sendable, Equatable {
         /// The state whose entry starts the timer.
         public var state: String
-        /// The delay, in seconds (greater than 0, at most `maxAfterSeconds`).
+        /// The delay, in seconds (at least `Durations.minimumSeconds`, at most `maxAfterSeconds`).
         public var afterSeconds: Double
         /// The event to fire; it must be allowed from `state`.
         public var event: String

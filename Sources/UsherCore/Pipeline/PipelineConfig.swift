@@ -117,7 +117,7 @@ public struct PipelinePatch: Sendable, Equatable {
         var p = PipelinePatch()
         p.capacity = try reader.int("capacity", in: PipelineConfig.Limits.capacity)
         p.maxInFlight = try reader.int("max_in_flight", in: PipelineConfig.Limits.maxInFlight)
-        p.ackSeconds = try reader.number("ack_seconds", in: PipelineConfig.Limits.seconds)
+        p.ackSeconds = try reader.duration("ack_seconds")
         p.maxDeliveries = try reader.int("max_deliveries", in: PipelineConfig.Limits.maxDeliveries)
         return p
     }

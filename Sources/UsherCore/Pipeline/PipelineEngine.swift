@@ -223,8 +223,8 @@ public struct PipelineEngine: Sendable {
     /// Checks a requested ack limit and returns the one that applies.
     public func effectiveAckSeconds(_ requested: Double?) throws(PipelineError) -> Double {
         guard let requested else { return config.ackSeconds }
-        guard PipelineConfig.Limits.seconds.contains(requested) else {
-            throw .invalid(field: "ack_seconds", message: "must be between 0 and 31536000")
+        guard Durations.isAllowed(requested) else {
+            throw .invalid(field: "ack_seconds", message: Durations.range())
         }
         if config.ackSeconds == 0 { return requested }
         guard requested > 0 else {
@@ -262,8 +262,8 @@ public struct PipelineEngine: Sendable {
     public mutating func release(
         _ id: String, delaySeconds: Double? = nil, fence: Int64? = nil, now: Timestamp
     ) throws(PipelineError) -> PipelineItem {
-        if let delaySeconds, !PipelineConfig.Limits.seconds.contains(delaySeconds) {
-            throw .invalid(field: "delay_seconds", message: "must be between 0 and 31536000")
+        if let delaySeconds, !Durations.isAllowed(delaySeconds) {
+            throw .invalid(field: "delay_seconds", message: Durations.range())
         }
         expire(now: now)
         let h = try inFlightHandle(id, fence: fence)
@@ -572,8 +572,8 @@ public struct PipelineEngine: Sendable {
         guard PipelineConfig.Limits.priority.contains(r.priority) else {
             throw .invalid(field: prefix + "priority", message: "must be between -1000000 and 1000000")
         }
-        if let d = r.delaySeconds, !PipelineConfig.Limits.seconds.contains(d) {
-            throw .invalid(field: prefix + "delay_seconds", message: "must be between 0 and 31536000")
+        if let d = r.delaySeconds, !Durations.isAllowed(d) {
+            throw .invalid(field: prefix + "delay_seconds", message: Durations.range())
         }
     }
 

@@ -122,7 +122,7 @@ public struct PipelinePushRequest: Sendable, Equatable {
         }
         let payload = reader.value("payload") ?? .null
         let priority = try reader.int("priority", in: PipelineConfig.Limits.priority) ?? 0
-        let delay = try reader.number("delay_seconds", in: PipelineConfig.Limits.seconds)
+        let delay = try reader.duration("delay_seconds")
         return PipelinePushRequest(id: id, payload: payload, priority: priority, delaySeconds: delay)
     }
 

@@ -19,7 +19,7 @@ public struct FetchRequest: Sendable, Equatable {
         var r = FetchRequest()
         r.id = try reader.name("id")
         r.holder = try reader.key("holder")
-        r.leaseSeconds = try reader.number("lease_seconds", in: PoolConfig.Limits.seconds)
+        r.leaseSeconds = try reader.duration("lease_seconds")
         return r
     }
 

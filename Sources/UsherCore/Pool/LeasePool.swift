@@ -232,8 +232,8 @@ public actor LeasePool: EngineHost {
     /// A fetch, extend or PATCH may ask for a shorter lease than the pool's, never a longer one.
     func checkLease(_ seconds: Double?) throws(PoolError) {
         guard let s = seconds else { return }
-        guard s.isFinite, PoolConfig.Limits.seconds.contains(s) else {
-            throw .invalid(field: "lease_seconds", message: "must be between 0 and 31536000")
+        guard Durations.isAllowed(s) else {
+            throw .invalid(field: "lease_seconds", message: Durations.range())
         }
         if let problem = HoldPolicy.excess(
             s, limit: config.leaseSeconds, resource: "pool", holds: "leases", field: "lease_seconds")

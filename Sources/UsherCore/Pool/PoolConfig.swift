@@ -172,7 +172,7 @@ public struct PoolPatch: Sendable, Equatable {
                 message: "elements change with PUT or DELETE /v1/pools/{name}/elements/{id}, not PATCH")
         }
         var p = PoolPatch()
-        p.leaseSeconds = try reader.number("lease_seconds", in: PoolConfig.Limits.seconds)
+        p.leaseSeconds = try reader.duration("lease_seconds")
         p.maxWaiting = try reader.int("max_waiting", in: PoolConfig.Limits.maxWaiting)
         if var grow = try reader.object("grow") { p.grow = try PoolGrow.parse(&grow) }
         return p

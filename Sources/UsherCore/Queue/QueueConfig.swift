@@ -111,7 +111,7 @@ public struct QueuePatch: Sendable, Equatable {
         var p = QueuePatch()
         p.capacity = try reader.int("capacity", in: QueueConfig.Limits.capacity)
         p.maxWaiting = try reader.int("max_waiting", in: QueueConfig.Limits.maxWaiting)
-        p.holdSeconds = try reader.number("hold_seconds", in: QueueConfig.Limits.seconds)
+        p.holdSeconds = try reader.duration("hold_seconds")
         if let raw = try reader.string("dedup") {
             guard let mode = DedupMode(rawValue: raw) else {
                 throw FieldError(field: reader.fieldPath("dedup"), message: "must be \"key\", \"adjacent\" or \"off\"")

@@ -21,8 +21,8 @@ extension QueueEngine {
         guard QueueConfig.Limits.priority.contains(r.priority) else {
             throw .invalid(field: "priority", message: "must be between -1000000 and 1000000")
         }
-        if let d = r.delaySeconds, !(d.isFinite && QueueConfig.Limits.seconds.contains(d)) {
-            throw .invalid(field: "delay_seconds", message: "must be between 0 and 31536000")
+        if let d = r.delaySeconds, !Durations.isAllowed(d) {
+            throw .invalid(field: "delay_seconds", message: Durations.range())
         }
         try checkHold(r.holdSeconds)
     }
@@ -32,8 +32,8 @@ extension QueueEngine {
     /// `.ownOverrides` any hold in range is allowed.
     func checkHold(_ seconds: Double?) throws(QueueError) {
         guard let s = seconds else { return }
-        guard s.isFinite, QueueConfig.Limits.seconds.contains(s) else {
-            throw .invalid(field: "hold_seconds", message: "must be between 0 and 31536000")
+        guard Durations.isAllowed(s) else {
+            throw .invalid(field: "hold_seconds", message: Durations.range())
         }
         guard holdPolicy == .atMostResource,
             let problem = HoldPolicy.excess(

@@ -39,8 +39,8 @@ public struct VisitorRequest: Sendable, Equatable {
         r.action = try reader.key("action")
         r.payload = reader.value("payload")
         r.priority = try reader.int("priority", in: QueueConfig.Limits.priority) ?? 0
-        r.holdSeconds = try reader.number("hold_seconds", in: QueueConfig.Limits.seconds)
-        r.delaySeconds = try reader.number("delay_seconds", in: QueueConfig.Limits.seconds)
+        r.holdSeconds = try reader.duration("hold_seconds")
+        r.delaySeconds = try reader.duration("delay_seconds")
         return r
     }
 }

@@ -9,7 +9,9 @@ public struct JSONSyntaxError: Error, Sendable {
 }
 
 extension JSONValue {
-    /// Parses JSON text with Foundation's `JSONSerialization` (fragments allowed).
+    /// Parses JSON text with Foundation's `JSONSerialization` (fragments
+    /// allowed), strictly: trailing commas and repeated member names are
+    /// errors too (`StrictJSON`). Errors give a line and column.
     ///
     /// - Parameter maxDepth: deeper nesting is an error (`JSONLimits.maxDepth`);
     ///   the default is the most any setting allows.
@@ -20,13 +22,12 @@ extension JSONValue {
         do {
             object = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
         } catch {
-            let ns = error as NSError
-            let detail = (ns.userInfo[NSDebugDescriptionErrorKey] as? String) ?? "not valid JSON"
-            throw JSONSyntaxError(message: "malformed JSON: \(detail)")
+            throw JSONSyntaxError(message: StrictJSON.describe(error as NSError, in: data))
         }
         guard let value = JSONValue(foundation: object, levelsLeft: maxDepth) else {
             throw JSONSyntaxError(message: "JSON nested deeper than \(maxDepth) levels (max_json_depth)", isTooDeep: true)
         }
+        try StrictJSON.check(data, parsed: value)
         return value
     }
 

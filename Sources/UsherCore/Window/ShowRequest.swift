@@ -41,8 +41,8 @@ public struct ShowRequest: Sendable, Equatable {
         r.message = try reader.string("message")
         r.payload = reader.value("payload")
         r.priority = try reader.int("priority", in: QueueConfig.Limits.priority) ?? 0
-        r.displaySeconds = try reader.number("display_seconds", in: QueueConfig.Limits.seconds)
-        r.delaySeconds = try reader.number("delay_seconds", in: QueueConfig.Limits.seconds)
+        r.displaySeconds = try reader.duration("display_seconds")
+        r.delaySeconds = try reader.duration("delay_seconds")
         return r
     }
 

@@ -60,7 +60,7 @@ public struct WindowPatch: Sendable, Equatable {
     public static func parse(_ reader: inout FieldReader) throws(FieldError) -> WindowPatch {
         var p = WindowPatch()
         p.maxWaiting = try reader.int("max_waiting", in: QueueConfig.Limits.maxWaiting)
-        p.displaySeconds = try reader.number("display_seconds", in: QueueConfig.Limits.seconds)
+        p.displaySeconds = try reader.duration("display_seconds")
         if let raw = try reader.string("dedup") {
             guard let mode = DedupMode(rawValue: raw) else {
                 throw FieldError(field: reader.fieldPath("dedup"), message: "must be \"key\", \"adjacent\" or \"off\"")

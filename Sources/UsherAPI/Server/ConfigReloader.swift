@@ -1,0 +1,116 @@
+import UsherCore
+
+/// Applies a re-read config file to the running app (SIGHUP). Only the
+/// resources the file declares change: new ones are created, changed ones are
+/// changed as a `PATCH` would, removed ones are deleted; resources created
+/// through the API are left alone. Server keys need a restart and are only
+/// reported. A file that does not validate changes nothing.
+public final class ConfigReloader {
+    /// What one reload did, by `kind/name` (and key, for `needsRestart`).
+    public struct Report: Sendable, Equatable {
+        public var created: [String] = []
+        public var changed: [String] = []
+        public var deleted: [String] = []
+        /// Changed as far as a `PATCH` can; the rest needs re-creating.
+        public var partlyChanged: [String] = []
+        public var failed: [String] = []
+        /// Server keys whose new value is not in force until a restart.
+        public var needsRestart: [String] = []
+        /// Why the file was refused (nothing changed), or nil.
+        public var error: String?
+    }
+
+    private let app: UsherApp
+    /// The declarations last applied: what the next file is compared with.
+    private var declared: [ResourceKind: [(name: String, config: JSONValue)]]
+
+    public init(app: UsherApp) {
+        self.app = app
+        self.declared = app.config.declared
+    }
+
+    /// Reads the config with `load` and applies it, logging what changed.
+    @discardableResult
+    public func reload(_ load: () throws(FieldError) -> UsherConfig) -> Report {
+        let logger = app.logger
+        var report = Report()
+        let config: UsherConfig
+        let prepared: [(resource: DeclaredResource, before: JSONValue?, after: JSONValue)]
+        do throws(FieldError) {
+            config = try load()
+            prepared = try prepare(config)
+        } catch {
+            report.error = error.description
+            logger.error("config reload refused; the running config is kept", [("detail", .string(error.description))])
+            return report
+        }
+        report.needsRestart = Self.changedKeys(app.config.fileSettings, config.fileSettings)
+        if !report.needsRestart.isEmpty {
+            logger.warn("config keys changed that need a restart; not applied",
+                        [("keys", .array(report.needsRestart.map { .string($0) }))])
+        }
+        for kind in ResourceKind.allCases {
+            let kept = Set((config.declared[kind] ?? []).map(\.name))
+            for (name, _) in declared[kind] ?? [] where !kept.contains(name) {
+                // One already deleted through the API is not there to delete.
+                do throws(APIError) { try app.registry.remove(kind, name) } catch { continue }
+                report.deleted.append("\(kind.rawValue)/\(name)")
+                logger.info("declared resource deleted", [("kind", .string(kind.rawValue)), ("name", .string(name))])
+            }
+        }
+        for (resource, before, after) in prepared {
+            let id = "\(resource.kind.rawValue)/\(resource.name)"
+            var fields: [(String, JSONValue)] = [("kind", .string(resource.kind.rawValue)), ("name", .string(resource.name))]
+            if let before, case .object(let old) = before, case .object(let new) = after {
+                fields.append(("keys", .array(Self.changedKeys(old, new).map { .string($0) })))
+            }
+            switch resource.apply(app) {
+            case .created:
+                report.created.append(id)
+                logger.info("declared resource created", fields)
+            case .changed:
+                report.changed.append(id)
+                logger.info("declared resource changed", fields)
+            case .unchanged:
+                break
+            case .partlyChanged(let detail):
+                report.partlyChanged.append(id)
+                fields.append(("detail", .string(detail)))
+                logger.warn("declared resource changed in part", fields)
+            case .failed(let detail):
+                report.failed.append(id)
+                fields.append(("detail", .string(detail)))
+                logger.error("declared resource not applied", fields)
+            }
+        }
+        declared = config.declared
+        logger.info("config reloaded", [
+            ("created", .int(report.created.count)), ("changed", .int(report.changed.count + report.partlyChanged.count)),
+            ("deleted", .int(report.deleted.count)), ("failed", .int(report.failed.count)),
+        ])
+        return report
+    }
+
+    /// Reads every declaration whose text differs from the last applied one
+    /// (all of them are checked first, so a bad one changes nothing).
+    private func prepare(_ config: UsherConfig) throws(FieldError)
+        -> [(resource: DeclaredResource, before: JSONValue?, after: JSONValue)]
+    {
+        var prepared: [(resource: DeclaredResource, before: JSONValue?, after: JSONValue)] = []
+        for kind in UsherApp.kinds {
+            let before = Dictionary((declared[kind.kind] ?? []).map { ($0.name, $0.config) }, uniquingKeysWith: { a, _ in a })
+            for (name, value) in config.declared[kind.kind] ?? [] where before[name] != value {
+                let resource = try kind.prepareDeclared(name: name, config: value, path: "\(kind.kind.rawValue).\(name)", in: app)
+                prepared.append((resource, before[name], value))
+            }
+        }
+        return prepared
+    }
+
+    /// Keys present in either list whose values differ, sorted.
+    static func changedKeys(_ old: [(String, JSONValue)], _ new: [(String, JSONValue)]) -> [String] {
+        let a = Dictionary(old, uniquingKeysWith: { x, _ in x })
+        let b = Dictionary(new, uniquingKeysWith: { x, _ in x })
+        return Set(a.keys).union(b.keys).filter { a[$0] != b[$0] }.sorted()
+    }
+}
