@@ -62,6 +62,14 @@ CUsherMHD_connection_address(struct MHD_Connection *connection)
     return info == NULL ? NULL : info->client_addr;
 }
 
+/* What the connection-notify callback stored for this connection (NULL when nothing). */
+static inline void *
+CUsherMHD_socket_context(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == NULL ? NULL : info->socket_context;
+}
+
 /* The length of the request's head (request line and headers), counted from
    the method's first byte; 0 when not known yet. */
 static inline size_t

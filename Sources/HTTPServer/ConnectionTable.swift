@@ -68,12 +68,53 @@ final class ConnectionTable: @unchecked Sendable {
         }
     }
 
-    private struct Entry {
+    /// One open connection. Its phase and the time it began share one atomic
+    /// word, so the request path moves it without the table's lock and the
+    /// reaper never sees a new phase with an old time.
+    final class Entry: Sendable {
         let socket: Int32
         let address: Address?
-        var phase: Phase
-        /// When the phase's clock started (seconds, monotonic).
-        var since: Double
+        /// Phase in the low 8 bits, its start in milliseconds above them.
+        private let word: Atomic<UInt64>
+
+        fileprivate init(socket: Int32, address: Address?, phase: Phase, since: Double) {
+            self.socket = socket
+            self.address = address
+            word = Atomic(Self.pack(phase, since))
+        }
+
+        fileprivate var state: (phase: Phase, since: Double) { Self.unpack(word.load(ordering: .relaxed)) }
+
+        /// Moves to `phase` at `time` unless the table is closing it; a
+        /// head keeps the clock of a fresh connection's wait for it.
+        fileprivate func move(to phase: Phase, at time: Double) {
+            var current = word.load(ordering: .relaxed)
+            while true {
+                let (old, since) = Self.unpack(current)
+                if old == .closing { return }
+                let start = phase == .head && old == .awaitingHead ? since : time
+                let (exchanged, actual) = word.compareExchange(
+                    expected: current, desired: Self.pack(phase, start), ordering: .relaxed)
+                if exchanged { return }
+                current = actual
+            }
+        }
+
+        /// Marks it closing if it is still as `seen`; false when it moved meanwhile.
+        fileprivate func close(ifStill seen: (phase: Phase, since: Double)) -> Bool {
+            word.compareExchange(expected: Self.pack(seen.phase, seen.since), desired: Self.pack(.closing, seen.since),
+                                 ordering: .relaxed).exchanged
+        }
+
+        private static let phases: [Phase] = [.awaitingHead, .head, .body, .busy, .idle, .closing]
+
+        private static func pack(_ phase: Phase, _ since: Double) -> UInt64 {
+            UInt64(max(0, since) * 1000) << 8 | UInt64(phases.firstIndex(of: phase)!)
+        }
+
+        private static func unpack(_ word: UInt64) -> (Phase, Double) {
+            (phases[Int(word & 0xFF)], Double(word >> 8) / 1000)
+        }
     }
 
     private struct State {
@@ -121,41 +162,42 @@ final class ConnectionTable: @unchecked Sendable {
             if limits.perAddress > 0, let address, s.perAddress[address, default: 0] >= limits.perAddress {
                 return false
             }
-            let open = s.entries.count { $0.value.phase != .closing }
+            var open = 0
+            // The one to close to make room: idle before awaiting a head before
+            // a head in progress, the longest in its phase first.
+            var best: (entry: Entry, seen: (phase: Phase, since: Double), rank: Int)?
+            for entry in s.entries.values {
+                let seen = entry.state
+                guard seen.phase != .closing else { continue }
+                open += 1
+                guard let rank = Self.evictionRank(seen.phase) else { continue }
+                if best == nil || (rank, seen.since) < (best!.rank, best!.seen.since) { best = (entry, seen, rank) }
+            }
             guard open >= limits.maxConnections else { return true }
-            guard let victim = Self.evictable(s.entries) else { return false }
-            s.entries[victim]?.phase = .closing
-            if let socket = s.entries[victim]?.socket { close(socket) }
+            guard let best, best.entry.close(ifStill: best.seen) else { return false }
+            close(best.entry.socket)
             return true
         }
     }
 
-    /// The connection to close to make room: idle before awaiting a head
-    /// before a head in progress, the longest in its phase first.
-    private static func evictable(_ entries: [UInt: Entry]) -> UInt? {
-        func rank(_ phase: Phase) -> Int? {
-            switch phase {
-            case .idle: 0
-            case .awaitingHead: 1
-            case .head: 2
-            case .body, .busy, .closing: nil
-            }
+    private static func evictionRank(_ phase: Phase) -> Int? {
+        switch phase {
+        case .idle: 0
+        case .awaitingHead: 1
+        case .head: 2
+        case .body, .busy, .closing: nil
         }
-        var best: (key: UInt, rank: Int, since: Double)?
-        for (key, entry) in entries {
-            guard let r = rank(entry.phase) else { continue }
-            if best == nil || (r, entry.since) < (best!.rank, best!.since) { best = (key, r, entry.since) }
-        }
-        return best?.key
     }
 
-    /// A connection was accepted.
-    func opened(_ connection: UInt, socket: Int32, address: Address?) {
-        let time = now()
+    /// A connection was accepted: its entry, which the request path moves.
+    @discardableResult
+    func opened(_ connection: UInt, socket: Int32, address: Address?) -> Entry {
+        let entry = Entry(socket: socket, address: address, phase: .awaitingHead, since: now())
         state.withLock { s in
-            s.entries[connection] = Entry(socket: socket, address: address, phase: .awaitingHead, since: time)
+            s.entries[connection] = entry
             if let address { s.perAddress[address, default: 0] += 1 }
         }
+        return entry
     }
 
     /// A connection is gone (before libmicrohttpd closes its socket).
@@ -167,32 +209,25 @@ final class ConnectionTable: @unchecked Sendable {
         }
     }
 
-    /// A connection moved to `phase`. A head keeps the clock of a fresh
-    /// connection's wait for it; a connection being closed stays so.
-    func moved(_ connection: UInt, to phase: Phase) {
-        let time = now()
-        state.withLock { s in
-            guard let entry = s.entries[connection], entry.phase != .closing else { return }
-            let keepsClock = phase == .head && entry.phase == .awaitingHead
-            s.entries[connection] = Entry(
-                socket: entry.socket, address: entry.address, phase: phase, since: keepsClock ? entry.since : time)
-        }
+    /// A connection moved to `phase` (no lock: one atomic word).
+    func moved(_ entry: Entry, to phase: Phase) {
+        entry.move(to: phase, at: now())
     }
 
     /// Closes every connection past its phase's time.
     func reap() {
         let time = now()
         state.withLock { s in
-            for (key, entry) in s.entries {
+            for entry in s.entries.values {
+                let seen = entry.state
                 let limit: Double
-                switch entry.phase {
+                switch seen.phase {
                 case .awaitingHead, .head: limit = limits.headTimeout
                 case .body: limit = limits.bodyTimeout
                 case .idle: limit = limits.idleTimeout
                 case .busy, .closing: continue
                 }
-                guard time - entry.since > limit else { continue }
-                s.entries[key]?.phase = .closing
+                guard time - seen.since > limit, entry.close(ifStill: seen) else { continue }
                 close(entry.socket)
             }
         }
@@ -200,7 +235,7 @@ final class ConnectionTable: @unchecked Sendable {
 
     /// Open connections by phase (for tests and figures).
     func count(_ phase: Phase) -> Int {
-        state.withLock { $0.entries.values.count { $0.phase == phase } }
+        state.withLock { $0.entries.values.count { $0.state.phase == phase } }
     }
 
     /// Open connections.

@@ -10,14 +10,14 @@ public struct HTTPRequest: Sendable {
     /// Query arguments in the order given.
     public var query: [(name: String, value: String)]
     /// The headers named in `HTTPServer.Configuration.capturedHeaders`,
-    /// keyed by lower-cased name.
-    public var headers: [String: String]
+    /// by lower-cased name.
+    public var headers: CapturedHeaders
     /// The whole request body (at most `maxBodyBytes`).
     public var body: Data
 
     public init(
         method: String, path: String, query: [(name: String, value: String)] = [],
-        headers: [String: String] = [:], body: Data = Data()
+        headers: CapturedHeaders = [:], body: Data = Data()
     ) {
         self.method = method
         self.path = path
@@ -27,5 +27,35 @@ public struct HTTPRequest: Sendable {
     }
 
     /// The value of a header captured by the server (name in any case).
-    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+    public func header(_ name: String) -> String? { headers[name] }
+}
+
+/// The few headers the server captures, in a short list: a request has a
+/// handful, so a scan beats building and hashing a dictionary per request.
+public struct CapturedHeaders: Sendable, ExpressibleByDictionaryLiteral {
+    private var entries: [(name: String, value: String)] = []
+
+    public init() {}
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        for (name, value) in elements { add(name.lowercased(), value) }
+    }
+
+    /// Adds a header; `name` must be lower-case. The first of repeated ones counts.
+    mutating func add(_ name: String, _ value: String) {
+        guard self[name] == nil else { return }
+        entries.append((name, value))
+    }
+
+    /// The value of the header `name` (in any case).
+    public subscript(name: String) -> String? {
+        for entry in entries where entry.name.utf8.count == name.utf8.count {
+            let same = entry.name.utf8.elementsEqual(name.utf8) { $0 == ($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }
+            if same { return entry.value }
+        }
+        return nil
+    }
+
+    /// How many headers were captured.
+    public var count: Int { entries.count }
 }

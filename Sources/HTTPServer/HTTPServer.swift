@@ -177,13 +177,16 @@ public final class HTTPServer: @unchecked Sendable {
     /// A request line has arrived: its context starts here, holding the raw
     /// target (libmicrohttpd decodes it in place afterwards).
     fileprivate func requestStarted(uri: UnsafePointer<CChar>?, connection: OpaquePointer?) -> UnsafeMutableRawPointer {
-        if let connection { connections.moved(UInt(bitPattern: connection), to: .head) }
+        let entry = connection.flatMap(CUsherMHD_socket_context).map {
+            Unmanaged<ConnectionTable.Entry>.fromOpaque($0).takeUnretainedValue()
+        }
+        if let entry { connections.moved(entry, to: .head) }
         let line = uri.map { uri in
             RequestHead.RawLine(
                 target: Array(UnsafeRawBufferPointer(start: uri, count: strlen(uri))), address: UInt(bitPattern: uri))
         }
         counters.withLock { $0.active += 1 }
-        return Unmanaged.passRetained(RequestContext(line: line)).toOpaque()
+        return Unmanaged.passRetained(RequestContext(line: line, connection: entry)).toOpaque()
     }
 
     fileprivate func handle(
@@ -212,7 +215,7 @@ public final class HTTPServer: @unchecked Sendable {
             }
             switch context.machine.withLock({ $0.headChecked(result, maxBodyBytes: maxBody) }) {
             case .receive:
-                connections.moved(UInt(bitPattern: connection), to: .body)
+                if let entry = context.connection { connections.moved(entry, to: .body) }
                 return .YES
             case .refuse(let refused): return queue(refusal(refused), on: connection)
             }
@@ -241,7 +244,7 @@ public final class HTTPServer: @unchecked Sendable {
         case .none: return .YES
         case .close: return .NO
         case .queue(let response): return queue(response, on: connection)
-        case .handle: connections.moved(UInt(bitPattern: connection), to: .busy)
+        case .handle: if let entry = context.connection { connections.moved(entry, to: .busy) }
         }
 
         let request = HTTPRequest(
@@ -349,9 +352,9 @@ public final class HTTPServer: @unchecked Sendable {
     fileprivate func completed(
         connection: OpaquePointer?, slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, delivered: Bool
     ) {
-        if let connection { connections.moved(UInt(bitPattern: connection), to: .idle) }
         guard let slot, let raw = slot.pointee else { return }
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
+        if let entry = context.connection { connections.moved(entry, to: .idle) }
         context.machine.withLock { $0.completed(delivered: delivered) }?()
         slot.pointee = nil
         counters.withLock { $0.active -= 1 }
@@ -409,11 +412,17 @@ private func connectionNotified(
     guard let cls, let connection else { return }
     let table = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().connections
     if code == MHD_ConnectionNotificationCode(rawValue: 0) {  // MHD_CONNECTION_NOTIFY_STARTED
-        table.opened(
+        let entry = table.opened(
             UInt(bitPattern: connection), socket: CUsherMHD_connection_fd(connection),
             address: CUsherMHD_connection_address(connection).flatMap(ConnectionTable.Address.init))
+        // Found again by each request through MHD_CONNECTION_INFO_SOCKET_CONTEXT.
+        socketContext?.pointee = Unmanaged.passRetained(entry).toOpaque()
     } else {
         table.closed(UInt(bitPattern: connection))
+        if let stored = socketContext?.pointee {
+            Unmanaged<ConnectionTable.Entry>.fromOpaque(stored).release()
+            socketContext?.pointee = nil
+        }
     }
 }
 

@@ -13,6 +13,8 @@ struct ConnectionHandle: @unchecked Sendable {
 final class RequestContext: @unchecked Sendable {
     /// The raw request line as first seen.
     let line: RequestHead.RawLine?
+    /// The connection's entry in the server's `ConnectionTable`.
+    let connection: ConnectionTable.Entry?
     /// Where the request is in its life; shared with the deferred work's task
     /// and the hang-up watcher.
     let machine = Mutex(RequestStateMachine())
@@ -22,11 +24,12 @@ final class RequestContext: @unchecked Sendable {
     private(set) var method = ""
     private(set) var path = ""
     private(set) var query: [(name: String, value: String)] = []
-    private(set) var headers: [String: String] = [:]
+    private(set) var headers = CapturedHeaders()
     var body = Data()
 
-    init(line: RequestHead.RawLine?) {
+    init(line: RequestHead.RawLine?, connection: ConnectionTable.Entry?) {
         self.line = line
+        self.connection = connection
     }
 
     /// Takes the checked head.

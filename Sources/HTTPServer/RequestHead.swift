@@ -12,8 +12,8 @@ import Foundation
 /// header whose value is not followed by exactly its line end held a NUL.
 struct RequestHead {
     let target: RequestTarget
-    /// The captured headers, by lower-case name.
-    let headers: [String: String]
+    /// The captured headers.
+    let headers: CapturedHeaders
     /// The declared body length, when `Content-Length` was sent.
     let contentLength: Int?
 
@@ -66,7 +66,7 @@ struct RequestHead {
 /// The state of one pass over the headers (`MHD_get_connection_values_n`).
 private struct HeaderScan {
     let captured: [(bytes: [UInt8], name: String)]
-    var found: [String: String] = [:]
+    var found = CapturedHeaders()
     var start: UInt = 0
     var end: UInt = 0
     /// Where the previous line's text ended (the request line's, at first).
@@ -96,15 +96,27 @@ private struct HeaderScan {
             problem = .badRequest("a header value holds a control character")
             return
         }
-        let name = String(decoding: UnsafeRawBufferPointer(start: key, count: keySize), as: UTF8.self).lowercased()
-        let text = String(decoding: bytes, as: UTF8.self)
-        switch name {
-        case "content-length": contentLengths.append(text)
-        case "transfer-encoding": transferEncodings.append(text)
-        default: break
+        let name = UnsafeRawBufferPointer(start: key, count: keySize)
+        if Self.equalsIgnoringCase(name, Self.contentLength) {
+            contentLengths.append(String(decoding: bytes, as: UTF8.self))
+        } else if Self.equalsIgnoringCase(name, Self.transferEncoding) {
+            transferEncodings.append(String(decoding: bytes, as: UTF8.self))
+        } else if let match = captured.first(where: { Self.equalsIgnoringCase(name, $0.bytes) }) {
+            found.add(match.name, String(decoding: bytes, as: UTF8.self))
         }
-        // The first of repeated headers counts.
-        if found[name] == nil, captured.contains(where: { $0.name == name }) { found[name] = text }
+    }
+
+    private static let contentLength = Array("content-length".utf8)
+    private static let transferEncoding = Array("transfer-encoding".utf8)
+
+    /// ASCII case-insensitive comparison with a lower-case name.
+    private static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ lower: [UInt8]) -> Bool {
+        guard bytes.count == lower.count else { return false }
+        for i in 0..<lower.count {
+            let b = bytes[i]
+            if (b >= 0x41 && b <= 0x5A ? b | 0x20 : b) != lower[i] { return false }
+        }
+        return true
     }
 
     /// RFC 9112 §6: one way of framing the body, given once.

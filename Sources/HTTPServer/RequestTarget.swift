@@ -10,30 +10,52 @@
 public struct RequestTarget: Sendable {
     /// The canonical path: `/` and the decoded segments joined by `/`.
     public let path: String
-    /// The decoded path segments (none for `/`).
-    public let segments: [String]
     /// Query arguments in order; `+` is a space, as in HTML forms.
     /// A name without `=` has an empty value.
     public let query: [(name: String, value: String)]
+
+    /// The decoded path segments (none for `/`).
+    public var segments: [String] { path.split(separator: "/").map(String.init) }
 
     /// Parses the raw target bytes as the client sent them.
     public init(raw: [UInt8]) throws(HTTPRefusal) {
         guard raw.first == UInt8(ascii: "/") else {
             throw .badRequest("the request target must be a path starting with /")
         }
-        for byte in raw where byte <= 0x20 || byte >= 0x7F || byte == UInt8(ascii: "#") {
-            throw .badRequest("the request target holds a byte that must be percent-encoded (0x\(String(byte, radix: 16)))")
+        var pathEnd = raw.endIndex
+        var encoded = false
+        for index in raw.indices {
+            let byte = raw[index]
+            if byte <= 0x20 || byte >= 0x7F || byte == UInt8(ascii: "#") {
+                throw .badRequest("the request target holds a byte that must be percent-encoded (0x\(String(byte, radix: 16)))")
+            }
+            if byte == UInt8(ascii: "%") && pathEnd == raw.endIndex { encoded = true }
+            if byte == UInt8(ascii: "?") && pathEnd == raw.endIndex { pathEnd = index }
         }
-        let pathEnd = raw.firstIndex(of: UInt8(ascii: "?")) ?? raw.endIndex
-        var segments: [String] = []
-        if pathEnd > 1 {
+        if pathEnd == 1 {
+            path = "/"
+        } else if !encoded {
+            // Plain ASCII: the bytes are the canonical path once its segments pass.
+            var segmentStart = 1
+            var dotsOnly = true
+            for index in 1...pathEnd {
+                if index == pathEnd || raw[index] == UInt8(ascii: "/") {
+                    try Self.checkSegment(index - segmentStart, isDots: dotsOnly)
+                    segmentStart = index + 1
+                    dotsOnly = true
+                } else if raw[index] != UInt8(ascii: ".") {
+                    dotsOnly = false
+                }
+            }
+            path = String(decoding: raw[..<pathEnd], as: UTF8.self)
+        } else {
+            var segments: [String] = []
             for piece in raw[1..<pathEnd].split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
                 let segment = try Self.decode(piece, plusIsSpace: false, what: "path segment")
-                if segment.isEmpty || segment == "." || segment == ".." {
-                    throw .badRequest("the path must not have empty, \".\" or \"..\" segments")
-                }
+                try Self.checkSegment(segment.utf8.count, isDots: segment.utf8.allSatisfy { $0 == UInt8(ascii: ".") })
                 segments.append(segment)
             }
+            path = "/" + segments.joined(separator: "/")
         }
         var query: [(name: String, value: String)] = []
         if pathEnd < raw.endIndex {
@@ -45,9 +67,14 @@ public struct RequestTarget: Sendable {
                 query.append((name, value))
             }
         }
-        self.segments = segments
-        self.path = "/" + segments.joined(separator: "/")
         self.query = query
+    }
+
+    /// Empty, `.` and `..` segments are refused (`isDots`: only dots, of `count`).
+    private static func checkSegment(_ count: Int, isDots: Bool) throws(HTTPRefusal) {
+        if count == 0 || isDots && count <= 2 {
+            throw .badRequest("the path must not have empty, \".\" or \"..\" segments")
+        }
     }
 
     /// Percent-decodes one segment or query part and checks what it decodes to.

@@ -21,7 +21,19 @@ import Testing
                 close: { s in closed.value.withLock { $0.append(s) } })
         }
 
+        let entries = Box<[UInt: ConnectionTable.Entry]>([:])
+
         func advance(_ seconds: Double) { time.value.withLock { $0 += seconds } }
+
+        func open(_ key: UInt, address: ConnectionTable.Address?) {
+            let entry = table.opened(key, socket: Int32(key), address: address)
+            entries.value.withLock { $0[key] = entry }
+        }
+
+        func move(_ key: UInt, to phase: ConnectionTable.Phase) {
+            guard let entry = entries.value.withLock({ $0[key] }) else { return }
+            table.moved(entry, to: phase)
+        }
         var closed: [Int32] { closedSockets.value.withLock { $0 } }
     }
 
@@ -32,59 +44,59 @@ import Testing
         let f = Fixture(.init(maxConnections: 3))
         for i in 1...3 {
             #expect(f.table.admit(home))
-            f.table.opened(UInt(i), socket: Int32(i), address: home)
+            f.open(UInt(i), address: home)
             f.advance(1)
         }
-        for i in 1...3 { f.table.moved(UInt(i), to: .busy) }
-        f.table.moved(2, to: .idle)
+        for i in 1...3 { f.move(UInt(i), to: .busy) }
+        f.move(2, to: .idle)
         f.advance(1)
-        f.table.moved(3, to: .idle)
+        f.move(3, to: .idle)
         #expect(f.table.admit(home))
         #expect(f.closed == [2])
         // The one closing does not count; the next admission takes the other idle one.
-        f.table.opened(4, socket: 4, address: home)
+        f.open(4, address: home)
         #expect(f.table.admit(home))
         #expect(f.closed == [2, 3])
     }
 
     @Test func idleGoesBeforeAWaitingHeadBeforeAHeadInProgress() {
         let f = Fixture(.init(maxConnections: 3))
-        f.table.opened(1, socket: 1, address: home)
-        f.table.opened(2, socket: 2, address: home)
-        f.table.moved(2, to: .head)
-        f.table.opened(3, socket: 3, address: home)
-        f.table.moved(3, to: .busy)
-        f.table.moved(3, to: .idle)
+        f.open(1, address: home)
+        f.open(2, address: home)
+        f.move(2, to: .head)
+        f.open(3, address: home)
+        f.move(3, to: .busy)
+        f.move(3, to: .idle)
         for next in 4...6 {
             #expect(f.table.admit(nil))
-            f.table.opened(UInt(next), socket: Int32(next), address: nil)
-            f.table.moved(UInt(next), to: .busy)
+            f.open(UInt(next), address: nil)
+            f.move(UInt(next), to: .busy)
         }
         #expect(f.closed == [3, 1, 2])
     }
 
     @Test func connectionsWithRequestsInProgressAreNeverClosedToMakeRoom() {
         let f = Fixture(.init(maxConnections: 2))
-        f.table.opened(1, socket: 1, address: home)
-        f.table.moved(1, to: .busy)
-        f.table.opened(2, socket: 2, address: home)
-        f.table.moved(2, to: .body)
+        f.open(1, address: home)
+        f.move(1, to: .busy)
+        f.open(2, address: home)
+        f.move(2, to: .body)
         #expect(!f.table.admit(home))
         #expect(f.closed.isEmpty)
     }
 
     @Test func stalledHeadsBodiesAndIdleConnectionsAreReaped() {
         let f = Fixture(.init(maxConnections: 10, headTimeout: 10, bodyTimeout: 30, idleTimeout: 90))
-        f.table.opened(1, socket: 1, address: home)  // never sends a head
-        f.table.opened(2, socket: 2, address: home)
+        f.open(1, address: home)  // never sends a head
+        f.open(2, address: home)
         f.advance(5)
-        f.table.moved(2, to: .head)  // a fresh connection's head keeps the clock from accept
-        f.table.opened(3, socket: 3, address: home)
-        f.table.moved(3, to: .body)
-        f.table.opened(4, socket: 4, address: home)
-        f.table.moved(4, to: .busy)  // parked: never reaped
-        f.table.opened(5, socket: 5, address: home)
-        f.table.moved(5, to: .idle)
+        f.move(2, to: .head)  // a fresh connection's head keeps the clock from accept
+        f.open(3, address: home)
+        f.move(3, to: .body)
+        f.open(4, address: home)
+        f.move(4, to: .busy)  // parked: never reaped
+        f.open(5, address: home)
+        f.move(5, to: .idle)
         f.advance(5.5)
         f.table.reap()
         #expect(Set(f.closed) == [1, 2])
@@ -96,9 +108,9 @@ import Testing
         #expect(Set(f.closed) == [1, 2, 3, 5])
         #expect(f.table.count(.busy) == 1)
         // A kept-alive connection's head is timed from its request line.
-        f.table.moved(4, to: .idle)
+        f.move(4, to: .idle)
         f.advance(80)
-        f.table.moved(4, to: .head)
+        f.move(4, to: .head)
         f.advance(9)
         f.table.reap()
         #expect(!f.closed.contains(4))
@@ -106,8 +118,8 @@ import Testing
 
     @Test func thePerAddressLimitCountsOpenConnections() {
         let f = Fixture(.init(maxConnections: 100, perAddress: 2))
-        f.table.opened(1, socket: 1, address: home)
-        f.table.opened(2, socket: 2, address: home)
+        f.open(1, address: home)
+        f.open(2, address: home)
         #expect(!f.table.admit(home))
         #expect(f.table.admit(other))
         #expect(f.table.admit(nil))

@@ -47,21 +47,19 @@ struct AccessPolicy: Sendable {
 
     /// The refusal for `request` at a route of `access`, or nil to go on.
     func refusal(for request: HTTPRequest, access: RouteAccess) -> APIError? {
-        let host = request.header("host")
-        if let allowedHosts, let host {
-            let name = Self.hostName(host)
-            guard Self.isLoopback(name) || allowedHosts.contains(name) else {
-                return .hostNotAllowed(host)
-            }
+        // Captured header names are lower-case already.
+        let host = request.headers["host"]
+        if let allowedHosts, let host, !Self.isLoopbackHost(host) {
+            guard allowedHosts.contains(Self.hostName(host)) else { return .hostNotAllowed(host) }
         }
-        if let origin = request.header("origin"), !allowedOrigins.contains("*"), !allowedOrigins.contains(origin) {
+        if let origin = request.headers["origin"], !allowedOrigins.contains("*"), !allowedOrigins.contains(origin) {
             let own = host.map { ["http://\($0)", "https://\($0)"] } ?? []
             guard own.contains(where: { $0.lowercased() == origin.lowercased() }) else {
                 return .originNotAllowed(origin)
             }
         }
         if let token, access == .token || access == .metrics && metricsRequireToken,
-           !Self.authorized(request.header("authorization"), token: token)
+           !Self.authorized(request.headers["authorization"], token: token)
         {
             return .unauthorized()
         }
@@ -92,9 +90,48 @@ struct AccessPolicy: Sendable {
 
     /// `localhost` (and its subdomains, RFC 6761), 127.0.0.0/8 and `::1`.
     static func isLoopback(_ name: String) -> Bool {
-        let name = name.lowercased()
-        if name == "localhost" || name.hasSuffix(".localhost") || name == "::1" { return true }
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+        var name = name
+        return name.withUTF8 { isLoopbackName($0[...]) }
+    }
+
+    /// `isLoopback` of a `Host` value's name, over its bytes (every request
+    /// asks, so no string is made).
+    static func isLoopbackHost(_ host: String) -> Bool {
+        var host = host
+        return host.withUTF8 { bytes in
+            if bytes.first == UInt8(ascii: "[") {
+                guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
+                return isLoopbackName(bytes[1..<close])
+            }
+            let end = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.endIndex
+            return isLoopbackName(bytes[..<end])
+        }
+    }
+
+    private static func isLoopbackName(_ name: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        func equalsIgnoringCase(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, _ literal: StaticString) -> Bool {
+            guard bytes.count == literal.utf8CodeUnitCount else { return false }
+            return zip(bytes, UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+                .allSatisfy { ($0 | 0x20) == $1 }
+        }
+        if equalsIgnoringCase(name, "localhost") || equalsIgnoringCase(name, "::1") { return true }
+        if name.count > 10, equalsIgnoringCase(name[(name.endIndex - 10)...], ".localhost") { return true }
+        // 127.a.b.c, each part 0-255
+        var parts = 0, value = 0, digits = 0, first = -1
+        for byte in name {
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0, value <= 255 else { return false }
+                if parts == 0 { first = value }
+                parts += 1
+                value = 0
+                digits = 0
+            } else if byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"), digits < 3 {
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+                digits += 1
+            } else {
+                return false
+            }
+        }
+        return parts == 3 && digits > 0 && value <= 255 && first == 127
     }
 }
