@@ -112,7 +112,7 @@ extension OpenAPIDocument {
             ], required: ["payload"])),
             ("PushResult", Schema.object([
                 ("id", Schema.name()),
-                ("status", Schema.enumeration(["ready", "delayed", "in_flight", "dead"])),
+                ("status", Schema.enumeration(["ready", "delayed", "in_flight", "dead", "consumed", "cancelled"])),
                 ("position", Schema.nullable(Schema.integer(1...Int.max, "1-based place in hand-out order while ready"))),
             ])),
             ("PipelineItem", Schema.object([
@@ -206,7 +206,8 @@ extension OpenAPIDocument {
                                             example: .object([("id", .string("toy-1")), ("payload", .object([("gift", .string("kite"))]))])),
                           responses: [
                               Response.json(201, "pushed", Schema.ref("PushResult")),
-                              Response.json(200, "an item with this id is in the pipeline already", Schema.ref("PushResult")),
+                              Response.json(200, "an item with this id is in the pipeline already, or finished and remembered",
+                                            Schema.ref("PushResult")),
                               full,
                           ] + Response.waitEnds),
             ]),
