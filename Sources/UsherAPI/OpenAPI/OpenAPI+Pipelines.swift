@@ -176,7 +176,9 @@ extension OpenAPIDocument {
         let full = Response.problem(429, "the pipeline holds capacity items", codes: ["pipeline_full"],
                                     headers: [Response.retryAfter])
         let notInFlight = Response.problem(
-            409, "the item is not in flight (e.g. ready, dead, or already consumed and remembered), or `fence` is an earlier delivery's; `current_status`",
+            409,
+            "the item is not in flight (ready, delayed, dead, or consumed or cancelled and remembered), "
+                + "or `fence` is an earlier delivery's; `current_status`",
             codes: ["not_in_flight"])
         let fence = Schema.integer(0...Int.max, "only the delivery that carried this fence may do it")
         let seconds = PipelineConfig.Limits.seconds
