@@ -46,7 +46,7 @@ enum PipelineRoutes: ResourceAPI {
             }
             let patch = PipelinePatch(
                 capacity: wanted.capacity, maxInFlight: wanted.maxInFlight, ackSeconds: wanted.ackSeconds,
-                maxDeliveries: wanted.maxDeliveries)
+                maxDeliveries: wanted.maxDeliveries, history: wanted.history)
             let fixed = "filters and source cannot change in place: change filters through "
                 + "/v1/pipelines/\(name)/filters, or DELETE the pipeline and reload to re-create it"
             return .patching(current: { pipeline.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) { () throws(APIError) in
