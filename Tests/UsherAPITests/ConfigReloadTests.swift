@@ -87,6 +87,18 @@ import UsherCore
         #expect(names(app, .queues) == ["same"])
     }
 
+    @Test func aPipelinesHistoryChangesInPlace() throws {
+        let file = try ConfigFile()
+        try file.write(#"{"pipelines": {"p": {"capacity": 5}}}"#)
+        let app = try UsherApp(config: try file.load(), logger: Logger(level: .error))
+        let reloader = ConfigReloader(app: app)
+        try file.write(#"{"pipelines": {"p": {"capacity": 5, "history": 10}}}"#)
+        let report = reloader.reload(file.load)
+        #expect(report.changed == ["pipelines/p"])
+        #expect(report.partlyChanged == [] && report.failed == [])
+        #expect(try app.registry.lookup(.pipelines, "p", as: Pipeline.self).withIsolation { $0.config.history } == 10)
+    }
+
     @Test func aFileThatDoesNotValidateChangesNothing() throws {
         let file = try ConfigFile()
         try file.write(#"{"queues": {"q": {"capacity": 1}}}"#)

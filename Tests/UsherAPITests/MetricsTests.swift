@@ -219,6 +219,27 @@ import Testing
         #expect(samples.first { $0.name == "usher_resources" && $0.labels == ["kind": "queues"] }?.value == 1)
     }
 
+    /// A parked push is a waiting producer, not a waiting consumer, and the
+    /// help texts say so.
+    @Test func parkedPushCountsAsAWaitingProducerOnly() throws {
+        let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 1}}}"#)
+        #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": 1}"#).status == 201)
+        let push = s.inBackground { try s.call("POST", "/v1/pipelines/p/items?wait=10", #"{"payload": 2}"#) }
+        s.untilParked(1)
+        let text = try s.call("GET", "/metrics").text
+        let samples = Self.parse(text)
+        func value(_ name: String) -> Double? {
+            samples.first { $0.name == name && $0.labels == ["kind": "pipelines", "name": "p"] }?.value
+        }
+        #expect(value("usher_pipeline_waiting_consumers") == 0)
+        #expect(value("usher_pipeline_waiting_producers") == 1)
+        let help = text.split(separator: "\n").first { $0.hasPrefix("# HELP usher_pipeline_waiting_consumers ") }
+        #expect(help?.contains("take") == true)
+        #expect(help?.contains("push") == false)
+        #expect(try s.call("DELETE", "/v1/pipelines/p").status == 204)
+        #expect(push()?.status == 410)
+    }
+
     /// `promtool check metrics` accepts a scrape (skipped without promtool;
     /// `scripts/metrics-check` installs it and runs the same check in CI).
     @Test func promtoolAcceptsTheOutput() throws {

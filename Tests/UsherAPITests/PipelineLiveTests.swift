@@ -289,7 +289,17 @@ extension TestHTTPClient.Response {
         let consumed = try c.request("POST", "/v1/pipelines/p/items/b/consume", body: #"{"fence": \#(fenceB)}"#)
         #expect(consumed.status == 200)
         #expect(consumed.json["status"] as? String == "consumed")
-        #expect(try c.request("POST", "/v1/pipelines/p/items/b/consume").status == 404)
+        // A retried consume (its answer lost) learns the item was consumed.
+        for action in ["consume", "release"] {
+            let retried = try c.request("POST", "/v1/pipelines/p/items/b/\(action)")
+            #expect(retried.status == 409)
+            #expect(retried.code == "not_in_flight")
+            #expect(retried.json["current_status"] as? String == "consumed")
+        }
+        let finished = try c.request("GET", "/v1/pipelines/p/items/b")
+        #expect(finished.status == 200)
+        #expect(finished.json["status"] as? String == "consumed")
+        #expect(finished.json["payload"] is NSNull)
 
         // Release puts a back at the front, ahead of e.
         let released = try c.request("POST", "/v1/pipelines/p/items/a/release")
@@ -316,7 +326,7 @@ extension TestHTTPClient.Response {
         let cancelled = try c.request("DELETE", "/v1/pipelines/p/items/d")
         #expect(cancelled.status == 200)
         #expect(cancelled.json["status"] as? String == "cancelled")
-        #expect(try c.request("GET", "/v1/pipelines/p/items/d").status == 404)
+        #expect(try c.request("GET", "/v1/pipelines/p/items/d").json["status"] as? String == "cancelled")
 
         let state = try c.request("GET", "/v1/pipelines/p")
         #expect(state.json["in_flight"] as? Int == 1)
@@ -325,6 +335,19 @@ extension TestHTTPClient.Response {
         #expect(state.counts["consumed_total"] as? Int == 2)
         #expect(state.counts["delivered_total"] as? Int == 5)
         #expect(state.counts["cancelled_total"] as? Int == 1)
+    }
+
+    @Test func historyZeroForgetsFinishedItemsAtOnce() throws {
+        let s = try LiveServer(#"{"pipelines": {"p": {"history": 0}}}"#)
+        #expect((try s.call("GET", "/v1/pipelines/p").json["config"] as? [String: Any])?["history"] as? Int == 0)
+        _ = try s.call("POST", "/v1/pipelines/p/items", #"{"id": "a", "payload": 1}"#)
+        _ = try s.call("POST", "/v1/pipelines/p/take")
+        #expect(try s.call("POST", "/v1/pipelines/p/items/a/consume").status == 200)
+        #expect(try s.call("POST", "/v1/pipelines/p/items/a/consume").status == 404)
+        #expect(try s.call("GET", "/v1/pipelines/p/items/a").status == 404)
+        let patched = try s.call("PATCH", "/v1/pipelines/p", #"{"history": 5}"#)
+        #expect((patched.json["config"] as? [String: Any])?["history"] as? Int == 5)
+        #expect(try s.call("PATCH", "/v1/pipelines/p", #"{"history": 100001}"#).status == 400)
     }
 
     @Test func fullPipelineIs429AndBatchesAreAllOrNothing() throws {

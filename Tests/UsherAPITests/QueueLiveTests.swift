@@ -125,6 +125,24 @@ import Testing
         #expect(counts["released_total"] as? Int == 1)
     }
 
+    @Test func mergedAndCancelledVisitorsAnswer200() throws {
+        let s = try LiveServer(#"{"queues": {"q": {"capacity": 0, "opposites": [["like", "unlike"]]}}}"#)
+        let first = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "a", "key": "k", "action": "like"}"#)
+        #expect(first.status == 201)
+        #expect(first.json["status"] as? String == "waiting")
+        let merged = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "b", "key": "k", "action": "like"}"#)
+        #expect(merged.json["merged_into"] as? String == "a")
+        #expect(merged.status == 200)
+        let cancelled = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "c", "key": "k", "action": "unlike"}"#)
+        #expect(cancelled.json["cancelled_with"] as? String == "a")
+        #expect(cancelled.status == 200)
+        // With wait the answer comes at once, and the same way.
+        _ = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "d", "key": "k", "action": "like"}"#)
+        let waited = try s.call("POST", "/v1/queues/q/visitors?wait=5", #"{"id": "e", "key": "k", "action": "like"}"#)
+        #expect(waited.json["status"] as? String == "merged")
+        #expect(waited.status == 200)
+    }
+
     @Test func fullQueueIs429WithRetryAfter() throws {
         let s = try LiveServer(#"{"queues": {"q": {"capacity": 1, "max_waiting": 1}}}"#)
         #expect(try s.call("POST", "/v1/queues/q/visitors", "{}").status == 201)

@@ -25,7 +25,7 @@ import Testing
         let c = try parse("{}")
         #expect(c == PipelineConfig())
         #expect(c.capacity == 1000 && c.maxInFlight == 1 && c.ackSeconds == 30 && c.maxDeliveries == 5)
-        #expect(c.json().jsonString == #"{"capacity":1000,"max_in_flight":1,"ack_seconds":30,"max_deliveries":5,"filters":{}}"#)
+        #expect(c.json().jsonString == #"{"capacity":1000,"max_in_flight":1,"ack_seconds":30,"max_deliveries":5,"history":1000,"filters":{}}"#)
     }
 
     @Test func aFullConfigRoundTrips() throws {

@@ -185,6 +185,39 @@ import Testing
         #expect(throws: PipelineError.notInFlight(current: "delayed")) { try e.release("d", now: t0) }
     }
 
+    @Test func aFinishedItemIsRememberedUpToHistory() throws {
+        var e = engine(PipelineConfig(maxInFlight: 10, history: 2))
+        try e.add("a")
+        try e.add("b")
+        try e.add("c")
+        _ = try e.take(max: 3, now: t0)
+        let before = e.storage.bytes
+        let consumed = try e.consume("a", now: at(1))
+        #expect(consumed.status == .consumed && consumed.payload == .string("a"))
+        // The remembered record keeps no payload: it costs only its id.
+        #expect(e.storage.bytes == before - PipelineEngine.storedBytes(consumed) + StorageBudget.cost("a"))
+        // A retried consume or release learns what happened.
+        #expect(throws: PipelineError.notInFlight(current: "consumed")) { try e.consume("a", now: at(2)) }
+        #expect(throws: PipelineError.notInFlight(current: "consumed")) { try e.release("a", now: at(2)) }
+        let remembered = try #require(e.item("a"))
+        #expect(remembered.status == .consumed && remembered.payload == .null && remembered.deliveries == 1)
+        // A push of its id answers it, needing no room; a cancel answers it as it is.
+        let again = try e.push(PipelinePushRequest(id: "a", payload: .int(9)), now: at(2))
+        #expect(!again.created && again.item.status == .consumed)
+        #expect(try e.cancel("a", now: at(2)).status == .consumed)
+        #expect(e.counts.pushedTotal == 3 && e.counts.cancelledTotal == 0)
+        // Past `history`, the oldest is forgotten.
+        try e.consume("b", now: at(3))
+        try e.release("c", now: at(3))
+        try e.cancel("c", now: at(3))
+        #expect(e.item("a") == nil && e.item("b")?.status == .consumed && e.item("c")?.status == .cancelled)
+        #expect(throws: PipelineError.notFound("a")) { try e.consume("a", now: at(4)) }
+        #expect(throws: PipelineError.notInFlight(current: "cancelled")) { try e.consume("c", now: at(4)) }
+        // A smaller history forgets at once and gives the bytes back.
+        e.apply(PipelinePatch(history: 0), now: at(5))
+        #expect(e.item("b") == nil && e.item("c") == nil && e.storage.bytes == 0)
+    }
+
     @Test func cancelRemovesReadyDelayedAndDeadItemsButNotInFlightOnes() throws {
         var e = engine(PipelineConfig(maxDeliveries: 1))
         try e.add("a")
@@ -197,7 +230,9 @@ import Testing
         try e.release("a", now: t0)  // dead after one delivery
         try e.cancel("a", now: t0)
         #expect(e.count == 0 && e.deadCount == 0 && e.counts.cancelledTotal == 3)
-        #expect(throws: PipelineError.notFound("b")) { try e.cancel("b", now: t0) }
+        // A cancelled item is remembered: cancelling it again answers it as it is.
+        #expect(try e.cancel("b", now: t0).status == .cancelled && e.counts.cancelledTotal == 3)
+        #expect(throws: PipelineError.notFound("zz")) { try e.cancel("zz", now: t0) }
     }
 
     @Test func aBatchIsAllOrNothing() throws {

@@ -123,15 +123,20 @@ import Testing
         _ = try pipeline.withIsolation { p throws(PipelineError) in try p.push(PipelinePushRequest(id: "a", payload: Self.kilobyte)) }
         _ = try pipeline.withIsolation { p throws(PipelineError) in try p.push(PipelinePushRequest(id: "b", payload: Self.kilobyte)) }
         #expect(budget.usedBytes == 2 * one)
-        // Consumed: gone. Released past max_deliveries: dead, still stored.
+        // Consumed: the payload is gone, the remembered id stays. Released past
+        // max_deliveries: dead, still stored.
+        let remembered = StorageBudget.cost("a")
         _ = try pipeline.withIsolation { p throws(PipelineError) in try p.take(max: 1) }
         _ = try pipeline.withIsolation { p throws(PipelineError) in try p.consume("a") }
-        #expect(budget.usedBytes == one)
+        #expect(budget.usedBytes == one + remembered)
         _ = try pipeline.withIsolation { p throws(PipelineError) in try p.take(max: 1) }
         _ = try pipeline.withIsolation { p throws(PipelineError) in try p.release("b") }
         #expect(pipeline.withIsolation { $0.state(limit: 0).dead } == 1)
-        #expect(budget.usedBytes == one)
+        #expect(budget.usedBytes == one + remembered)
         _ = try pipeline.withIsolation { p throws(PipelineError) in try p.cancel("b") }
+        #expect(budget.usedBytes == 2 * remembered)
+        // Forgetting them (history 0) gives the rest back.
+        _ = try pipeline.withIsolation { p throws(PipelineError) in try p.apply(PipelinePatch(history: 0)) }
         #expect(budget.usedBytes == 0)
         // A server-made id, then the pipeline deleted.
         _ = try pipeline.withIsolation { p throws(PipelineError) in try p.push(PipelinePushRequest(payload: .int(1))) }

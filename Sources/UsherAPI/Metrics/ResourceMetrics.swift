@@ -128,8 +128,8 @@ enum ResourceMetrics {
         "usher_pipeline_in_flight": "Items handed out, not yet consumed or released.",
         "usher_pipeline_delayed": "Items waiting for their delay to end.",
         "usher_pipeline_dead": "Items on the dead list.",
-        "usher_pipeline_waiting_consumers": "Parked take and push long-polls.",
-        "usher_pipeline_waiting_producers": "Parked push long-polls.",
+        "usher_pipeline_waiting_consumers": "Parked take long-polls (consumers waiting for an item).",
+        "usher_pipeline_waiting_producers": "Parked push long-polls (producers waiting for room).",
     ]
 
     static func write(_ samples: [ResourceSample], counts: [ResourceKind: Int], now: Timestamp, to out: inout PrometheusText) {

@@ -78,6 +78,7 @@ extension OpenAPIDocument {
             ("max_in_flight", Schema.integer(L.maxInFlight, "items handed out and not yet consumed or released; default 1")),
             ("ack_seconds", Schema.seconds(L.seconds, "an item not consumed by then is handed out again; 0 = never; default 30")),
             ("max_deliveries", Schema.integer(L.maxDeliveries, "hand-outs before an item that comes back goes dead; default 5")),
+            ("history", Schema.integer(L.history, "finished (consumed or cancelled) items remembered without payload; default 1000")),
         ]
         let nullableTime = Schema.nullable(Schema.timestamp)
         return [
@@ -92,7 +93,7 @@ extension OpenAPIDocument {
             ("PipelinePatchRequest", Schema.request(mutable, "mutable fields; filters and source change elsewhere")),
             ("PipelineConfig", Schema.object([
                 ("capacity", Schema.count), ("max_in_flight", Schema.count), ("ack_seconds", Schema.secondsOut),
-                ("max_deliveries", Schema.count), ("filters", Schema.map(Schema.ref("Filter"))),
+                ("max_deliveries", Schema.count), ("history", Schema.count), ("filters", Schema.map(Schema.ref("Filter"))),
                 ("source", Schema.object(sourceFields, optional: ["path", "url"])),
             ], optional: ["source"], "the config, every default filled in (filters as created)")),
             ("PipelineSummary", Schema.object([
@@ -111,7 +112,7 @@ extension OpenAPIDocument {
             ], required: ["payload"])),
             ("PushResult", Schema.object([
                 ("id", Schema.name()),
-                ("status", Schema.enumeration(["ready", "delayed", "in_flight", "dead"])),
+                ("status", Schema.enumeration(["ready", "delayed", "in_flight", "dead", "consumed", "cancelled"])),
                 ("position", Schema.nullable(Schema.integer(1...Int.max, "1-based place in hand-out order while ready"))),
             ])),
             ("PipelineItem", Schema.object([
@@ -175,7 +176,10 @@ extension OpenAPIDocument {
         let full = Response.problem(429, "the pipeline holds capacity items", codes: ["pipeline_full"],
                                     headers: [Response.retryAfter])
         let notInFlight = Response.problem(
-            409, "the item is not in flight, or `fence` is an earlier delivery's; `current_status`", codes: ["not_in_flight"])
+            409,
+            "the item is not in flight (ready, delayed, dead, or consumed or cancelled and remembered), "
+                + "or `fence` is an earlier delivery's; `current_status`",
+            codes: ["not_in_flight"])
         let fence = Schema.integer(0...Int.max, "only the delivery that carried this fence may do it")
         let seconds = PipelineConfig.Limits.seconds
         let batchRoute = Response.methodNotAllowed("the id `batch`: …/items/batch is the batch route (POST only)")
@@ -190,7 +194,7 @@ extension OpenAPIDocument {
                               + Response.creationConflicts),
                 Operation("GET", "getPipeline", "The pipeline's counts, filters, first ready items and source",
                           query: [limit, Parameter.cursor], responses: [Response.json(200, "the state", state)]),
-                Operation("PATCH", "patchPipeline", "Change capacity, max_in_flight, ack_seconds or max_deliveries; effective at once",
+                Operation("PATCH", "patchPipeline", "Change capacity, max_in_flight, ack_seconds, max_deliveries or history; effective at once",
                           body: RequestBody(schema: Schema.ref("PipelinePatchRequest"), required: false,
                                             example: .object([("capacity", .int(200))])),
                           responses: [Response.json(200, "the state after the change", state)]),
@@ -204,7 +208,8 @@ extension OpenAPIDocument {
                                             example: .object([("id", .string("toy-1")), ("payload", .object([("gift", .string("kite"))]))])),
                           responses: [
                               Response.json(201, "pushed", Schema.ref("PushResult")),
-                              Response.json(200, "an item with this id is in the pipeline already", Schema.ref("PushResult")),
+                              Response.json(200, "an item with this id is in the pipeline already, or finished and remembered",
+                                            Schema.ref("PushResult")),
                               full,
                           ] + Response.waitEnds),
             ]),
@@ -241,11 +246,12 @@ extension OpenAPIDocument {
                           ] + Response.waitEnds),
             ]),
             PathItem("/v1/pipelines/{name}/items/{id}", [name, item], [
-                Operation("GET", "getItem", "An item: ready, delayed, in flight or dead",
+                Operation("GET", "getItem", "An item: ready, delayed, in flight, dead, or finished and remembered",
+                          description: "A consumed or cancelled item is answered (payload null) while among the last `history` finished.",
                           responses: [Response.json(200, "the item", itemJSON), batchRoute]),
                 Operation("DELETE", "cancelItem", "Cancel a ready, delayed or dead item",
                           responses: [
-                              Response.json(200, "the item, status cancelled", itemJSON),
+                              Response.json(200, "the item, status cancelled (a remembered finished item as it is)", itemJSON),
                               batchRoute,
                               Response.problem(409, "the item is in flight: consume or release it", codes: ["in_flight"]),
                           ]),

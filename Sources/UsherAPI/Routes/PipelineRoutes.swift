@@ -46,7 +46,7 @@ enum PipelineRoutes: ResourceAPI {
             }
             let patch = PipelinePatch(
                 capacity: wanted.capacity, maxInFlight: wanted.maxInFlight, ackSeconds: wanted.ackSeconds,
-                maxDeliveries: wanted.maxDeliveries)
+                maxDeliveries: wanted.maxDeliveries, history: wanted.history)
             let fixed = "filters and source cannot change in place: change filters through "
                 + "/v1/pipelines/\(name)/filters, or DELETE the pipeline and reload to re-create it"
             return .patching(current: { pipeline.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) { () throws(APIError) in
@@ -104,14 +104,6 @@ enum PipelineRoutes: ResourceAPI {
         do throws(PipelineError) { return try pipeline.withIsolation(body) } catch {
             throw APIError(error, subject: subject)
         }
-    }
-
-    /// An item as stored, with `status` replaced for items that have left
-    /// the pipeline (`consumed`, `cancelled`).
-    static func itemJSON(_ item: PipelineItem, status: String? = nil) -> JSONValue {
-        guard let status, case .object(var members) = item.json() else { return item.json() }
-        if let i = members.firstIndex(where: { $0.0 == "status" }) { members[i].1 = .string(status) }
-        return .object(members)
     }
 
     private static func checkNotReserved(_ request: PipelinePushRequest, field: String) throws(APIError) {
@@ -252,7 +244,7 @@ enum PipelineRoutes: ResourceAPI {
         let id = try call.name("id")
         let fence = try call.readBody { r throws(FieldError) in try r.int("fence", in: 0...Int.max) }
         let item = try run(pipeline) { p throws(PipelineError) in try p.consume(id, fence: fence.map(Int64.init)) }
-        return .respond(Reply.json(itemJSON(item, status: "consumed")))
+        return .respond(Reply.json(item.json()))
     }
 
     private static func release(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -265,7 +257,7 @@ enum PipelineRoutes: ResourceAPI {
         let item = try run(pipeline) { p throws(PipelineError) in
             try p.release(id, delaySeconds: delay, fence: fence.map(Int64.init))
         }
-        return .respond(Reply.json(itemJSON(item)))
+        return .respond(Reply.json(item.json()))
     }
 
     // MARK: - Items
@@ -274,7 +266,7 @@ enum PipelineRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let id = try call.name("id")
-        return .respond(Reply.json(itemJSON(try run(pipeline) { p throws(PipelineError) in try p.item(id) })))
+        return .respond(Reply.json(try run(pipeline) { p throws(PipelineError) in try p.item(id) }.json()))
     }
 
     private static func cancel(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -282,7 +274,7 @@ enum PipelineRoutes: ResourceAPI {
         let pipeline = try pipeline(call)
         let id = try call.name("id")
         let item = try run(pipeline) { p throws(PipelineError) in try p.cancel(id) }
-        return .respond(Reply.json(itemJSON(item, status: "cancelled")))
+        return .respond(Reply.json(item.json()))
     }
 
     // MARK: - Dead list
@@ -296,7 +288,7 @@ enum PipelineRoutes: ResourceAPI {
         }
         let pipeline = try pipeline(call)
         let (count, page) = pipeline.withIsolation { p in (p.state(limit: 0).dead, p.deadPage(limit: limit, after: cursor)) }
-        var items = page.items.map { itemJSON($0) }
+        var items = page.items.map { $0.json() }
         let envelope = JSONValue.object([("dead", .int(count)), ("items", .array([])), ("next_cursor", .null)])
         let next = Paging.cut(
             &items, cursors: page.cursors, more: page.more, envelope: JSONSizeCounter.size(of: envelope),

@@ -123,9 +123,8 @@ enum QueueRoutes: ResourceAPI {
         let queue = try queue(call)
         let request: VisitorRequest = try call.readBody { body throws(FieldError) in try VisitorRequest.parse(&body) }
         let (view, created) = try run(queue) { q throws(QueueError) in try q.enqueue(request) }
-        let status = created ? 201 : 200
         guard let wait, view.status.isWaiting else {
-            return .respond(granting(view, status: status, in: queue, undo: withdraw))
+            return .respond(granting(view, created: created, in: queue, undo: withdraw))
         }
         let app = call.app
         let deadline = app.deadline(after: wait)
@@ -133,7 +132,7 @@ enum QueueRoutes: ResourceAPI {
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
                 let final = try await queue.parkWhileWaiting(id: id, until: deadline, withdrawing: withdraw).view()
-                return granting(final, status: status, in: queue, undo: withdraw)
+                return granting(final, created: created, in: queue, undo: withdraw)
             } catch { throw APIError(error) }
         }
     }
@@ -141,8 +140,10 @@ enum QueueRoutes: ResourceAPI {
     /// The answer to a POST of a visitor; one that grants it a slot releases
     /// the slot again (reason `undelivered`) when the server could not hand it
     /// to its client, if the client asked for that (`undo`).
-    private static func granting(_ view: VisitorView, status: Int, in queue: VisitorQueue, undo: Bool) -> HTTPResponse {
-        let response = Reply.json(view, status: status)
+    /// 201 only for a visitor this request created that is still delayed,
+    /// waiting or granted; a merged or cancelled one (or a known id) is 200.
+    private static func granting(_ view: VisitorView, created: Bool, in queue: VisitorQueue, undo: Bool) -> HTTPResponse {
+        let response = Reply.json(view, status: created && !view.status.isFinished ? 201 : 200)
         guard undo, view.status == .granted, let fence = view.fence else { return response }
         let id = view.id
         return response.undoing {

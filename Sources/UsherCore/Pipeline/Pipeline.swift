@@ -154,17 +154,19 @@ public actor Pipeline: LockIsolatedActor {
         }
     }
 
-    /// Removes a ready, delayed or dead item.
+    /// Removes a ready, delayed or dead item; a remembered finished item is
+    /// returned as it is, with no event.
     ///
     /// - Throws: `.notFound`; `.inFlight`.
     @discardableResult
     public func cancel(_ id: String) throws(PipelineError) -> PipelineItem {
         try checkOpen()
         defer { settle() }
+        if let item = engine.item(id), item.status.isFinished { return item }
         return emit("cancelled", try engine.cancel(id, now: clock.now()))
     }
 
-    /// The item with this id, live or dead.
+    /// The item with this id: live, dead, or remembered as finished.
     public func item(_ id: String) throws(PipelineError) -> PipelineItem {
         try checkOpen()
         settle()

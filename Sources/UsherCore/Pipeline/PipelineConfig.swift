@@ -16,11 +16,14 @@ public struct PipelineConfig: Sendable, Equatable {
     public var filters: [String: PipelineFilter]
     /// `source` (none): where the pipeline pulls items by itself.
     public var source: PipelineSourceConfig?
+    /// `history` (1000): finished (consumed or cancelled) items remembered,
+    /// without their payloads, so a retried consume learns what happened.
+    public var history: Int
 
     /// A config; every argument defaults to the documented default.
     public init(
         capacity: Int = 1000, maxInFlight: Int = 1, ackSeconds: Double = 30, maxDeliveries: Int = 5,
-        filters: [String: PipelineFilter] = [:], source: PipelineSourceConfig? = nil
+        filters: [String: PipelineFilter] = [:], source: PipelineSourceConfig? = nil, history: Int = 1000
     ) {
         self.capacity = capacity
         self.maxInFlight = maxInFlight
@@ -28,6 +31,7 @@ public struct PipelineConfig: Sendable, Equatable {
         self.maxDeliveries = maxDeliveries
         self.filters = filters
         self.source = source
+        self.history = history
     }
 
     /// Allowed ranges, shared by the config, the patch and item requests.
@@ -38,6 +42,8 @@ public struct PipelineConfig: Sendable, Equatable {
         public static let maxInFlight = 1...1_000_000
         /// `max_deliveries`.
         public static let maxDeliveries = 1...1000
+        /// `history`.
+        public static let history = 0...100_000
         /// Also the range of `delay_seconds` (one year).
         public static let seconds = 0.0...31_536_000.0
         /// An item's `priority`.
@@ -84,6 +90,7 @@ public struct PipelineConfig: Sendable, Equatable {
             ("max_in_flight", .int(maxInFlight)),
             ("ack_seconds", .durationSeconds(ackSeconds)),
             ("max_deliveries", .int(maxDeliveries)),
+            ("history", .int(history)),
             ("filters", .object(filters.keys.sorted().map { ($0, filters[$0]!.json()) })),
         ]
         if let source { members.append(("source", source.json())) }
@@ -92,7 +99,7 @@ public struct PipelineConfig: Sendable, Equatable {
 }
 
 /// A change to a pipeline's mutable config (`PATCH`): `capacity`,
-/// `max_in_flight`, `ack_seconds`, `max_deliveries`, each optional. Filters
+/// `max_in_flight`, `ack_seconds`, `max_deliveries`, `history`, each optional. Filters
 /// change through their own routes; the source cannot change.
 public struct PipelinePatch: Sendable, Equatable {
     /// New `capacity`.
@@ -103,22 +110,29 @@ public struct PipelinePatch: Sendable, Equatable {
     public var ackSeconds: Double?
     /// New `max_deliveries` (later returns only).
     public var maxDeliveries: Int?
+    /// New `history`: a smaller one forgets the oldest finished items at once.
+    public var history: Int?
 
     /// A patch changing the fields given.
-    public init(capacity: Int? = nil, maxInFlight: Int? = nil, ackSeconds: Double? = nil, maxDeliveries: Int? = nil) {
+    public init(
+        capacity: Int? = nil, maxInFlight: Int? = nil, ackSeconds: Double? = nil, maxDeliveries: Int? = nil,
+        history: Int? = nil
+    ) {
         self.capacity = capacity
         self.maxInFlight = maxInFlight
         self.ackSeconds = ackSeconds
         self.maxDeliveries = maxDeliveries
+        self.history = history
     }
 
-    /// Reads the four mutable keys, none required. The caller calls `reader.finish()`.
+    /// Reads the five mutable keys, none required. The caller calls `reader.finish()`.
     public static func parse(_ reader: inout FieldReader) throws(FieldError) -> PipelinePatch {
         var p = PipelinePatch()
         p.capacity = try reader.int("capacity", in: PipelineConfig.Limits.capacity)
         p.maxInFlight = try reader.int("max_in_flight", in: PipelineConfig.Limits.maxInFlight)
         p.ackSeconds = try reader.duration("ack_seconds")
         p.maxDeliveries = try reader.int("max_deliveries", in: PipelineConfig.Limits.maxDeliveries)
+        p.history = try reader.int("history", in: PipelineConfig.Limits.history)
         return p
     }
 
@@ -129,6 +143,7 @@ public struct PipelinePatch: Sendable, Equatable {
         if let maxInFlight { c.maxInFlight = maxInFlight }
         if let ackSeconds { c.ackSeconds = ackSeconds }
         if let maxDeliveries { c.maxDeliveries = maxDeliveries }
+        if let history { c.history = history }
         return c
     }
 }

@@ -56,7 +56,10 @@ public struct PipelineEngine: Sendable {
     private var ready: OrderStatisticTree
     /// Delay ends and ack deadlines; entries whose token no longer matches the item are stale.
     private var timers = DeadlineHeap()
-    private var dead = PipelineDeadList()
+    private var dead = PipelineItemList()
+    /// Consumed and cancelled items, payloads dropped, at most `history`:
+    /// what a retried consume, release, cancel or push of their id is told.
+    private var finished = PipelineItemList()
     /// Decreases: items that come back go ahead of all others of their priority.
     private var frontSeq: Int64 = 0
     /// Increases: arrivals.
@@ -144,7 +147,7 @@ public struct PipelineEngine: Sendable {
         for (i, r) in requests.enumerated() {
             try Self.validate(r, field: "items[\(i)].")
             if let id = r.id {
-                if handles[id] != nil || dead.contains(id) || !newIDs.insert(id).inserted { continue }
+                if isKnown(id) || !newIDs.insert(id).inserted { continue }
             }
             needed += 1
         }
@@ -154,7 +157,7 @@ public struct PipelineEngine: Sendable {
         newIDs.removeAll(keepingCapacity: true)
         for r in requests {
             if let id = r.id {
-                if handles[id] != nil || dead.contains(id) || !newIDs.insert(id).inserted { continue }
+                if isKnown(id) || !newIDs.insert(id).inserted { continue }
             }
             priced += Self.price(r)
         }
@@ -250,6 +253,8 @@ public struct PipelineEngine: Sendable {
         counts.consumedTotal += 1
         changes.formUnion([.itemsAvailable, .roomAvailable])
         item.ackDeadline = nil
+        item.status = .consumed
+        remember(item)
         return item
     }
 
@@ -290,33 +295,59 @@ public struct PipelineEngine: Sendable {
         return giveBack(h, delaySeconds: 0, now: now)
     }
 
-    /// Removes a ready, delayed or dead item.
+    /// Removes a ready, delayed or dead item; a remembered finished item is
+    /// returned as it is.
     ///
     /// - Throws: `.notFound`; `.inFlight` for an in-flight item.
     @discardableResult
     public mutating func cancel(_ id: String, now: Timestamp) throws(PipelineError) -> PipelineItem {
         expire(now: now)
+        if let item = finished.item(id) { return item }
+        var cancelled: PipelineItem
         if let item = dead.remove(id) {
-            storage.release(Self.storedBytes(item))
-            counts.cancelledTotal += 1
-            return item
+            cancelled = item
+        } else {
+            guard let h = handles[id], let item = slots[Int(h)] else { throw .notFound(id) }
+            switch item.status {
+            case .inFlight:
+                throw .inFlight
+            case .ready:
+                ready.remove(h)
+            case .delayed:
+                delayedCount -= 1
+            case .dead, .consumed, .cancelled:
+                preconditionFailure("\(item.status) item in a slot")
+            }
+            changes.insert(.roomAvailable)
+            cancelled = vacate(h)
         }
-        guard let h = handles[id], let item = slots[Int(h)] else { throw .notFound(id) }
-        switch item.status {
-        case .inFlight:
-            throw .inFlight
-        case .ready:
-            ready.remove(h)
-        case .delayed:
-            delayedCount -= 1
-        case .dead:
-            preconditionFailure("dead item in a slot")
-        }
-        counts.cancelledTotal += 1
-        changes.insert(.roomAvailable)
-        let cancelled = vacate(h)
         storage.release(Self.storedBytes(cancelled))
+        counts.cancelledTotal += 1
+        cancelled.status = .cancelled
+        remember(cancelled)
         return cancelled
+    }
+
+    /// Keeps a finished item's record, without its payload, among the last
+    /// `history`; it is charged as its id alone.
+    private mutating func remember(_ item: PipelineItem) {
+        guard config.history > 0 else { return }
+        var record = item
+        record.payload = .null
+        record.ackDeadline = nil
+        storage.charge(StorageBudget.cost(record.id))
+        finished.append(record)
+        trimFinished()
+    }
+
+    /// Forgets the oldest finished items beyond `history`.
+    private mutating func trimFinished() {
+        for item in finished.trim(to: config.history) { storage.release(StorageBudget.cost(item.id)) }
+    }
+
+    /// Whether the pipeline holds or remembers an item with this id.
+    private func isKnown(_ id: String) -> Bool {
+        handles[id] != nil || dead.contains(id) || finished.contains(id)
     }
 
     // MARK: - Dead list
@@ -356,6 +387,7 @@ public struct PipelineEngine: Sendable {
         if config.capacity > old.capacity { changes.insert(.roomAvailable) }
         if config.maxInFlight > old.maxInFlight { changes.insert(.itemsAvailable) }
         trimDead()
+        trimFinished()
     }
 
     /// Gives back every byte this pipeline holds: it was deleted.
@@ -411,10 +443,10 @@ public struct PipelineEngine: Sendable {
 
     // MARK: - Reading
 
-    /// The item with this id (live or dead).
+    /// The item with this id: live, dead, or remembered as finished.
     public func item(_ id: String) -> PipelineItem? {
         if let h = handles[id] { return slots[Int(h)] }
-        return dead.item(id)
+        return dead.item(id) ?? finished.item(id)
     }
 
     /// 1-based place of a ready item in hand-out order.
@@ -536,7 +568,7 @@ public struct PipelineEngine: Sendable {
                 let comesBack = item.deliveries < config.maxDeliveries
                 _ = giveBack(top.handle, delaySeconds: 0, now: Timestamp(micros: top.deadline))
                 if comesBack { counts.redeliveredTotal += 1 }
-            case .ready, .dead:
+            case .ready, .dead, .consumed, .cancelled:
                 break
             }
         }
@@ -635,7 +667,7 @@ public struct PipelineEngine: Sendable {
 
     private func inFlightHandle(_ id: String, fence: Int64?) throws(PipelineError) -> Int32 {
         guard let h = handles[id], let item = slots[Int(h)] else {
-            if dead.contains(id) { throw .notInFlight(current: PipelineItemStatus.dead.rawValue) }
+            if let item = dead.item(id) ?? finished.item(id) { throw .notInFlight(current: item.status.rawValue) }
             throw .notFound(id)
         }
         guard item.status == .inFlight else { throw .notInFlight(current: item.status.rawValue) }

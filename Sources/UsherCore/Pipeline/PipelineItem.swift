@@ -8,6 +8,13 @@ public enum PipelineItemStatus: String, Sendable, Equatable {
     case inFlight = "in_flight"
     /// Handed out `max_deliveries` times and came back; kept on the dead list.
     case dead
+    /// Finished: acknowledged; remembered (without its payload) up to `history`.
+    case consumed
+    /// Finished: removed by `DELETE`; remembered like a consumed item.
+    case cancelled
+
+    /// True for the statuses of items that left the pipeline.
+    public var isFinished: Bool { self == .consumed || self == .cancelled }
 }
 
 /// One item of a pipeline, as stored: the payload is the one pushed, never

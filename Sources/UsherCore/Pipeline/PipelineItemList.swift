@@ -1,7 +1,8 @@
-/// The dead list: items handed out `max_deliveries` times that came back.
-/// Oldest first, found by id in O(1), bounded by the owner (`trim`), so a
-/// stream of failing items cannot grow memory without bound.
-struct PipelineDeadList: Sendable {
+/// Items that left the buffer, oldest first, found by id in O(1), bounded
+/// by the owner (`trim`): the dead list (items handed out `max_deliveries`
+/// times that came back) and the finished items a pipeline remembers
+/// (`history`), so neither can grow memory without bound.
+struct PipelineItemList: Sendable {
     private struct Entry: Sendable {
         var serial: Int64
         var item: PipelineItem
