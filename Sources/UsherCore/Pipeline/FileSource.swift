@@ -31,7 +31,7 @@ public final class FileSource: PipelineSourceReader {
     /// Bytes read per `read(2)`.
     public let chunkBytes: Int
 
-    private struct State {
+    private struct State: ~Copyable {
         var fd: Int32 = -1
         /// Unconsumed bytes live at `buffer[start...]`.
         var buffer: [UInt8] = []
@@ -45,15 +45,13 @@ public final class FileSource: PipelineSourceReader {
         /// Lines finished so far.
         var lines = 0
         var peak = 0
+
+        deinit {
+            if fd >= 0 { close(fd) }
+        }
     }
 
     private let state = Locked(State())
-
-    deinit {
-        state.withLock { s in
-            if s.fd >= 0 { close(s.fd) }
-        }
-    }
 
     /// A reader of `dataDir/path`; nothing is opened yet.
     public init(

@@ -87,6 +87,7 @@ extension LockIsolatedActor {
     /// Runs `body` isolated to the actor, synchronously, from any thread.
     ///
     /// Use it for short operations only: it blocks while the actor runs a job.
+    @inlinable
     public nonisolated func withIsolation<T: Sendable, E: Error>(
         _ body: (isolated Self) throws(E) -> T
     ) throws(E) -> T {
