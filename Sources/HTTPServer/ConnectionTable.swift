@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 
 /// Every open connection: what it is doing and since when. It closes
 /// connections that stall (a head or a body too slow, an idle one past its
@@ -123,7 +123,7 @@ final class ConnectionTable: @unchecked Sendable {
     }
 
     let limits: Limits
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let now: @Sendable () -> Double
     private let close: @Sendable (Int32) -> Void
     private var timer: (any DispatchSourceTimer)?

@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import Foundation
+import Locking
 import Synchronization
 
 /// An HTTP/1.1 server on libmicrohttpd: one internal polling thread per
@@ -48,7 +49,7 @@ public final class HTTPServer: @unchecked Sendable {
     private let capturedHeaderNames: [(bytes: [UInt8], name: String)]
     private var daemon: OpaquePointer?
     private var boundPort: UInt16 = 0
-    private let counters = Mutex(Counters())
+    private let counters = Locked(Counters())
     /// False once `quiesce()` was called: new connections are closed at once.
     private let accepting = Atomic<Bool>(true)
     private let deferredExecutor = DeferredExecutor()
@@ -57,7 +58,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// Open connections and their phases: stall timeouts, room for new ones.
     let connections: ConnectionTable
     /// Open streamed responses, ended when the server quiesces or stops.
-    private let streams = Mutex<[ObjectIdentifier: HTTPStream]>([:])
+    private let streams = Locked<[ObjectIdentifier: HTTPStream]>([:])
 
     private struct Counters {
         var active = 0

@@ -1,6 +1,6 @@
 import CMicroHTTPD
 import Glibc
-import Synchronization
+import Locking
 
 /// A response whose body is written over time (Server-Sent Events).
 ///
@@ -48,7 +48,7 @@ public final class HTTPStream: Sendable {
         var onEnd: [@Sendable (EndReason) -> Void] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// A stream that starts with `status` and `headers`; `bufferLimit` bytes at most wait for the client.
     public init(status: Int = 200, headers: [(name: String, value: String)] = [], bufferLimit: Int = 1 << 20) {

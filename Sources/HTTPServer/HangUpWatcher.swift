@@ -1,6 +1,7 @@
-import Foundation
 import CMicroHTTPD
+import Foundation
 import Glibc
+import Locking
 import Synchronization
 
 /// Watches the sockets of parked requests for the client hanging up.
@@ -13,7 +14,7 @@ final class HangUpWatcher: @unchecked Sendable {
     private let epoll: Int32
     /// Parked sockets and who to tell. A socket leaves the set before its
     /// connection is resumed, so its number cannot be reused while listed.
-    private let watched = Mutex<[Int32: @Sendable () -> Void]>([:])
+    private let watched = Locked<[Int32: @Sendable () -> Void]>([:])
     private let stopping = Atomic<Bool>(false)
     private var thread: Thread?
 

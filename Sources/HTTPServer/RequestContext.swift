@@ -1,6 +1,6 @@
 import CMicroHTTPD
 import Foundation
-import Synchronization
+import Locking
 
 /// The raw connection pointer, passed to the task that resumes it.
 /// libmicrohttpd allows `MHD_resume_connection` from any thread.
@@ -17,9 +17,9 @@ final class RequestContext: @unchecked Sendable {
     let connection: ConnectionTable.Entry?
     /// Where the request is in its life; shared with the deferred work's task
     /// and the hang-up watcher.
-    let machine = Mutex(RequestStateMachine())
+    let machine = Locked(RequestStateMachine())
     /// The deferred work, cancelled when the client hangs up.
-    let work = Mutex<Task<Void, Never>?>(nil)
+    let work = Locked<Task<Void, Never>?>(nil)
     // Only the server thread that owns the connection touches these.
     private(set) var method = ""
     private(set) var path = ""

@@ -1,12 +1,12 @@
 @testable import HTTPServer
-import Synchronization
 import Testing
+import Locking
 
 /// The table's decisions with a hand-driven clock and a recorded `close`.
 @Suite struct ConnectionTableTests {
     private final class Box<Value: Sendable>: Sendable {
-        let value: Mutex<Value>
-        init(_ value: Value) { self.value = Mutex(value) }
+        let value: Locked<Value>
+        init(_ value: Value) { self.value = Locked(value) }
     }
 
     private struct Fixture {

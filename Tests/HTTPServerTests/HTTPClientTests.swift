@@ -1,7 +1,7 @@
 import Foundation
 @testable import HTTPServer
-import Synchronization
 import Testing
+import Locking
 
 /// A TCP server on loopback that answers every connection with the same
 /// canned bytes (or with nothing, to test timeouts), and records the
@@ -10,7 +10,7 @@ import Testing
 final class CannedServer: Sendable {
     let port: UInt16
     private let fd: Int32
-    private let requests = Mutex<[String]>([])
+    private let requests = Locked<[String]>([])
 
     /// Listens on `127.0.0.1` (or `::1`) and answers with `response`; nil never answers.
     init(_ response: String?, ipv6: Bool = false) throws {

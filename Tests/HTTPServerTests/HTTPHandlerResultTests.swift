@@ -1,10 +1,10 @@
 import HTTPServer
-import Synchronization
+import Locking
 import Testing
 
 @Suite struct HTTPHandlerResultTests {
     @Test func observersSeeTheDeferredResponseInOrder() async {
-        let seen = Mutex<[String]>([])
+        let seen = Locked<[String]>([])
         let result = HTTPHandlerResult.deferred { HTTPResponse(status: 202) }
             .observingDeferred { r in seen.withLock { $0.append("first \(r.status)") } }
             .observingDeferred { r in seen.withLock { $0.append("second \(r.status)") } }

@@ -1,17 +1,18 @@
 import Foundation
 import HTTPServer
 import HTTPTestClient
+import Locking
 import Synchronization
 import Testing
 
 /// A handler for exercising the server: answers at once, echoes, or defers.
 final class ToyHandler: HTTPHandler {
     /// Deferred requests parked on `/park` until `release()`.
-    let parked = Mutex<[CheckedContinuation<Void, Never>]>([])
+    let parked = Locked<[CheckedContinuation<Void, Never>]>([])
     /// Parked `/hold` requests whose task was cancelled, and answers undone.
     let cancelled = Atomic<Int>(0)
     let undone = Atomic<Int>(0)
-    private let holds = Mutex<[Int: CheckedContinuation<Void, Never>]>([:])
+    private let holds = Locked<[Int: CheckedContinuation<Void, Never>]>([:])
     private let nextHold = Atomic<Int>(0)
 
     func handle(_ request: HTTPRequest) -> HTTPHandlerResult {
@@ -191,7 +192,7 @@ final class ToyHandler: HTTPHandler {
         // Far more parked requests than server threads (2): if a parked request
         // held a thread, /hello below could not be answered.
         let count = 200
-        let results = Mutex<[Int]>([])
+        let results = Locked<[Int]>([])
         let group = DispatchGroup()
         for _ in 0..<count {
             group.enter()
@@ -217,7 +218,7 @@ final class ToyHandler: HTTPHandler {
         let (server, handler) = try startServer()
         let port = server.port
         let done = DispatchSemaphore(value: 0)
-        let status = Mutex(0)
+        let status = Locked(0)
         Thread {
             status.withLock { $0 = (try? TestHTTPClient.once(port: port, "GET", "/park").status) ?? -1 }
             done.signal()

@@ -1,13 +1,13 @@
 import Foundation
 import HTTPServer
 import HTTPTestClient
-import Synchronization
+import Locking
 import Testing
 
 /// Answers `/stream` with a new `HTTPStream` the test writes to.
 final class StreamHandler: HTTPHandler {
     let bufferLimit: Int
-    let streams = Mutex<[HTTPStream]>([])
+    let streams = Locked<[HTTPStream]>([])
 
     init(bufferLimit: Int) { self.bufferLimit = bufferLimit }
 
@@ -73,7 +73,7 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         #expect(eventually { server.suspendedRequests == 1 })
         #expect(stream.write(Array("second\n".utf8)))
         #expect(try client.readChunk() == Data("second\n".utf8))
-        let ended = Mutex<HTTPStream.EndReason?>(nil)
+        let ended = Locked<HTTPStream.EndReason?>(nil)
         stream.onEnd { reason in ended.withLock { $0 = reason } }
         stream.finish()
         #expect(try client.readChunk() == nil)
@@ -87,7 +87,7 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         defer { server.stop() }
         let client = try open(server)
         let stream = try handler.stream()
-        let ended = Mutex<HTTPStream.EndReason?>(nil)
+        let ended = Locked<HTTPStream.EndReason?>(nil)
         stream.onEnd { reason in ended.withLock { $0 = reason } }
         // The kernel's socket buffers take a few MB first; then the stream's
         // buffer fills and the stream ends instead of growing.
@@ -125,7 +125,7 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         defer { server.stop() }
         let client = try open(server)
         let stream = try handler.stream()
-        let ended = Mutex<HTTPStream.EndReason?>(nil)
+        let ended = Locked<HTTPStream.EndReason?>(nil)
         stream.onEnd { reason in ended.withLock { $0 = reason } }
         #expect(eventually { server.suspendedRequests == 1 })
         client.disconnect()

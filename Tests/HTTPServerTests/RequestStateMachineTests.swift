@@ -1,10 +1,10 @@
 @testable import HTTPServer
-import Synchronization
 import Testing
+import Locking
 
 /// Counts undo calls.
 private final class Counter: Sendable {
-    private let value = Mutex(0)
+    private let value = Locked(0)
     func add() { value.withLock { $0 += 1 } }
     var count: Int { value.withLock { $0 } }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import HTTPTestClient
-import Synchronization
+import Locking
 
 extension LiveServer {
     /// Runs `request` on its own thread (the client blocks) and answers a
@@ -8,7 +8,7 @@ extension LiveServer {
     func inBackground(_ request: @escaping @Sendable () throws -> TestHTTPClient.Response)
         -> @Sendable () -> TestHTTPClient.Response?
     {
-        let result = Mutex<TestHTTPClient.Response?>(nil)
+        let result = Locked<TestHTTPClient.Response?>(nil)
         let done = DispatchSemaphore(value: 0)
         Thread {
             result.withLock { $0 = try? request() }

@@ -1,6 +1,6 @@
 import Foundation
 import HTTPTestClient
-import Synchronization
+import Locking
 import Testing
 
 @Suite struct MachineLiveTests {
@@ -85,8 +85,8 @@ import Testing
     @Test func fiftyRacingClientsMakeAValidPath() throws {
         let s = try LiveServer(Self.config)
         let start = try #require(try s.call("GET", "/v1/machines/player").json["version"] as? Int)
-        let wins = Mutex(0)
-        let errors = Mutex<[String]>([])
+        let wins = Locked(0)
+        let errors = Locked<[String]>([])
         let group = DispatchGroup()
         for _ in 0..<50 {
             group.enter()

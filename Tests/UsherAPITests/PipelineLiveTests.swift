@@ -5,13 +5,14 @@ import Synchronization
 import Testing
 @testable import UsherAPI
 import UsherCore
+import Locking
 
 /// No answer came in time.
 private struct NoAnswer: Error {}
 
 /// A request running on its own thread (a parked producer or consumer).
 private final class Background: Sendable {
-    private let result = Mutex<Result<TestHTTPClient.Response, any Error>?>(nil)
+    private let result = Locked<Result<TestHTTPClient.Response, any Error>?>(nil)
     private let done = DispatchSemaphore(value: 0)
 
     init(_ body: @escaping @Sendable () throws -> TestHTTPClient.Response) {
@@ -32,10 +33,10 @@ private final class Background: Sendable {
 /// An `http` source for a pipeline: answers each GET with the next scripted
 /// response, then 204 for ever, and counts the requests.
 private final class ScriptedSource: HTTPHandler {
-    private let script: Mutex<[HTTPResponse]>
+    private let script: Locked<[HTTPResponse]>
     private let count = Atomic(0)
 
-    init(_ script: [HTTPResponse]) { self.script = Mutex(script) }
+    init(_ script: [HTTPResponse]) { self.script = Locked(script) }
 
     var requests: Int { count.load(ordering: .relaxed) }
 
@@ -678,8 +679,8 @@ extension TestHTTPClient.Response {
         let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 20, "max_in_flight": 6}}}"#)
         let producers = 4, perProducer = 100, consumers = 4
         let total = producers * perProducer
-        let consumed = Mutex<[String: Int]>([:])
-        let failures = Mutex<[String]>([])
+        let consumed = Locked<[String: Int]>([:])
+        let failures = Locked<[String]>([])
         let deadline = Date().addingTimeInterval(30)
         let group = DispatchGroup()
         // The pipeline holds 20: producers are held back by the consumers' pace.
@@ -722,10 +723,10 @@ extension TestHTTPClient.Response {
         let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 30, "max_in_flight": 8, "ack_seconds": 0.2, "max_deliveries": 1000}}}"#)
         let producers = 3, perProducer = 50
         let total = producers * perProducer
-        let consumed = Mutex<[String: Int]>([:])
-        let delivered = Mutex<[String: Int]>([:])
+        let consumed = Locked<[String: Int]>([:])
+        let delivered = Locked<[String: Int]>([:])
         let dropped = Atomic(0)
-        let failures = Mutex<[String]>([])
+        let failures = Locked<[String]>([])
         let deadline = Date().addingTimeInterval(30)
         let group = DispatchGroup()
         startProducers(s, producers, perProducer, group: group) { f in failures.withLock { $0.append(f) } }

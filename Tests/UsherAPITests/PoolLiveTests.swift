@@ -1,8 +1,8 @@
 import Foundation
 import HTTPTestClient
-import Synchronization
 import Testing
 @testable import UsherAPI
+import Locking
 
 /// Pools over HTTP: every route and error code (SPEC §4).
 @Suite struct PoolLiveTests {
@@ -211,9 +211,9 @@ import Testing
         let rounds = 15
         let names = (0..<elements).map { "\"e\($0)\"" }.joined(separator: ",")
         let s = try LiveServer(#"{"pools": {"p": {"elements": [\#(names)], "lease_seconds": 30, "max_waiting": 1000}}}"#)
-        let holders = Mutex<[String: String]>([:])  // element → lease holding it, as the clients see it
-        let lastFence = Mutex<[String: Int]>([:])
-        let failures = Mutex<[String]>([])
+        let holders = Locked<[String: String]>([:])  // element → lease holding it, as the clients see it
+        let lastFence = Locked<[String: Int]>([:])
+        let failures = Locked<[String]>([])
         let group = DispatchGroup()
         for t in 0..<threads {
             group.enter()

@@ -1,8 +1,8 @@
 import Foundation
 import HTTPTestClient
-import Synchronization
 import Testing
 @testable import UsherAPI
+import Locking
 
 @Suite struct QueueLiveTests {
     @Test func healthAndReadiness() throws {
@@ -202,9 +202,9 @@ import Testing
         let capacity = 3
         let s = try LiveServer(#"{"queues": {"q": {"capacity": \#(capacity), "max_waiting": 10000}}}"#)
         let clients = 200
-        let holding = Mutex(0)
-        let maxSeen = Mutex(0)
-        let failures = Mutex<[String]>([])
+        let holding = Locked(0)
+        let maxSeen = Locked(0)
+        let failures = Locked<[String]>([])
         let group = DispatchGroup()
         for i in 0..<clients {
             group.enter()

@@ -1,6 +1,6 @@
-import Synchronization
 import Testing
 @testable import UsherCore
+import Locking
 
 /// What a client's hang-up takes back, in the managers: a cancelled task
 /// (the server's sign of a hang-up) withdraws what its wait was for, and the
@@ -260,5 +260,5 @@ import Testing
 
 /// Events seen by a subscriber.
 final class SeenEvents: Sendable {
-    let list = Mutex<[String]>([])
+    let list = Locked<[String]>([])
 }

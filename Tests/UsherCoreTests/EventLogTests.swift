@@ -1,6 +1,6 @@
-import Synchronization
 import Testing
 @testable import UsherCore
+import Locking
 
 @Suite struct EventLogTests {
     private func draft(_ n: Int) -> ResourceEvent.Draft {
@@ -23,7 +23,7 @@ import Testing
 
     @Test func handsEventsToSubscribersInIDOrder() {
         let log = EventLog(capacity: 100, clock: ManualClock())
-        let seen = Mutex<[UInt64]>([])
+        let seen = Locked<[UInt64]>([])
         let sub = log.subscribe(after: nil) { e in seen.withLock { $0.append(e.id) } }
         #expect(sub.replay.isEmpty && !sub.gap)
         for n in 0..<5 { log.emit(draft(n)) }
@@ -84,7 +84,7 @@ import Testing
 
     @Test func queueEmitsGrantAndCompletionThroughTheLog() throws {
         let log = EventLog(clock: ManualClock())
-        let seen = Mutex<[String]>([])
+        let seen = Locked<[String]>([])
         _ = log.subscribe(after: nil) { e in seen.withLock { $0.append("\(e.kind)/\(e.name)/\(e.type)") } }
         let queue = VisitorQueue(name: "q", config: QueueConfig(capacity: 1), clock: ManualClock(), events: log)
         let first = try queue.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest()).view }

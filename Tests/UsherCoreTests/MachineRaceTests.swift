@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 @testable import UsherCore
+import Locking
 
 /// Many tasks and plain threads firing at one machine at once: every event is
 /// one transaction, so each step has exactly one winner and the history is a
@@ -12,7 +12,7 @@ import Testing
 
     /// What the racers got back.
     final class Outcomes: Sendable {
-        private let state = Mutex<(wins: [TransitionResult], losses: [MachineError])>(([], []))
+        private let state = Locked<(wins: [TransitionResult], losses: [MachineError])>(([], []))
         func win(_ r: TransitionResult) { state.withLock { $0.wins.append(r) } }
         func lose(_ e: MachineError) { state.withLock { $0.losses.append(e) } }
         var wins: [TransitionResult] { state.withLock { $0.wins } }

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import UsherCore
+import Locking
 
 /// Pull sources: the file reader, path confinement, the low-water pump, back-off.
 @Suite struct PipelineSourceTests {
@@ -232,10 +233,10 @@ import Testing
 
 /// A reader that answers from a script, then `.nothing` for ever.
 final class ScriptedReader: PipelineSourceReader {
-    private let state: Mutex<(script: [SourcePull], failures: Int, pulls: Int)>
+    private let state: Locked<(script: [SourcePull], failures: Int, pulls: Int)>
 
     init(_ script: [SourcePull], failFirst failures: Int = 0) {
-        state = Mutex((script, failures, 0))
+        state = Locked((script, failures, 0))
     }
 
     var pulls: Int { state.withLock { $0.pulls } }

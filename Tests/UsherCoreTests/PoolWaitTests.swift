@@ -1,7 +1,7 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import UsherCore
+import Locking
 
 /// Fetchers that wait: the queue engine's FIFO line, `max_waiting`, and the
 /// element that an expiry, a recycle or a new element hands over at once.
@@ -176,7 +176,7 @@ final class QueueTaskExecutor: TaskExecutor, @unchecked Sendable {
 
 /// A count shared by tasks and threads.
 final class Counter: Sendable {
-    private let state = Mutex(0)
+    private let state = Locked(0)
     func add() { state.withLock { $0 += 1 } }
     var value: Int { state.withLock { $0 } }
 }

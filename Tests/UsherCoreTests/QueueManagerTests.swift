@@ -1,7 +1,7 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import UsherCore
+import Locking
 
 /// The `VisitorQueue` actor on a `ManualClock`: long-polls, the one timer, lifecycle.
 @Suite struct QueueManagerTests {
@@ -218,7 +218,7 @@ import Testing
 
 /// A flag set by one thread and read by another.
 final class Flag: Sendable {
-    private let state = Mutex(false)
+    private let state = Locked(false)
     func set() { state.withLock { $0 = true } }
     var isSet: Bool { state.withLock { $0 } }
 }

@@ -1,7 +1,7 @@
 import Dispatch
-import Synchronization
 import Testing
 @testable import UsherCore
+import Locking
 
 /// `TimerHeap` and the clocks built on it: order, cancellation that frees the
 /// closure at once, many timers, deadlines already past.
@@ -11,7 +11,7 @@ import Testing
 
     /// Records the order calls ran in.
     final class Log: Sendable {
-        private let entries = Mutex<[Int]>([])
+        private let entries = Locked<[Int]>([])
         func append(_ i: Int) { entries.withLock { $0.append(i) } }
         var all: [Int] { entries.withLock { $0 } }
     }

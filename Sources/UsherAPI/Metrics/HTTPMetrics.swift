@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import Locking
 import Synchronization
 
 /// Request counts and latency by route template, method and status.
@@ -59,14 +60,14 @@ public final class HTTPMetrics: Sendable {
 
     /// The (template, method label) of each slot.
     private let slotKeys: [Key]
-    private let state: Mutex<State>
+    private let state: Locked<State>
     /// Requests handed to the app and not yet answered (parked long-polls too).
     private let inFlight = Atomic<Int>(0)
 
     /// Slots for `routes`, in router order (`Route.slot` indexes them).
     public init(routes: [(method: String, template: String)] = []) {
         slotKeys = routes.map { Key(route: $0.template, method: Self.methodLabel($0.method)) }
-        state = Mutex(State(slots: [Stats](repeating: Stats(), count: routes.count)))
+        state = Locked(State(slots: [Stats](repeating: Stats(), count: routes.count)))
     }
 
     /// The label for the method: one of a fixed set, so an odd method cannot

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 import UsherCore
 
 /// The resource kinds, as they appear in paths.
@@ -43,7 +43,7 @@ public final class Registry: Sendable {
         var count = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// The cap on resources of all kinds.
     public let maxResources: Int
     /// Where `created` and `deleted` are emitted (nil: nowhere).

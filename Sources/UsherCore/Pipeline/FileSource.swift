@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -51,7 +51,7 @@ public final class FileSource: PipelineSourceReader {
         }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// A reader of `dataDir/path`; nothing is opened yet.
     public init(

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 
 /// A scheduled call that can be cancelled before it runs.
 public protocol ScheduledTimer: Sendable {
@@ -48,11 +48,11 @@ public final class ManualClock: UsherClock, Sendable {
         /// Deadlines in the timestamps' microseconds.
         var timers = TimerHeap()
     }
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Starts at `start` (default 2026-01-01T00:00:00Z).
     public init(start: Timestamp = Timestamp(micros: 1_767_225_600_000_000)) {
-        state = Mutex(State(now: start))
+        state = Locked(State(now: start))
     }
 
     public func now() -> Timestamp { state.withLock { $0.now } }

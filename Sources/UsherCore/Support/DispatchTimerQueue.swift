@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import Locking
 
 /// `SystemClock`'s delayed calls: one `TimerHeap` of monotonic deadlines and
 /// one Dispatch timer source armed for the earliest.
@@ -27,7 +27,7 @@ final class DispatchTimerQueue: @unchecked Sendable {
         var armed: Int64?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let source: any DispatchSourceTimer
 
     /// How late Dispatch may fire, to coalesce wake-ups.

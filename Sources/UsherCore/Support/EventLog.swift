@@ -1,3 +1,4 @@
+import Locking
 import Synchronization
 
 /// One state change of one resource, as `GET /v1/events` streams it.
@@ -73,7 +74,7 @@ public final class EventLog: Sendable {
     public let capacity: Int
     private let clock: any UsherClock
     private let recording = Atomic<Bool>(false)
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State: Sendable {
         /// Buffered events with what each is charged, oldest at `start`.
@@ -106,7 +107,7 @@ public final class EventLog: Sendable {
     ) {
         self.capacity = max(1, capacity)
         self.clock = clock
-        self.state = Mutex(State(storage: StorageAccount(budget)))
+        self.state = Locked(State(storage: StorageAccount(budget)))
     }
 
     /// The bytes the replay buffer is charged now.

@@ -87,19 +87,25 @@ extension LockIsolatedActor {
     /// Runs `body` isolated to the actor, synchronously, from any thread.
     ///
     /// Use it for short operations only: it blocks while the actor runs a job.
+    @inlinable
     public nonisolated func withIsolation<T: Sendable, E: Error>(
         _ body: (isolated Self) throws(E) -> T
     ) throws(E) -> T {
         try executor.withLock { () throws(E) -> T in
             // Holding the executor's lock is being isolated to the actor: the
-            // same cast the standard library's `assumeIsolated` performs.
-            executor.checkIsolated()
-            typealias Isolated = (isolated Self) throws(E) -> T
-            typealias Plain = (Self) throws(E) -> T
-            return try withoutActuallyEscaping(body) { (escaping: @escaping Isolated) throws(E) -> T in
-                let plain = unsafeBitCast(escaping, to: Plain.self)
-                return try plain(self)
+            // runtime asks `checkIsolated`, which says so. `assumeIsolated`
+            // rethrows untyped errors, so the typed error travels in a `Result`.
+            // `body` runs on this thread before the call returns, so it is never
+            // shared with another isolation domain.
+            nonisolated(unsafe) let body = body
+            let result = assumeIsolated { actor -> Result<T, E> in
+                do throws(E) {
+                    return .success(try body(actor))
+                } catch {
+                    return .failure(error)
+                }
             }
+            return try result.get()
         }
     }
 }
