@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Locking
+import Synchronization
 
 /// Every open connection: what it is doing and since when. It closes
 /// connections that stall (a head or a body too slow, an idle one past its
