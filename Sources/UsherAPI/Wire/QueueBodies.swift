@@ -21,6 +21,11 @@ struct VisitorBody: Encodable {
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        try Self.write(view, to: &container)
+    }
+
+    /// The members, into an object being written.
+    static func write(_ view: VisitorView, to container: inout KeyedEncodingContainer<CodingKeys>) throws {
         try container.encode(view.id, forKey: .id)
         try container.encode(view.queue, forKey: .queue)
         try container.encodeAlways(view.key, forKey: .key)
@@ -51,14 +56,19 @@ struct VisitorBody: Encodable {
 struct QueueConfigBody: Encodable {
     let config: QueueConfig
 
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try Self.write(config, to: &container)
+    }
+
     enum CodingKeys: String, CodingKey {
         case capacity, dedup, opposites, history
         case maxWaiting = "max_waiting"
         case holdSeconds = "hold_seconds"
     }
 
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
+    /// The members, into an object being written.
+    static func write(_ config: QueueConfig, to container: inout KeyedEncodingContainer<CodingKeys>) throws {
         try container.encode(config.capacity, forKey: .capacity)
         try container.encode(config.maxWaiting, forKey: .maxWaiting)
         try container.encodeSeconds(config.holdSeconds, forKey: .holdSeconds)
@@ -72,6 +82,11 @@ struct QueueConfigBody: Encodable {
 struct QueueCountsBody: Encodable {
     let counts: QueueCounts
 
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try Self.write(counts, to: &container)
+    }
+
     enum CodingKeys: String, CodingKey {
         case waiting, holding, delayed
         case enqueuedTotal = "enqueued_total"
@@ -83,8 +98,8 @@ struct QueueCountsBody: Encodable {
         case mergedTotal = "merged_total"
     }
 
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
+    /// The members, into an object being written.
+    static func write(_ counts: QueueCounts, to container: inout KeyedEncodingContainer<CodingKeys>) throws {
         try container.encode(counts.waiting, forKey: .waiting)
         try container.encode(counts.holding, forKey: .holding)
         try container.encode(counts.delayed, forKey: .delayed)
@@ -112,12 +127,20 @@ struct QueueStateBody: Encodable {
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(state.name, forKey: .name)
-        try container.encode(QueueConfigBody(config: state.config), forKey: .config)
+        var config = container.nestedContainer(keyedBy: QueueConfigBody.CodingKeys.self, forKey: .config)
+        try QueueConfigBody.write(state.config, to: &config)
         var holding = container.nestedUnkeyedContainer(forKey: .holding)
-        for view in state.holding { try holding.encode(VisitorBody(view)) }
+        for view in state.holding {
+            var visitor = holding.nestedContainer(keyedBy: VisitorBody.CodingKeys.self)
+            try VisitorBody.write(view, to: &visitor)
+        }
         var waiting = container.nestedUnkeyedContainer(forKey: .waiting)
-        for view in state.waiting { try waiting.encode(VisitorBody(view)) }
-        try container.encode(QueueCountsBody(counts: state.counts), forKey: .counts)
+        for view in state.waiting {
+            var visitor = waiting.nestedContainer(keyedBy: VisitorBody.CodingKeys.self)
+            try VisitorBody.write(view, to: &visitor)
+        }
+        var counts = container.nestedContainer(keyedBy: QueueCountsBody.CodingKeys.self, forKey: .counts)
+        try QueueCountsBody.write(state.counts, to: &counts)
         try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
     }
 }

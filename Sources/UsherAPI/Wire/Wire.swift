@@ -58,9 +58,25 @@ extension KeyedEncodingContainer {
         if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
     }
 
-    /// A time, `null` when absent.
+    /// A string always present. Strings and integers take the encoder's
+    /// concrete entry points; the generic one builds an encoder per value.
+    mutating func encodeAlways(_ value: String?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
+    }
+
+    /// An integer always present.
+    mutating func encodeAlways(_ value: Int64?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
+    }
+
+    /// A time, as its RFC 3339 text.
+    mutating func encodeTime(_ time: Timestamp, forKey key: Key) throws {
+        try encode(time.rfc3339, forKey: key)
+    }
+
+    /// A time always present, `null` when absent.
     mutating func encodeTime(_ time: Timestamp?, forKey key: Key) throws {
-        if let time { try encode(WireTime(time), forKey: key) } else { try encodeNil(forKey: key) }
+        if let time { try encode(time.rfc3339, forKey: key) } else { try encodeNil(forKey: key) }
     }
 
     /// A duration in seconds: an integer when it has no fraction (`30`, not `30.0`).
