@@ -1,8 +1,8 @@
 import Foundation
 import Testing
-import UsherCore
 
 @testable import UsherAPI
+@testable import UsherCore
 
 /// The one encoder configuration: member order, nulls, times, numbers.
 @Suite struct WireTests {
@@ -35,5 +35,13 @@ import UsherCore
 
     @Test func aNonFiniteNumberIsNull() {
         #expect(Self.text(JSONValue.array([.double(.infinity), .double(.nan), .int(-3)])) == "[null,null,-3]")
+    }
+
+    @Test func aTransitionCarriesItsVersionAsFence() throws {
+        let definition = try MachineDefinition(initial: "a", transitions: [.init(event: "go", from: "a", to: "b")])
+        var engine = MachineEngine(definition: definition, createdAt: Timestamp(micros: 10))
+        let result = TransitionResult(try engine.fire("go", expectedVersion: nil, data: nil, at: Timestamp(micros: 20)))
+        #expect(Self.text(TransitionResultBody(result: result))
+            == #"{"event":"go","fence":11,"previous_state":"a","state":"b","version":11}"#)
     }
 }
