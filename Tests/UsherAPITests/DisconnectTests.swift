@@ -174,7 +174,7 @@ import Testing
         try undo(lease)
         let pool = try h.pool("gpus")
         let ended = try pool.withIsolation { p throws(PoolError) in try p.lease(id: "l") }
-        #expect(ended.status == .recycled && ended.json()["reason"].text == "undelivered")
+        #expect(ended.status == .recycled && ended.reason == "undelivered")
     }
 
     // MARK: - Pipelines

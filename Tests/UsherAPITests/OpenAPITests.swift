@@ -102,7 +102,7 @@ import UsherCore
         let known = Set(OpenAPIDocument.problemCodes)
         for error in errors {
             #expect(known.contains(error.code), "\(error.code) is not in the Problem schema")
-            #expect(error.json["type"] == .string("urn:usher:error:\(error.code)"))
+            #expect((try? JSONValue.parse(Data(error.response.body)))?["type"] == .string("urn:usher:error:\(error.code)"))
         }
         #expect(errors.contains { $0.code == "too_many_resources" })
 

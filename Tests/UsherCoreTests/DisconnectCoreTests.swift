@@ -169,7 +169,6 @@ import Locking
         let fence = try #require(a.fence)
         let undone = try await p.recycleUndelivered(lease: "a", fence: fence)
         #expect(undone?.status == .recycled && undone?.reason == "undelivered")
-        #expect(undone?.json()["reason"] == .string("undelivered"))
         #expect(try await waiter.value.element == "e0")
         #expect(try await p.recycleUndelivered(lease: "a", fence: fence) == nil)
         #expect(try p.stateNow().counts.recycledTotal == 1)

@@ -46,8 +46,7 @@ import Testing
         #expect(s.elements.map { $0.lease?.id } == [nil, b.id, nil])
         #expect(s.size == 3 && s.available == 2 && s.leased == 1 && s.waiting == 0)
         #expect(s.nextExpiryAt == b.expiresAt)
-        let json = s.elements[1].json().jsonString
-        #expect(json.hasPrefix(#"{"id":"e1","data":null,"status":"leased","lease":{"id":"l2","holder":"h","status":"active""#))
+        #expect(s.elements[1].data == nil && s.elements[1].lease?.holder == "h" && s.elements[1].lease?.status == .active)
     }
 
     @Test func aRetriedFetchWithTheSameIDAnswersTheSameLease() throws {

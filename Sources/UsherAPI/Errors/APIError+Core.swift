@@ -10,7 +10,7 @@ extension APIError {
 
     /// A body that is not JSON, or nests deeper than `max_json_depth`.
     public init(_ error: JSONSyntaxError) {
-        self = .badRequest(error.message)
+        self = .badRequest(error.message, field: error.field)
     }
 
     /// A queue operation that failed.

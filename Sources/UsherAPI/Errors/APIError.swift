@@ -27,20 +27,9 @@ public struct APIError: Error, Sendable {
         self.headers = headers
     }
 
-    /// The problem document.
-    public var json: JSONValue {
-        .object([
-            ("type", .string("urn:usher:error:\(code)")),
-            ("title", .string(title)),
-            ("status", .int(status)),
-            ("detail", .string(detail)),
-            ("code", .string(code)),
-        ] + extra)
-    }
-
     /// The HTTP response carrying the problem.
     public var response: HTTPResponse {
-        HTTPResponse(status: status, headers: [("Content-Type", "application/problem+json")] + headers, body: json.jsonBytes)
+        HTTPResponse(status: status, headers: [("Content-Type", "application/problem+json")] + headers, body: Wire.bytes(ProblemBody(self)))
     }
 }
 

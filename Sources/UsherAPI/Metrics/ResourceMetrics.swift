@@ -70,7 +70,7 @@ extension LeasePool: MetricsSampled {
         withIsolation { p in
             guard let state = try? p.state(limit: 0) else { return nil }
             var s = ResourceSample(.pools, p.name)
-            s.add(state.json(), gauges: ["size", "available", "leased", "waiting"])
+            s.gauges += [("size", state.size), ("available", state.available), ("leased", state.leased), ("waiting", state.waiting)]
             s.add(state.counts.json())
             s.oldestSince = p.oldestWaitingSince
             s.wait = p.waitHistogram

@@ -97,14 +97,11 @@ enum MachineRoutes: ResourceAPI {
     }
 
     private static func reply(_ snapshot: MachineSnapshot, status: Int = 200, withDefinition: Bool = false) -> HTTPResponse {
-        var json = snapshot.json()
         // `?include=definition`: the normalized definition even when it has a
         // name (the dashboard draws it), as `definition_detail`.
-        if withDefinition, case .object(var members) = json {
-            members.append(("definition_detail", snapshot.definition.json()))
-            json = .object(members)
-        }
-        return Reply.json(json, status: status, headers: [("ETag", "\"\(snapshot.version)\"")])
+        Reply.encoded(
+            MachineBody(snapshot: snapshot, withDefinition: withDefinition), status: status,
+            headers: [("ETag", "\"\(snapshot.version)\"")])
     }
 
     private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -161,7 +158,7 @@ enum MachineRoutes: ResourceAPI {
             let result = try machine.withIsolation { m throws(MachineError) in
                 try m.fire(event: event, expectedVersion: expected, data: data)
             }
-            return .respond(Reply.json(result.json(), headers: [("ETag", "\"\(result.version)\"")]))
+            return .respond(Reply.encoded(TransitionResultBody(result: result), headers: [("ETag", "\"\(result.version)\"")]))
         } catch { throw APIError(error) }
     }
 

@@ -77,7 +77,7 @@ enum PoolRoutes: ResourceAPI {
     }
 
     private static func leaseReply(_ lease: Lease) -> HTTPResponse {
-        Reply.json(.object([("lease", lease.json())]))
+        Reply.encoded(LeaseReplyBody(lease: lease))
     }
 
     private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -86,7 +86,7 @@ enum PoolRoutes: ResourceAPI {
         let config: PoolConfig = try call.readBody { body throws(FieldError) in try PoolConfig.parse(&body) }
         let (pool, created) = try create(name: name, config: config, in: call.app)
         let state = try run(pool) { p throws(PoolError) in try p.state(limit: 1000) }
-        return .respond(Reply.json(page(state, call).json(), status: created ? 201 : 200))
+        return .respond(reply(state, call, status: created ? 201 : 200))
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -95,18 +95,26 @@ enum PoolRoutes: ResourceAPI {
         let cursor = try Paging.cursor(query, LeasePool.elementCursor)
         let pool = try pool(call)
         let state = try run(pool) { p throws(PoolError) in try p.state(limit: limit, after: cursor) }
-        return .respond(Reply.json(page(state, call).json()))
+        return .respond(reply(state, call))
     }
 
-    /// The state with its elements cut at `max_response_bytes`.
-    private static func page(_ state: PoolState, _ call: Call) -> PoolState {
+    /// The state as an answer, its elements cut at `max_response_bytes`:
+    /// encoded whole first, measured element by element only when that does not fit.
+    private static func reply(_ state: PoolState, _ call: Call, status: Int = 200) -> HTTPResponse {
         var state = state
+        let maxBytes = call.app.config.maxResponseBytes
+        state.nextCursor = state.more ? state.cursors.last : nil
+        let whole = Wire.bytes(PoolStateBody(state))
+        if whole.count + Paging.cursorRoom <= maxBytes {
+            return HTTPResponse(status: status, headers: Reply.jsonHeaders([]), body: whole)
+        }
         var envelope = state
         envelope.elements = []
         state.nextCursor = Paging.cut(
-            &state.elements, cursors: state.cursors, more: state.more, envelope: JSONSizeCounter.size(of: envelope.json()),
-            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0.json()) }
-        return state
+            &state.elements, cursors: state.cursors, more: state.more,
+            envelope: Wire.bytes(PoolStateBody(envelope)).count, maxBytes: maxBytes
+        ) { Wire.bytes(PoolElementBody(element: $0)).count }
+        return Reply.encoded(PoolStateBody(state), status: status)
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -117,7 +125,7 @@ enum PoolRoutes: ResourceAPI {
             _ = try p.apply(patch)
             return try p.state(limit: 1000)
         }
-        return .respond(Reply.json(page(state, call).json()))
+        return .respond(reply(state, call))
     }
 
     private static func fetch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -187,7 +195,7 @@ enum PoolRoutes: ResourceAPI {
         let id = try call.name("id")
         let data: JSONValue? = try call.readBody { body throws(FieldError) in body.value("data") }
         let (element, created) = try run(pool) { p throws(PoolError) in try p.putElement(id, data: data) }
-        return .respond(Reply.json(.object([("element", element.json())]), status: created ? 201 : 200))
+        return .respond(Reply.encoded(ElementReplyBody(element: element), status: created ? 201 : 200))
     }
 
     private static func removeElement(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -195,6 +203,6 @@ enum PoolRoutes: ResourceAPI {
         let pool = try pool(call)
         let id = try call.name("id")
         let removal = try run(pool) { p throws(PoolError) in try p.removeElement(id, force: force) }
-        return .respond(Reply.json(removal.json()))
+        return .respond(Reply.encoded(ElementRemovalBody(removal: removal)))
     }
 }

@@ -91,7 +91,7 @@ enum QueueRoutes: ResourceAPI {
         let (queue, created) = try create(name: name, config: config, in: call.app)
         var state = try run(queue) { q throws(QueueError) in try q.state(limit: 100) }
         Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
-        return .respond(Reply.json(state, status: created ? 201 : 200))
+        return .respond(Reply.encoded(QueueStateBody(state), status: created ? 201 : 200))
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -101,7 +101,7 @@ enum QueueRoutes: ResourceAPI {
         let queue = try queue(call)
         var state = try run(queue) { q throws(QueueError) in try q.state(limit: limit, after: cursor) }
         Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
-        return .respond(Reply.json(state))
+        return .respond(Reply.encoded(QueueStateBody(state)))
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -113,7 +113,7 @@ enum QueueRoutes: ResourceAPI {
             return try q.state(limit: 100)
         }
         Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
-        return .respond(Reply.json(state))
+        return .respond(Reply.encoded(QueueStateBody(state)))
     }
 
     private static func enqueue(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -143,7 +143,7 @@ enum QueueRoutes: ResourceAPI {
     /// 201 only for a visitor this request created that is still delayed,
     /// waiting or granted; a merged or cancelled one (or a known id) is 200.
     private static func granting(_ view: VisitorView, created: Bool, in queue: VisitorQueue, undo: Bool) -> HTTPResponse {
-        let response = Reply.json(view, status: created && !view.status.isFinished ? 201 : 200)
+        let response = Reply.encoded(VisitorBody(view), status: created && !view.status.isFinished ? 201 : 200)
         guard undo, view.status == .granted, let fence = view.fence else { return response }
         let id = view.id
         return response.undoing {
@@ -156,13 +156,13 @@ enum QueueRoutes: ResourceAPI {
         let queue = try queue(call)
         let id = try call.name("id")
         let view = try run(queue) { q throws(QueueError) in try q.visitor(id: id) }
-        guard let wait, !view.status.isFinished else { return .respond(Reply.json(view)) }
+        guard let wait, !view.status.isFinished else { return .respond(Reply.encoded(VisitorBody(view))) }
         let app = call.app
         let deadline = app.deadline(after: wait)
         let status = view.status  // captured alone, not the whole view
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
-                return Reply.json(try await queue.parkForChange(id: id, from: status, until: deadline).view())
+                return Reply.encoded(VisitorBody(try await queue.parkForChange(id: id, from: status, until: deadline).view()))
             } catch { throw APIError(error) }
         }
     }
@@ -174,6 +174,6 @@ enum QueueRoutes: ResourceAPI {
         let queue = try queue(call)
         let id = try call.name("id")
         let view = try run(queue) { q throws(QueueError) in try body(q, id) }
-        return .respond(Reply.json(view))
+        return .respond(Reply.encoded(VisitorBody(view)))
     }
 }

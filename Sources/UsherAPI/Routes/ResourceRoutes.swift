@@ -27,9 +27,7 @@ enum ResourceRoutes {
         let next = Paging.cut(
             &items, cursors: page.resources.map(\.name), more: page.more, envelope: JSONSizeCounter.size(of: envelope),
             maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0) }
-        return .respond(Reply.json(.object([
-            (kind.rawValue, .array(items)), ("next_cursor", next.map(JSONValue.string) ?? .null),
-        ])))
+        return .respond(Reply.encoded(ListBody(kind: kind, items: items, nextCursor: next)))
     }
 
     /// `DELETE /v1/{kind}/{name}`: 204; requests waiting on it get 410.

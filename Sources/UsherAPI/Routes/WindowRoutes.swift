@@ -74,7 +74,7 @@ enum WindowRoutes: ResourceAPI {
         let config: WindowConfig = try call.readBody { body throws(FieldError) in try WindowConfig.parse(&body) }
         let (window, created) = try create(name: name, config: config, in: call.app)
         let state = try run(window) { w throws(WindowError) in try w.state(limit: 100) }
-        return .respond(Reply.json(page(state, call).json(), status: created ? 201 : 200))
+        return .respond(reply(state, call, status: created ? 201 : 200))
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -86,18 +86,26 @@ enum WindowRoutes: ResourceAPI {
         }
         let window = try window(call)
         let state = try run(window) { w throws(WindowError) in try w.state(limit: limit, after: cursor) }
-        return .respond(Reply.json(page(state, call).json()))
+        return .respond(reply(state, call))
     }
 
-    /// The state with its queued items cut at `max_response_bytes`.
-    private static func page(_ state: WindowState, _ call: Call) -> WindowState {
+    /// The state as an answer, its queued items cut at `max_response_bytes`:
+    /// encoded whole first, measured item by item only when that does not fit.
+    private static func reply(_ state: WindowState, _ call: Call, status: Int = 200) -> HTTPResponse {
         var state = state
+        let maxBytes = call.app.config.maxResponseBytes
+        state.nextCursor = state.more ? state.cursors.last : nil
+        let whole = Wire.bytes(WindowStateBody(state))
+        if whole.count + Paging.cursorRoom <= maxBytes {
+            return HTTPResponse(status: status, headers: Reply.jsonHeaders([]), body: whole)
+        }
         var envelope = state
         envelope.queued = []
         state.nextCursor = Paging.cut(
-            &state.queued, cursors: state.cursors, more: state.more, envelope: JSONSizeCounter.size(of: envelope.json()),
-            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0.json()) }
-        return state
+            &state.queued, cursors: state.cursors, more: state.more,
+            envelope: Wire.bytes(WindowStateBody(envelope)).count, maxBytes: maxBytes
+        ) { Wire.bytes(WindowItemBody($0)).count }
+        return Reply.encoded(WindowStateBody(state), status: status)
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -108,7 +116,7 @@ enum WindowRoutes: ResourceAPI {
             _ = try w.apply(patch)
             return try w.state(limit: 100)
         }
-        return .respond(Reply.json(page(state, call).json()))
+        return .respond(reply(state, call))
     }
 
     private static func show(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -116,7 +124,7 @@ enum WindowRoutes: ResourceAPI {
         let window = try window(call)
         let request: ShowRequest = try call.readBody { body throws(FieldError) in try ShowRequest.parse(&body) }
         let (item, created) = try run(window) { w throws(WindowError) in try w.show(request) }
-        return .respond(Reply.json(item.json(), status: created && item.status != .merged ? 201 : 200))
+        return .respond(Reply.encoded(WindowItemBody(item), status: created && item.status != .merged ? 201 : 200))
     }
 
     private static func dismiss(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -124,7 +132,7 @@ enum WindowRoutes: ResourceAPI {
         let window = try window(call)
         let id: String? = try call.readBody { body throws(FieldError) in try body.name("id") }
         let dismissal = try run(window) { w throws(WindowError) in try w.dismiss(id: id) }
-        return .respond(Reply.json(dismissal.json()))
+        return .respond(Reply.encoded(DismissalBody(dismissed: dismissal.dismissed, showing: dismissal.showing)))
     }
 
     private static func showing(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -147,6 +155,6 @@ enum WindowRoutes: ResourceAPI {
     }
 
     private static func reply(_ showing: WindowItem?) -> HTTPResponse {
-        Reply.json(.object([("showing", showing?.json() ?? .null)]))
+        Reply.encoded(DismissalBody(dismissed: nil, showing: showing))
     }
 }

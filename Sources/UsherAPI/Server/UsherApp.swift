@@ -177,7 +177,7 @@ public final class UsherApp: HTTPHandler {
 
     private static func addOperationsRoutes(to router: inout Router<Route>) {
         router.add("GET", "/healthz") { _ throws(APIError) in
-            .respond(Reply.json(.object([("status", .string("ok"))])))
+            .respond(Reply.encoded(StatusBody(status: "ok")))
         }
         router.add("GET", "/metrics") { call throws(APIError) in
             .respond(MetricsRoute.response(call.app))
@@ -190,7 +190,7 @@ public final class UsherApp: HTTPHandler {
                 refusal.headers.removeAll { $0.name == "Connection" }
                 return .respond(refusal.response)
             }
-            return .respond(Reply.json(.object([("status", .string("ready"))])))
+            return .respond(Reply.encoded(StatusBody(status: "ready")))
         }
         router.add("GET", "/openapi.json") { _ throws(APIError) in
             .respond(OpenAPIDocument.response())
@@ -198,14 +198,8 @@ public final class UsherApp: HTTPHandler {
         router.add("GET", "/v1") { call throws(APIError) in
             _ = try call.query(allowing: [])
             let counts = call.app.registry.counts()
-            let kinds = ResourceKind.allCases.map { kind in
-                JSONValue.object([
-                    ("kind", .string(kind.rawValue)),
-                    ("path", .string("/v1/\(kind.rawValue)")),
-                    ("count", .int(counts[kind] ?? 0)),
-                ])
-            }
-            return .respond(Reply.json(.object([("kinds", .array(kinds))])))
+            let kinds = ResourceKind.allCases.map { KindsBody.Kind(kind: $0, count: counts[$0] ?? 0) }
+            return .respond(Reply.encoded(KindsBody(kinds: kinds)))
         }
     }
 }

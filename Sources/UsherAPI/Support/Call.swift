@@ -149,7 +149,7 @@ public enum Reply {
     private static let contentType: [(name: String, value: String)] = [("Content-Type", "application/json; charset=utf-8")]
 
     /// The content type, then `extra` (the shared array when there is none: no allocation).
-    private static func jsonHeaders(_ extra: [(name: String, value: String)]) -> [(name: String, value: String)] {
+    static func jsonHeaders(_ extra: [(name: String, value: String)]) -> [(name: String, value: String)] {
         extra.isEmpty ? contentType : contentType + extra
     }
 

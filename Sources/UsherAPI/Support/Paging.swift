@@ -71,7 +71,8 @@ enum Paging {
         envelope.waiting = []
         let listed = state.holding + state.waiting
         let n = fitting(
-            listed.lazy.map { JSONSizeCounter.size(of: $0) }, envelope: JSONSizeCounter.size(of: envelope), maxBytes: maxBytes)
+            listed.lazy.map { Wire.bytes(VisitorBody($0)).count }, envelope: Wire.bytes(QueueStateBody(envelope)).count,
+            maxBytes: maxBytes)
         if n < listed.count {
             if n <= state.holding.count {
                 state.holding.removeLast(state.holding.count - n)

@@ -16,16 +16,4 @@ public struct TransitionResult: Sendable, Equatable {
         event = transition.event
         version = transition.version
     }
-
-    /// `{"state", "previous_state", "event", "version", "fence"}`. `fence`
-    /// equals `version`: a transition is a grant, and every grant carries one.
-    public func json() -> JSONValue {
-        .object([
-            ("state", .string(state)),
-            ("previous_state", .string(previousState)),
-            ("event", .string(event)),
-            ("version", .int(Int(version))),
-            ("fence", .int(Int(version))),
-        ])
-    }
 }

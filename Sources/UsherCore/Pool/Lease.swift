@@ -26,8 +26,7 @@ public enum LeaseStatus: String, Sendable, Equatable, CaseIterable {
 
 /// One lease, as the API shows it.
 ///
-/// JSON (`json()`): `{id, element: {id, data}, holder, status, leased_at,
-/// expires_at, ended_at, fence, reason?}`; `element` is null while waiting,
+/// Its wire form is `LeaseBody` (UsherAPI): `element` is null while waiting,
 /// `holder`, `expires_at` (no expiry), `ended_at` null when they have no
 /// value; `reason` only where it applies (`undelivered`).
 public struct Lease: Sendable, Equatable {
@@ -63,22 +62,6 @@ public struct Lease: Sendable, Equatable {
         fence = v.fence
         reason = v.reason
     }
-
-    /// The lease object; inside an element's own JSON, `element` is left out.
-    public func json(withElement: Bool = true) -> JSONValue {
-        var m: [(String, JSONValue)] = [("id", .string(id))]
-        if withElement {
-            m.append(("element", element.map { .object([("id", .string($0)), ("data", elementData ?? .null)]) } ?? .null))
-        }
-        m.append(("holder", holder.map(JSONValue.string) ?? .null))
-        m.append(("status", .string(status.rawValue)))
-        m.append(("leased_at", leasedAt.map { .string($0.rfc3339) } ?? .null))
-        m.append(("expires_at", expiresAt.map { .string($0.rfc3339) } ?? .null))
-        m.append(("ended_at", endedAt.map { .string($0.rfc3339) } ?? .null))
-        m.append(("fence", fence.map { .int(Int($0)) } ?? .null))
-        if let reason { m.append(("reason", .string(reason))) }
-        return .object(m)
-    }
 }
 
 /// One element of a pool with its lease, as the pool's state lists it.
@@ -87,16 +70,6 @@ public struct PoolElement: Sendable, Equatable {
     public var data: JSONValue?
     /// The lease it is under, or nil when free.
     public var lease: Lease?
-
-    /// `{id, data, status: "free"|"leased", lease}`.
-    public func json() -> JSONValue {
-        .object([
-            ("id", .string(id)),
-            ("data", data ?? .null),
-            ("status", .string(lease == nil ? "free" : "leased")),
-            ("lease", lease?.json(withElement: false) ?? .null),
-        ])
-    }
 }
 
 /// Lifetime totals of one pool.
@@ -157,22 +130,6 @@ public struct PoolState: Sendable, Equatable {
     public var more = false
     /// Where the next page starts (`next_cursor`), or nil on the last page.
     public var nextCursor: String?
-
-    /// `{name, config, size, available, leased, waiting, next_expiry_at, elements, counts}`.
-    public func json() -> JSONValue {
-        .object([
-            ("name", .string(name)),
-            ("config", config.json()),
-            ("size", .int(size)),
-            ("available", .int(available)),
-            ("leased", .int(leased)),
-            ("waiting", .int(waiting)),
-            ("next_expiry_at", nextExpiryAt.map { .string($0.rfc3339) } ?? .null),
-            ("elements", .array(elements.map { $0.json() })),
-            ("counts", counts.json()),
-            ("next_cursor", nextCursor.map(JSONValue.string) ?? .null),
-        ])
-    }
 }
 
 /// The answer to `DELETE …/elements/{id}`: the element removed, and the
@@ -180,12 +137,4 @@ public struct PoolState: Sendable, Equatable {
 public struct ElementRemoval: Sendable, Equatable {
     public var element: PoolElement
     public var endedLease: Lease?
-
-    /// `{element: {id, data}, lease}`.
-    public func json() -> JSONValue {
-        .object([
-            ("element", .object([("id", .string(element.id)), ("data", element.data ?? .null)])),
-            ("lease", endedLease?.json() ?? .null),
-        ])
-    }
 }

@@ -6,6 +6,8 @@ public struct JSONSyntaxError: Error, Sendable {
     public var message: String
     /// True when the text is JSON but nests deeper than `max_json_depth`.
     public var isTooDeep = false
+    /// The member a refused number sits at (`payload.n`), when that is the error.
+    public var field: String?
 }
 
 extension JSONValue {
@@ -28,6 +30,11 @@ extension JSONValue {
             throw JSONSyntaxError(message: "JSON nested deeper than \(maxDepth) levels (max_json_depth)", isTooDeep: true)
         }
         try StrictJSON.check(data, parsed: value)
+        if value.containsDouble, let inexact = data.withUnsafeBytes({ ExactNumbers.firstInexact($0) }) {
+            throw JSONSyntaxError(
+                message: "\(inexact.field): the number \(inexact.text) cannot be kept exactly (at most a 64-bit integer, or a number a double holds without change)",
+                field: inexact.field)
+        }
         return value
     }
 
@@ -60,7 +67,9 @@ extension JSONValue {
             case UInt8(ascii: "c"), UInt8(ascii: "B"):
                 self = .bool(n.boolValue)
             case UInt8(ascii: "d"), UInt8(ascii: "f"):
-                self = .double(n.doubleValue)
+                // The parser reads -9223372036854775808 (Int.min) as a double.
+                let d = n.doubleValue
+                self = d == -0x1p63 ? .int(Int.min) : .double(d)
             case UInt8(ascii: "Q"):
                 let u = n.uint64Value
                 self = u <= UInt64(Int.max) ? .int(Int(u)) : .double(n.doubleValue)

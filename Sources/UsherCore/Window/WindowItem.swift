@@ -29,10 +29,7 @@ public enum WindowItemStatus: String, Sendable, Equatable, CaseIterable {
 
 /// One window item, as the API shows it.
 ///
-/// JSON convention (`json()`): `key`, `title`, `message`, `payload`,
-/// `shown_at`, `expires_at`, `dismissed_at` and `fence` are always present
-/// (null when empty); `position` only while `queued`; `merged_into` only when
-/// `merged`.
+/// Its wire form is `WindowItemBody` (UsherAPI).
 public struct WindowItem: Sendable, Equatable {
     public var id: String
     /// The window's name.
@@ -76,29 +73,6 @@ public struct WindowItem: Sendable, Equatable {
         dismissedAt = v.finishedAt
         fence = v.fence
         mergedInto = v.mergedInto
-    }
-
-    /// `{id, window, key, title, message, payload, priority, status, position?,
-    /// queued_at, shown_at, expires_at, dismissed_at, fence, merged_into?}`.
-    public func json() -> JSONValue {
-        var m: [(String, JSONValue)] = [
-            ("id", .string(id)),
-            ("window", .string(window)),
-            ("key", key.map(JSONValue.string) ?? .null),
-            ("title", title.map(JSONValue.string) ?? .null),
-            ("message", message.map(JSONValue.string) ?? .null),
-            ("payload", payload ?? .null),
-            ("priority", .int(priority)),
-            ("status", .string(status.rawValue)),
-        ]
-        if let position { m.append(("position", .int(position))) }
-        m.append(("queued_at", .string(queuedAt.rfc3339)))
-        m.append(("shown_at", shownAt.map { .string($0.rfc3339) } ?? .null))
-        m.append(("expires_at", expiresAt.map { .string($0.rfc3339) } ?? .null))
-        m.append(("dismissed_at", dismissedAt.map { .string($0.rfc3339) } ?? .null))
-        m.append(("fence", fence.map { .int(Int($0)) } ?? .null))
-        if let mergedInto { m.append(("merged_into", .string(mergedInto))) }
-        return .object(m)
     }
 }
 
@@ -167,18 +141,6 @@ public struct WindowState: Sendable, Equatable {
     public var more = false
     /// Where the next page starts (`next_cursor`), or nil on the last page.
     public var nextCursor: String?
-
-    /// `{name, config, showing, queued, counts}`.
-    public func json() -> JSONValue {
-        .object([
-            ("name", .string(name)),
-            ("config", config.json()),
-            ("showing", showing?.json() ?? .null),
-            ("queued", .array(queued.map { $0.json() })),
-            ("counts", counts.json()),
-            ("next_cursor", nextCursor.map(JSONValue.string) ?? .null),
-        ])
-    }
 }
 
 /// The answer to `POST …/dismiss`: the item dismissed, and the one shown now.
@@ -187,9 +149,4 @@ public struct Dismissal: Sendable, Equatable {
     public var dismissed: WindowItem
     /// The item shown now (the next one, shown in the same step), or nil.
     public var showing: WindowItem?
-
-    /// `{dismissed, showing}`.
-    public func json() -> JSONValue {
-        .object([("dismissed", dismissed.json()), ("showing", showing?.json() ?? .null)])
-    }
 }

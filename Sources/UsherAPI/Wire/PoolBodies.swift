@@ -1,0 +1,192 @@
+import UsherCore
+
+/// A lease on the wire. Always present, `null` when empty: `element`
+/// (`{id, data}`), `holder`, `leased_at`, `expires_at`, `ended_at`, `fence`;
+/// `reason` only where it applies. Inside an element's own object the
+/// `element` member is left out.
+enum LeaseBody {
+    enum CodingKeys: String, CodingKey {
+        case id, element, holder, status, fence, reason
+        case leasedAt = "leased_at"
+        case expiresAt = "expires_at"
+        case endedAt = "ended_at"
+    }
+
+    /// The members, into an object being written.
+    static func write(
+        _ lease: Lease, withElement: Bool, to container: inout KeyedEncodingContainer<CodingKeys>
+    ) throws {
+        try container.encode(lease.id, forKey: .id)
+        if withElement {
+            if let element = lease.element {
+                var nested = container.nestedContainer(keyedBy: ElementKeys.self, forKey: .element)
+                try nested.encode(element, forKey: .id)
+                try nested.encodeAlways(lease.elementData, forKey: .data)
+            } else {
+                try container.encodeNil(forKey: .element)
+            }
+        }
+        try container.encodeAlways(lease.holder, forKey: .holder)
+        try container.encode(lease.status.rawValue, forKey: .status)
+        try container.encodeTime(lease.leasedAt, forKey: .leasedAt)
+        try container.encodeTime(lease.expiresAt, forKey: .expiresAt)
+        try container.encodeTime(lease.endedAt, forKey: .endedAt)
+        try container.encodeAlways(lease.fence, forKey: .fence)
+        try container.encodeIfPresent(lease.reason, forKey: .reason)
+    }
+
+    /// A lease always present: `null` when there is none.
+    static func write<Key>(
+        _ lease: Lease?, withElement: Bool, forKey key: Key, to container: inout KeyedEncodingContainer<Key>
+    ) throws {
+        guard let lease else { return try container.encodeNil(forKey: key) }
+        var nested = container.nestedContainer(keyedBy: CodingKeys.self, forKey: key)
+        try write(lease, withElement: withElement, to: &nested)
+    }
+}
+
+/// `{id, data}` of an element (`data` always present, `null` when empty).
+enum ElementKeys: String, CodingKey {
+    case id, data, status, lease
+}
+
+/// `{"lease": …}`: the answer to fetch, recycle and extend.
+struct LeaseReplyBody: Encodable {
+    let lease: Lease
+
+    enum CodingKeys: String, CodingKey { case lease }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try LeaseBody.write(lease, withElement: true, forKey: .lease, to: &container)
+    }
+}
+
+/// An element as a pool's state lists it: `{id, data, status: "free" |
+/// "leased", lease}` (`lease` without its `element`, `null` when free).
+struct PoolElementBody: Encodable {
+    let element: PoolElement
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: ElementKeys.self)
+        try Self.write(element, to: &container)
+    }
+
+    /// The members, into an object being written.
+    static func write(_ element: PoolElement, to container: inout KeyedEncodingContainer<ElementKeys>) throws {
+        try container.encode(element.id, forKey: .id)
+        try container.encodeAlways(element.data, forKey: .data)
+        try container.encode(element.lease == nil ? "free" : "leased", forKey: .status)
+        try LeaseBody.write(element.lease, withElement: false, forKey: .lease, to: &container)
+    }
+}
+
+/// `{"element": {id, data, status, lease}}`: the answer to `PUT …/elements/{id}`.
+struct ElementReplyBody: Encodable {
+    let element: PoolElement
+
+    enum CodingKeys: String, CodingKey { case element }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        var nested = container.nestedContainer(keyedBy: ElementKeys.self, forKey: .element)
+        try PoolElementBody.write(element, to: &nested)
+    }
+}
+
+/// `{element: {id, data}, lease}`: the answer to `DELETE …/elements/{id}`
+/// (`lease` the one the removal ended, or `null`).
+struct ElementRemovalBody: Encodable {
+    let removal: ElementRemoval
+
+    enum CodingKeys: String, CodingKey { case element, lease }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        var element = container.nestedContainer(keyedBy: ElementKeys.self, forKey: .element)
+        try element.encode(removal.element.id, forKey: .id)
+        try element.encodeAlways(removal.element.data, forKey: .data)
+        try LeaseBody.write(removal.endedLease, withElement: true, forKey: .lease, to: &container)
+    }
+}
+
+/// `GET /v1/pools/{p}`: name, config, size, available, leased, waiting,
+/// `next_expiry_at`, elements, counts, `next_cursor` (`null` when absent).
+struct PoolStateBody: Encodable {
+    let state: PoolState
+    init(_ state: PoolState) { self.state = state }
+
+    enum CodingKeys: String, CodingKey {
+        case name, config, size, available, leased, waiting, elements, counts
+        case nextExpiryAt = "next_expiry_at"
+        case nextCursor = "next_cursor"
+    }
+
+    enum ConfigKeys: String, CodingKey {
+        case elements, grow
+        case leaseSeconds = "lease_seconds"
+        case maxWaiting = "max_waiting"
+    }
+
+    enum GrowKeys: String, CodingKey {
+        case prefix
+        case maxSize = "max_size"
+    }
+
+    enum CountsKeys: String, CodingKey {
+        case fetchedTotal = "fetched_total"
+        case recycledTotal = "recycled_total"
+        case expiredTotal = "expired_total"
+        case revokedTotal = "revoked_total"
+        case grownTotal = "grown_total"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(state.name, forKey: .name)
+        try writeConfig(state.config, to: &container)
+        try container.encode(state.size, forKey: .size)
+        try container.encode(state.available, forKey: .available)
+        try container.encode(state.leased, forKey: .leased)
+        try container.encode(state.waiting, forKey: .waiting)
+        try container.encodeTime(state.nextExpiryAt, forKey: .nextExpiryAt)
+        var elements = container.nestedUnkeyedContainer(forKey: .elements)
+        for element in state.elements {
+            var nested = elements.nestedContainer(keyedBy: ElementKeys.self)
+            try PoolElementBody.write(element, to: &nested)
+        }
+        let c = state.counts
+        var counts = container.nestedContainer(keyedBy: CountsKeys.self, forKey: .counts)
+        try counts.encode(c.fetchedTotal, forKey: .fetchedTotal)
+        try counts.encode(c.recycledTotal, forKey: .recycledTotal)
+        try counts.encode(c.expiredTotal, forKey: .expiredTotal)
+        try counts.encode(c.revokedTotal, forKey: .revokedTotal)
+        try counts.encode(c.grownTotal, forKey: .grownTotal)
+        try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
+    }
+
+    /// The config with every default filled in; a declared element is its id
+    /// alone when it has no data, else `{id, data}`; `grow` is `null` when off.
+    private func writeConfig(_ config: PoolConfig, to container: inout KeyedEncodingContainer<CodingKeys>) throws {
+        var nested = container.nestedContainer(keyedBy: ConfigKeys.self, forKey: .config)
+        var elements = nested.nestedUnkeyedContainer(forKey: .elements)
+        for spec in config.elements {
+            if let data = spec.data {
+                var element = elements.nestedContainer(keyedBy: ElementKeys.self)
+                try element.encode(spec.id, forKey: .id)
+                try element.encode(data, forKey: .data)
+            } else {
+                try elements.encode(spec.id)
+            }
+        }
+        try nested.encodeSeconds(config.leaseSeconds, forKey: .leaseSeconds)
+        try nested.encode(config.maxWaiting, forKey: .maxWaiting)
+        if let grow = config.grow {
+            var g = nested.nestedContainer(keyedBy: GrowKeys.self, forKey: .grow)
+            try g.encode(grow.maxSize, forKey: .maxSize)
+            try g.encode(grow.prefix, forKey: .prefix)
+        } else {
+            try nested.encodeNil(forKey: .grow)
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import UsherCore
+
+/// A window item on the wire. Always present, `null` when empty: `key`,
+/// `title`, `message`, `payload`, `shown_at`, `expires_at`, `dismissed_at`,
+/// `fence`. Only while queued: `position`; only when merged: `merged_into`.
+struct WindowItemBody: Encodable {
+    let item: WindowItem
+    init(_ item: WindowItem) { self.item = item }
+
+    enum CodingKeys: String, CodingKey {
+        case id, window, key, title, message, payload, priority, status, position, fence
+        case queuedAt = "queued_at"
+        case shownAt = "shown_at"
+        case expiresAt = "expires_at"
+        case dismissedAt = "dismissed_at"
+        case mergedInto = "merged_into"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try Self.write(item, to: &container)
+    }
+
+    /// The members, into an object being written.
+    static func write(_ item: WindowItem, to container: inout KeyedEncodingContainer<CodingKeys>) throws {
+        try container.encode(item.id, forKey: .id)
+        try container.encode(item.window, forKey: .window)
+        try container.encodeAlways(item.key, forKey: .key)
+        try container.encodeAlways(item.title, forKey: .title)
+        try container.encodeAlways(item.message, forKey: .message)
+        try container.encodeAlways(item.payload, forKey: .payload)
+        try container.encode(item.priority, forKey: .priority)
+        try container.encode(item.status.rawValue, forKey: .status)
+        try container.encodeIfPresent(item.position, forKey: .position)
+        try container.encodeTime(item.queuedAt, forKey: .queuedAt)
+        try container.encodeTime(item.shownAt, forKey: .shownAt)
+        try container.encodeTime(item.expiresAt, forKey: .expiresAt)
+        try container.encodeTime(item.dismissedAt, forKey: .dismissedAt)
+        try container.encodeAlways(item.fence, forKey: .fence)
+        try container.encodeIfPresent(item.mergedInto, forKey: .mergedInto)
+    }
+
+    /// An item always present: `null` when there is none.
+    static func write<Key>(_ item: WindowItem?, forKey key: Key, to container: inout KeyedEncodingContainer<Key>) throws {
+        guard let item else { return try container.encodeNil(forKey: key) }
+        var nested = container.nestedContainer(keyedBy: CodingKeys.self, forKey: key)
+        try write(item, to: &nested)
+    }
+}
+
+/// `GET /v1/windows/{w}`: name, config, the item shown (or `null`), the
+/// queued items, counts, and `next_cursor` (`null` on the last page).
+struct WindowStateBody: Encodable {
+    let state: WindowState
+    init(_ state: WindowState) { self.state = state }
+
+    enum CodingKeys: String, CodingKey {
+        case name, config, showing, queued, counts
+        case nextCursor = "next_cursor"
+    }
+
+    enum ConfigKeys: String, CodingKey {
+        case dedup
+        case maxWaiting = "max_waiting"
+        case displaySeconds = "display_seconds"
+    }
+
+    enum CountsKeys: String, CodingKey {
+        case showing, queued, delayed
+        case receivedTotal = "received_total"
+        case shownTotal = "shown_total"
+        case dismissedTotal = "dismissed_total"
+        case expiredTotal = "expired_total"
+        case mergedTotal = "merged_total"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(state.name, forKey: .name)
+        var config = container.nestedContainer(keyedBy: ConfigKeys.self, forKey: .config)
+        try config.encode(state.config.maxWaiting, forKey: .maxWaiting)
+        try config.encodeSeconds(state.config.displaySeconds, forKey: .displaySeconds)
+        try config.encode(state.config.dedup.rawValue, forKey: .dedup)
+        try WindowItemBody.write(state.showing, forKey: .showing, to: &container)
+        var queued = container.nestedUnkeyedContainer(forKey: .queued)
+        for item in state.queued {
+            var nested = queued.nestedContainer(keyedBy: WindowItemBody.CodingKeys.self)
+            try WindowItemBody.write(item, to: &nested)
+        }
+        let c = state.counts
+        var counts = container.nestedContainer(keyedBy: CountsKeys.self, forKey: .counts)
+        try counts.encode(c.showing, forKey: .showing)
+        try counts.encode(c.queued, forKey: .queued)
+        try counts.encode(c.delayed, forKey: .delayed)
+        try counts.encode(c.receivedTotal, forKey: .receivedTotal)
+        try counts.encode(c.shownTotal, forKey: .shownTotal)
+        try counts.encode(c.dismissedTotal, forKey: .dismissedTotal)
+        try counts.encode(c.expiredTotal, forKey: .expiredTotal)
+        try counts.encode(c.mergedTotal, forKey: .mergedTotal)
+        try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
+    }
+}
+
+/// `POST …/dismiss`: `{dismissed, showing}`; `GET …/showing`: `{showing}`.
+/// `showing` is always present, `null` when nothing is shown.
+struct DismissalBody: Encodable {
+    let dismissed: WindowItem?
+    let showing: WindowItem?
+
+    enum CodingKeys: String, CodingKey { case dismissed, showing }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if let dismissed {
+            var nested = container.nestedContainer(keyedBy: WindowItemBody.CodingKeys.self, forKey: .dismissed)
+            try WindowItemBody.write(dismissed, to: &nested)
+        }
+        try WindowItemBody.write(showing, forKey: .showing, to: &container)
+    }
+}
