@@ -84,7 +84,10 @@ extension Pipeline: MetricsSampled {
         withIsolation { p in
             let state = p.state(limit: 0)
             var s = ResourceSample(.pipelines, p.name)
-            s.add(state.json(), gauges: ["capacity", "ready", "in_flight", "delayed", "dead", "waiting_consumers", "waiting_producers"])
+            s.gauges += [
+                ("capacity", state.capacity), ("ready", state.ready), ("in_flight", state.inFlight), ("delayed", state.delayed),
+                ("dead", state.dead), ("waiting_consumers", state.waitingConsumers), ("waiting_producers", state.waitingProducers),
+            ]
             s.add(state.counts.json())
             if let source = state.source {
                 s.events.append(("source_pulled", source.pulledTotal))
