@@ -84,4 +84,18 @@ import Testing
         var back = try FieldReader(try JSONValue.parse(text)["config"], path: "")
         #expect(try PipelineConfig.parse(&back) == config)
     }
+
+    @Test func aReadyPipelineItemHasItsEmptyMembersNullAndAPushItsPosition() throws {
+        let t0 = Timestamp(micros: 1_767_225_600_000_000)
+        var engine = PipelineEngine(config: PipelineConfig(), createdAt: t0, seed: 42)
+        let pushed = try engine.push(PipelinePushRequest(id: "x", payload: .object([("b", .int(1)), ("a", .null)])), now: t0)
+        #expect(Self.text(PipelineItemBody(pushed.item)) == #"{"ack_deadline":null,"available_at":"2026-01-01T00:00:00.000Z","#
+            + #""dead_at":null,"deliveries":0,"fence":null,"id":"x","payload":{"a":null,"b":1},"priority":0,"#
+            + #""pushed_at":"2026-01-01T00:00:00.000Z","status":"ready","taken_at":null}"#)
+        #expect(Self.text(PipelinePushBody(result: pushed)) == #"{"id":"x","position":1,"status":"ready"}"#)
+        let delivery = PipelineDelivery(
+            id: "x", payload: .int(1), priority: 0, deliveries: 1, takenAt: t0, ackDeadline: nil, fence: 3)
+        #expect(Self.text(PipelineDeliveriesBody(items: [delivery])) == #"{"items":[{"ack_deadline":null,"deliveries":1,"#
+            + #""fence":3,"id":"x","payload":1,"taken_at":"2026-01-01T00:00:00.000Z"}]}"#)
+    }
 }
