@@ -152,7 +152,7 @@ import Locking
         let status = try #require(await p.state().source)
         #expect(status.pulledTotal == 10 && status.errorsTotal == 1)
         #expect(status.lastError?.contains("line 11") == true)
-        #expect(status.json()["kind"] == .string("file") && status.json()["path"] == .string("gifts.ndjson"))
+        #expect(status.config.kind == .file(path: "gifts.ndjson"))
         #expect(await p.state().counts.pushedTotal == 10)
     }
 

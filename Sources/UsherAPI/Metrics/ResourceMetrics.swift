@@ -19,15 +19,15 @@ struct ResourceSample {
         self.name = name
     }
 
-    /// Takes every integer member of a state-route object: `*_total` members
-    /// as events, the others as gauges (only those named in `gauges`, when given).
-    mutating func add(_ json: JSONValue, gauges only: Set<String>? = nil) {
-        guard case .object(let members) = json else { return }
+    /// Takes every integer member of a counts object: `*_total` members as
+    /// events, the others as gauges.
+    mutating func add(_ counts: JSONValue) {
+        guard case .object(let members) = counts else { return }
         for (key, value) in members {
             guard case .int(let n) = value else { continue }
             if key.hasSuffix("_total") {
                 events.append((String(key.dropLast(6)), n))
-            } else if only?.contains(key) ?? true {
+            } else {
                 gauges.append((key, n))
             }
         }
@@ -84,7 +84,10 @@ extension Pipeline: MetricsSampled {
         withIsolation { p in
             let state = p.state(limit: 0)
             var s = ResourceSample(.pipelines, p.name)
-            s.add(state.json(), gauges: ["capacity", "ready", "in_flight", "delayed", "dead", "waiting_consumers", "waiting_producers"])
+            s.gauges += [
+                ("capacity", state.capacity), ("ready", state.ready), ("in_flight", state.inFlight), ("delayed", state.delayed),
+                ("dead", state.dead), ("waiting_consumers", state.waitingConsumers), ("waiting_producers", state.waitingProducers),
+            ]
             s.add(state.counts.json())
             if let source = state.source {
                 s.events.append(("source_pulled", source.pulledTotal))

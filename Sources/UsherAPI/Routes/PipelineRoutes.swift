@@ -125,7 +125,7 @@ enum PipelineRoutes: ResourceAPI {
         }
         let (pipeline, created) = try create(name: name, config: config, in: call.app)
         let state = pipeline.withIsolation { $0.state(limit: 100) }
-        return .respond(Reply.json(page(state, call).json(), status: created ? 201 : 200))
+        return .respond(reply(state, call, status: created ? 201 : 200))
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -137,18 +137,26 @@ enum PipelineRoutes: ResourceAPI {
         }
         let pipeline = try pipeline(call)
         let state = pipeline.withIsolation { $0.state(limit: limit, after: cursor) }
-        return .respond(Reply.json(page(state, call).json()))
+        return .respond(reply(state, call))
     }
 
-    /// The state with its ready items cut at `max_response_bytes`.
-    private static func page(_ state: PipelineSnapshot, _ call: Call) -> PipelineSnapshot {
+    /// The state as an answer, its ready items cut at `max_response_bytes`:
+    /// encoded whole first, measured item by item only when that does not fit.
+    private static func reply(_ state: PipelineSnapshot, _ call: Call, status: Int = 200) -> HTTPResponse {
         var state = state
+        let maxBytes = call.app.config.maxResponseBytes
+        state.nextCursor = state.more ? state.cursors.last : nil
+        let whole = Wire.bytes(PipelineStateBody(state))
+        if whole.count + Paging.cursorRoom <= maxBytes {
+            return HTTPResponse(status: status, headers: Reply.jsonHeaders([]), body: whole)
+        }
         var envelope = state
         envelope.items = []
         state.nextCursor = Paging.cut(
-            &state.items, cursors: state.cursors, more: state.more, envelope: JSONSizeCounter.size(of: envelope.json()),
-            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0.json()) }
-        return state
+            &state.items, cursors: state.cursors, more: state.more,
+            envelope: Wire.bytes(PipelineStateBody(envelope)).count, maxBytes: maxBytes
+        ) { Wire.bytes(PipelineItemBody($0)).count }
+        return Reply.encoded(PipelineStateBody(state), status: status)
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -165,7 +173,7 @@ enum PipelineRoutes: ResourceAPI {
             try p.apply(patch)
             return p.state(limit: 100)
         }
-        return .respond(Reply.json(page(state, call).json()))
+        return .respond(reply(state, call))
     }
 
     // MARK: - Producers
@@ -177,7 +185,7 @@ enum PipelineRoutes: ResourceAPI {
         try checkNotReserved(request, field: "id")
         do throws(PipelineError) {
             let result = try pipeline.withIsolation { p throws(PipelineError) in try p.push(request) }
-            return .respond(Reply.json(result.json(), status: result.created ? 201 : 200))
+            return .respond(Reply.encoded(PipelinePushBody(result: result), status: result.created ? 201 : 200))
         } catch .full where wait != nil {
             // Full, and the producer will wait: hold it until there is room (back-pressure).
         } catch {
@@ -187,7 +195,7 @@ enum PipelineRoutes: ResourceAPI {
         return call.app.later { () async throws(APIError) -> HTTPResponse in
             do throws(PipelineError) {
                 let result = try await pipeline.pushWaiting(request, until: deadline)
-                return Reply.json(result.json(), status: result.created ? 201 : 200)
+                return Reply.encoded(PipelinePushBody(result: result), status: result.created ? 201 : 200)
             } catch { throw APIError(error) }
         }
     }
@@ -200,8 +208,7 @@ enum PipelineRoutes: ResourceAPI {
         let results = try run(pipeline) { p throws(PipelineError) in try p.pushBatch(requests) }
         // A batch that only repeats items already there (a retried request) is 200.
         let created = results.isEmpty || results.contains { $0.created }
-        return .respond(Reply.json(
-            .object([("ids", .array(results.map { .string($0.item.id) }))]), status: created ? 201 : 200))
+        return .respond(Reply.encoded(PipelineBatchBody(ids: results.map(\.item.id)), status: created ? 201 : 200))
     }
 
     // MARK: - Consumers
@@ -232,7 +239,7 @@ enum PipelineRoutes: ResourceAPI {
     /// for that (`undo`).
     private static func deliveries(_ items: [PipelineDelivery], from pipeline: Pipeline, undo: Bool) -> HTTPResponse {
         guard !items.isEmpty else { return Reply.noContent() }
-        let response = Reply.json(.object([("items", .array(items.map { $0.json() }))]))
+        let response = Reply.encoded(PipelineDeliveriesBody(items: items))
         guard undo else { return response }
         let handed = items.map { (id: $0.id, fence: $0.fence) }
         return response.undoing { pipeline.withIsolation { _ = $0.undeliver(handed) } }
@@ -244,7 +251,7 @@ enum PipelineRoutes: ResourceAPI {
         let id = try call.name("id")
         let fence = try call.readBody { r throws(FieldError) in try r.int("fence", in: 0...Int.max) }
         let item = try run(pipeline) { p throws(PipelineError) in try p.consume(id, fence: fence.map(Int64.init)) }
-        return .respond(Reply.json(item.json()))
+        return .respond(Reply.encoded(PipelineItemBody(item)))
     }
 
     private static func release(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -257,7 +264,7 @@ enum PipelineRoutes: ResourceAPI {
         let item = try run(pipeline) { p throws(PipelineError) in
             try p.release(id, delaySeconds: delay, fence: fence.map(Int64.init))
         }
-        return .respond(Reply.json(item.json()))
+        return .respond(Reply.encoded(PipelineItemBody(item)))
     }
 
     // MARK: - Items
@@ -266,7 +273,7 @@ enum PipelineRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let id = try call.name("id")
-        return .respond(Reply.json(try run(pipeline) { p throws(PipelineError) in try p.item(id) }.json()))
+        return .respond(Reply.encoded(PipelineItemBody(try run(pipeline) { p throws(PipelineError) in try p.item(id) })))
     }
 
     private static func cancel(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -274,7 +281,7 @@ enum PipelineRoutes: ResourceAPI {
         let pipeline = try pipeline(call)
         let id = try call.name("id")
         let item = try run(pipeline) { p throws(PipelineError) in try p.cancel(id) }
-        return .respond(Reply.json(item.json()))
+        return .respond(Reply.encoded(PipelineItemBody(item)))
     }
 
     // MARK: - Dead list
@@ -288,14 +295,17 @@ enum PipelineRoutes: ResourceAPI {
         }
         let pipeline = try pipeline(call)
         let (count, page) = pipeline.withIsolation { p in (p.state(limit: 0).dead, p.deadPage(limit: limit, after: cursor)) }
-        var items = page.items.map { $0.json() }
-        let envelope = JSONValue.object([("dead", .int(count)), ("items", .array([])), ("next_cursor", .null)])
-        let next = Paging.cut(
-            &items, cursors: page.cursors, more: page.more, envelope: JSONSizeCounter.size(of: envelope),
-            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0) }
-        return .respond(Reply.json(.object([
-            ("dead", .int(count)), ("items", .array(items)), ("next_cursor", next.map(JSONValue.string) ?? .null),
-        ])))
+        let maxBytes = call.app.config.maxResponseBytes
+        var body = PipelineDeadBody(dead: count, items: page.items, nextCursor: page.more ? page.cursors.last : nil)
+        let whole = Wire.bytes(body)
+        if whole.count + Paging.cursorRoom <= maxBytes {
+            return .respond(HTTPResponse(status: 200, headers: Reply.jsonHeaders([]), body: whole))
+        }
+        let envelope = Wire.bytes(PipelineDeadBody(dead: count, items: [], nextCursor: nil)).count
+        body.nextCursor = Paging.cut(
+            &body.items, cursors: page.cursors, more: page.more, envelope: envelope, maxBytes: maxBytes
+        ) { Wire.bytes(PipelineItemBody($0)).count }
+        return .respond(Reply.encoded(body))
     }
 
     private static func redrive(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -303,7 +313,7 @@ enum PipelineRoutes: ResourceAPI {
         let pipeline = try pipeline(call)
         try call.readBody { _ throws(FieldError) in }
         let (moved, left) = try run(pipeline) { p throws(PipelineError) in (try p.redrive(), p.state(limit: 0).dead) }
-        return .respond(Reply.json(.object([("moved", .int(moved)), ("dead", .int(left))])))
+        return .respond(Reply.encoded(PipelineRedriveBody(moved: moved, dead: left)))
     }
 
     // MARK: - Filters
@@ -315,7 +325,7 @@ enum PipelineRoutes: ResourceAPI {
         guard let filter = pipeline.withIsolation({ $0.state(limit: 0).filters[name] }) else {
             throw APIError(PipelineError.notFound(name), subject: "filter")
         }
-        return .respond(Reply.json(PipelineFilters.Entry(name: name, filter: filter).json()))
+        return .respond(Reply.encoded(PipelineFilterBody(name: name, filter: filter)))
     }
 
     private static func putFilter(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -325,7 +335,7 @@ enum PipelineRoutes: ResourceAPI {
         let limits = call.app.config.jsonLimits
         let filter = try call.readBody { r throws(FieldError) in try PipelineFilter.parse(&r, limits: limits) }
         let created = try run(pipeline, subject: "filter") { p throws(PipelineError) in try p.putFilter(name: name, filter) }
-        return .respond(Reply.json(PipelineFilters.Entry(name: name, filter: filter).json(), status: created ? 201 : 200))
+        return .respond(Reply.encoded(PipelineFilterBody(name: name, filter: filter), status: created ? 201 : 200))
     }
 
     private static func deleteFilter(_ call: Call) throws(APIError) -> HTTPHandlerResult {

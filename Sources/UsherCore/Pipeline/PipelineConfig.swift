@@ -81,21 +81,6 @@ public struct PipelineConfig: Sendable, Equatable {
         }
         return config
     }
-
-    /// The config with every default filled in, keys in documented order;
-    /// `filters` by name (sorted), `source` only when there is one.
-    public func json() -> JSONValue {
-        var members: [(String, JSONValue)] = [
-            ("capacity", .int(capacity)),
-            ("max_in_flight", .int(maxInFlight)),
-            ("ack_seconds", .durationSeconds(ackSeconds)),
-            ("max_deliveries", .int(maxDeliveries)),
-            ("history", .int(history)),
-            ("filters", .object(filters.keys.sorted().map { ($0, filters[$0]!.json()) })),
-        ]
-        if let source { members.append(("source", source.json())) }
-        return .object(members)
-    }
 }
 
 /// A change to a pipeline's mutable config (`PATCH`): `capacity`,
@@ -145,12 +130,5 @@ public struct PipelinePatch: Sendable, Equatable {
         if let maxDeliveries { c.maxDeliveries = maxDeliveries }
         if let history { c.history = history }
         return c
-    }
-}
-
-extension JSONValue {
-    /// A duration in seconds: an integer when it has no fraction (`30`, not `30.0`).
-    fileprivate static func durationSeconds(_ s: Double) -> JSONValue {
-        s.rounded() == s && abs(s) < 9e15 ? .int(Int(s)) : .double(s)
     }
 }

@@ -92,30 +92,6 @@ public struct PipelineFilter: Sendable, Equatable {
             return out
         }
     }
-
-    /// `{"priority", "when"?, "action", "field"?, "value"?}`.
-    public func json() -> JSONValue {
-        var members: [(String, JSONValue)] = [("priority", .int(priority))]
-        if let when {
-            let test: (String, JSONValue)
-            switch when.test {
-            case .equals(let v): test = ("equals", v)
-            case .notEquals(let v): test = ("not_equals", v)
-            case .isIn(let vs): test = ("in", .array(vs))
-            case .exists(let b): test = ("exists", .bool(b))
-            }
-            members.append(("when", .object([("field", .string(when.field.description)), test])))
-        }
-        switch action {
-        case .drop:
-            members.append(("action", .string("drop")))
-        case .set(let field, let value):
-            members += [("action", .string("set")), ("field", .string(field.description)), ("value", value)]
-        case .remove(let field):
-            members += [("action", .string("remove")), ("field", .string(field.description))]
-        }
-        return .object(members)
-    }
 }
 
 extension PipelineFilter {

@@ -13,12 +13,6 @@ public struct PipelineFilters: Sendable, Equatable {
             self.name = name
             self.filter = filter
         }
-
-        /// `{"name", "priority", "when"?, "action", "field"?, "value"?}`.
-        public func json() -> JSONValue {
-            guard case .object(let members) = filter.json() else { return filter.json() }
-            return .object([("name", .string(name))] + members)
-        }
     }
 
     /// The filters in the order they run.
@@ -81,11 +75,6 @@ public struct PipelineFilters: Sendable, Equatable {
             current = next
         }
         return current
-    }
-
-    /// The filters in running order, as JSON.
-    public func json() -> JSONValue {
-        .array(ordered.map { $0.json() })
     }
 
     private static func runsBefore(_ a: Entry, _ b: Entry) -> Bool {

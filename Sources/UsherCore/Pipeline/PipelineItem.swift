@@ -160,15 +160,6 @@ public struct PipelinePushResult: Sendable, Equatable {
     public var position: Int?
     /// False when the id already existed and this is that item (200, not 201).
     public var created: Bool
-
-    /// `{"id", "status", "position"}`; `position` is `null` unless ready.
-    public func json() -> JSONValue {
-        .object([
-            ("id", .string(item.id)),
-            ("status", .string(item.status.rawValue)),
-            ("position", position.map(JSONValue.int) ?? .null),
-        ])
-    }
 }
 
 /// A pipeline's running totals.

@@ -34,27 +34,4 @@ public struct PipelineSnapshot: Sendable, Equatable {
     public var counts: PipelineCounts
     /// Nil when the pipeline has no source.
     public var source: PipelineSourceStatus?
-
-    /// `{"name", "capacity", "ready", "in_flight", "delayed", "dead", "fence",
-    /// "waiting_consumers", "waiting_producers", "filters": [...], "items": [...],
-    /// "counts": {...}, "source": {...} | null, "config": {...}}`.
-    public func json() -> JSONValue {
-        .object([
-            ("name", .string(name)),
-            ("capacity", .int(capacity)),
-            ("ready", .int(ready)),
-            ("in_flight", .int(inFlight)),
-            ("delayed", .int(delayed)),
-            ("dead", .int(dead)),
-            ("fence", .int(Int(fence))),
-            ("waiting_consumers", .int(waitingConsumers)),
-            ("waiting_producers", .int(waitingProducers)),
-            ("filters", filters.json()),
-            ("items", .array(items.map { $0.json() })),
-            ("next_cursor", nextCursor.map(JSONValue.string) ?? .null),
-            ("counts", counts.json()),
-            ("source", source?.json() ?? .null),
-            ("config", config.json()),
-        ])
-    }
 }

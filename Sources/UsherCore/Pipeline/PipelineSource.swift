@@ -91,18 +91,4 @@ public struct PipelineSourceStatus: Sendable, Equatable {
     public init(config: PipelineSourceConfig) {
         self.config = config
     }
-
-    /// `{"kind", "path" | "url", "low_water", "pulled_total", "errors_total",
-    /// "last_error", "exhausted", "next_retry_at"}` (`null` where no value).
-    public func json() -> JSONValue {
-        guard case .object(var members) = config.json() else { return .null }
-        members += [
-            ("pulled_total", .int(pulledTotal)),
-            ("errors_total", .int(errorsTotal)),
-            ("last_error", lastError.map(JSONValue.string) ?? .null),
-            ("exhausted", .bool(exhausted)),
-            ("next_retry_at", nextRetryAt.map { .string($0.rfc3339) } ?? .null),
-        ]
-        return .object(members)
-    }
 }

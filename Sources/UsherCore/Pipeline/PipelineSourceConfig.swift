@@ -78,16 +78,6 @@ public struct PipelineSourceConfig: Sendable, Equatable {
         }
     }
 
-    /// `{"kind", "path" | "url", "low_water"}`.
-    public func json() -> JSONValue {
-        switch kind {
-        case .file(let path):
-            .object([("kind", .string("file")), ("path", .string(path)), ("low_water", .int(lowWater))])
-        case .http(let url):
-            .object([("kind", .string("http")), ("url", .string(url)), ("low_water", .int(lowWater))])
-        }
-    }
-
     /// Why a file source path is refused before touching the file system, or nil.
     /// Symlinks are checked when the file is opened (`FileSource.resolve`).
     public static func pathProblem(_ path: String) -> String? {
