@@ -60,11 +60,12 @@ import UsherAPI
         for byte in "GET /v1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".utf8 {
             do { try client.sendRaw(Data([byte])) } catch { cut = true; break }
             usleep(200_000)
-            if Date().timeIntervalSince(started) > 3 { break }
+            if Date().timeIntervalSince(started) > 6 { break }
         }
-        if !cut { cut = (try? client.readResponse()) == nil }
         #expect(cut)
-        #expect(Date().timeIntervalSince(started) < 2.5)
+        // The head timeout is 1 s and the reaper looks 4 times a second; the
+        // rest is slack for a loaded machine (the idle timeout would be 90 s).
+        #expect(Date().timeIntervalSince(started) < 5)
     }
 
     @Test func aBodySentSlowlyIsCutOffAtTheBodyTimeout() throws {
@@ -73,7 +74,7 @@ import UsherAPI
         let started = Date()
         try client.sendRaw(Data("POST /v1/queues/q/visitors HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n{}".utf8))
         #expect((try? client.readResponse()) == nil)
-        #expect(Date().timeIntervalSince(started) < 2.5)
+        #expect(Date().timeIntervalSince(started) < 5)
         #expect(try server.call("GET", "/v1/queues/q").status == 200)
     }
 
