@@ -124,10 +124,20 @@ final class SSEReader {
         #expect(try onlyB.next(1) == ["queue/b/granted"])
         #expect(try pipelines.next(1) == ["pipeline/p/pushed"])
 
-        let bad = try s.call("GET", "/v1/events?kind=queues")
+        let bad = try s.call("GET", "/v1/events?kind=queuez")
         #expect(bad.status == 400)
         #expect(try s.call("GET", "/v1/events?knd=queue").status == 400)
         #expect(try s.call("GET", "/v1/events", headers: ["Last-Event-ID": "x"]).status == 400)
+    }
+
+    @Test func kindFilterTakesThePluralNamesOfURLs() throws {
+        let s = try LiveServer(#"{"queues": {"a": {}}, "pipelines": {"p": {}}}"#)
+        let queues = try SSEReader(port: s.port, "/v1/events?kind=queues")
+        let pipelines = try SSEReader(port: s.port, "/v1/events?kind=pipelines&name=p")
+        #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": 1}"#).status == 201)
+        #expect(try s.call("POST", "/v1/queues/a/visitors", "{}").status == 201)
+        #expect(try queues.next(1) == ["queue/a/granted"])
+        #expect(try pipelines.next(1) == ["pipeline/p/pushed"])
     }
 
     @Test func resumesWithLastEventIDAndSignalsAReset() throws {

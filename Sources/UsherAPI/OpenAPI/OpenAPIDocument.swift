@@ -150,8 +150,8 @@ enum OpenAPIDocument {
                 "GET", "events", "Server-Sent Events: every state change (docs/api.md, Event stream)",
                 description: "A stream that does not end: `id`, `event` (the type) and `data` (JSON) per event.",
                 query: [
-                    Parameter.query("kind", Schema.enumeration(["queue", "window", "pool", "pipeline", "machine"]),
-                                    "only this kind's events"),
+                    Parameter.query("kind", Schema.enumeration(["queues", "windows", "pools", "pipelines", "machines"]),
+                                    "only this kind's events, named as in URLs (the singular is accepted too)"),
                     Parameter.query("name", Schema.string(), "only the events of resources with this name"),
                 ],
                 headers: [.object([

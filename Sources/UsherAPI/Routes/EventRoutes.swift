@@ -13,8 +13,12 @@ import UsherCore
 /// lets the server notice a client that left). A client that does not read
 /// is dropped once 1 MiB waits for it.
 enum EventRoutes {
-    /// The five event kinds (`kind=` accepts these).
-    static let kinds: Set<String> = ["queue", "window", "pool", "pipeline", "machine"]
+    /// `kind=` values, the plural as in URLs and `GET /v1` (the singular is
+    /// accepted too), to the `kind` the events carry.
+    static let kinds: [String: String] = [
+        "queues": "queue", "windows": "window", "pools": "pool", "pipelines": "pipeline", "machines": "machine",
+        "queue": "queue", "window": "window", "pool": "pool", "pipeline": "pipeline", "machine": "machine",
+    ]
     /// Seconds between heartbeat comments.
     static let heartbeatSeconds = 15
     /// Bytes that may wait for one client before it is dropped.
@@ -29,10 +33,10 @@ enum EventRoutes {
     /// Opens the stream.
     static func stream(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         let query = try call.query(allowing: ["kind", "name"])
-        let kind = query.values["kind"]
-        if let kind, !kinds.contains(kind) {
-            throw APIError.badRequest(
-                "kind must be one of \(kinds.sorted().joined(separator: ", "))", field: "kind")
+        let rawKind = query.values["kind"]
+        let kind = rawKind.flatMap { kinds[$0] }
+        if rawKind != nil, kind == nil {
+            throw APIError.badRequest("kind must be one of queues, windows, pools, pipelines, machines", field: "kind")
         }
         let name = query.values["name"]
         var after: UInt64?
