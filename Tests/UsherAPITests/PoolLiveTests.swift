@@ -86,6 +86,15 @@ import Locking
         #expect(try s.call("POST", "/v1/pools/p/leases/l/extend").code == "not_leased")
     }
 
+    @Test func extendNeverShortensALease() throws {
+        let s = try LiveServer(#"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
+        let fetched = try s.call("POST", "/v1/pools/p/fetch", #"{"id": "l"}"#)
+        let expiresAt = try #require((fetched.json["lease"] as? [String: Any])?["expires_at"] as? String)
+        let shorter = try s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 1}"#)
+        #expect(shorter.status == 200)
+        #expect((shorter.json["lease"] as? [String: Any])?["expires_at"] as? String == expiresAt)
+    }
+
     @Test func elementsAtRunTime() throws {
         let s = try LiveServer(Self.gpus)
         let added = try s.call("PUT", "/v1/pools/gpus/elements/gpu-2", #"{"data": {"mem": 80}}"#)

@@ -125,6 +125,17 @@ import Locking
         #expect(counts["released_total"] as? Int == 1)
     }
 
+    @Test func extendNeverShortensAHold() throws {
+        let s = try LiveServer(#"{"queues": {"q": {"hold_seconds": 60}}}"#)
+        let granted = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "a"}"#)
+        let expiresAt = try #require(granted.json["expires_at"] as? String)
+        let shorter = try s.call("POST", "/v1/queues/q/visitors/a/extend", #"{"hold_seconds": 1}"#)
+        #expect(shorter.status == 200)
+        #expect(shorter.json["expires_at"] as? String == expiresAt)
+        let longer = try s.call("POST", "/v1/queues/q/visitors/a/extend", #"{"hold_seconds": 60}"#)
+        #expect(try #require(longer.json["expires_at"] as? String) >= expiresAt)
+    }
+
     @Test func mergedAndCancelledVisitorsAnswer200() throws {
         let s = try LiveServer(#"{"queues": {"q": {"capacity": 0, "opposites": [["like", "unlike"]]}}}"#)
         let first = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "a", "key": "k", "action": "like"}"#)

@@ -383,7 +383,10 @@ struct QueueModel {
         guard v.status == .granted else { return .failure(.notGranted(current: v.status)) }
         if let hold, hold > config.holdSeconds { return .failure(.invalid(field: "hold_seconds", message: "")) }
         let micros = hold.map { Int64($0 * 1_000_000) } ?? effectiveHold(v)
-        visitors[id]!.expiresAt = micros > 0 ? now + micros : nil
+        // Never shorter: no limit stays, a later expiry stays.
+        if let current = v.expiresAt, micros <= 0 || now + micros > current {
+            visitors[id]!.expiresAt = micros > 0 ? now + micros : nil
+        }
         return .success(id)
     }
 

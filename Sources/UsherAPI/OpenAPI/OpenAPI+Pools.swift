@@ -140,7 +140,7 @@ extension OpenAPIDocument {
                           responses: [Response.json(200, "the lease, recycled", lease), notLeased]),
             ]),
             PathItem("/v1/pools/{name}/leases/{id}/extend", [name, Parameter.path("id", "the lease's id", example: "lease-1")], [
-                Operation("POST", "extendLease", "Extend a lease: expires_at = now + lease_seconds",
+                Operation("POST", "extendLease", "Extend a lease: expires_at = the later of now + lease_seconds and the current expiry (never shorter)",
                           body: RequestBody(schema: Schema.request([
                               ("lease_seconds", Schema.seconds(L.seconds, "default: the lease's own; never longer than the pool's")),
                           ]), required: false, example: .object([("lease_seconds", .int(60))])),

@@ -138,7 +138,7 @@ extension OpenAPIDocument {
                           responses: [Response.json(200, "completed", visitorJSON), notGranted]),
             ]),
             PathItem("/v1/queues/{name}/visitors/{id}/extend", [name, visitor], [
-                Operation("POST", "extendVisitor", "Extend a hold: expires_at = now + hold_seconds",
+                Operation("POST", "extendVisitor", "Extend a hold: expires_at = the later of now + hold_seconds and the current expiry (never shorter)",
                           body: RequestBody(schema: Schema.request([
                               ("hold_seconds", Schema.seconds(QueueConfig.Limits.seconds,
                                                               "default: the visitor's own hold; never longer than the queue's")),

@@ -136,7 +136,8 @@ public struct QueueEngine: Sendable {
     }
 
     /// Moves a holder's expiry to `now + holdSeconds` (default: its own hold,
-    /// or the queue's); the same limits as a request's `hold_seconds`.
+    /// or the queue's) unless it is already later: an extend never shortens a
+    /// hold. The same limits as a request's `hold_seconds`.
     public mutating func extend(id: String, holdSeconds: Double?, now: Timestamp) throws(QueueError) -> VisitorView {
         begin(now)
         defer { end() }
@@ -144,11 +145,13 @@ public struct QueueEngine: Sendable {
         guard records[Int(h)].status == .granted else { throw .notGranted(current: records[Int(h)].status) }
         try checkHold(holdSeconds)
         let hold = holdSeconds.map(Self.micros) ?? effectiveHold(h)
-        if hold > 0 {
+        let current = records[Int(h)].deadline
+        guard current != VisitorRecord.noTime else { return view(h) }  // no limit: nothing is later
+        if hold <= 0 {
+            records[Int(h)].deadline = VisitorRecord.noTime
+        } else if now.micros + hold > current {
             records[Int(h)].deadline = now.micros + hold
             timeline.push(.init(deadline: now.micros + hold, order: records[Int(h)].fence, handle: h))
-        } else {
-            records[Int(h)].deadline = VisitorRecord.noTime
         }
         return view(h)
     }
