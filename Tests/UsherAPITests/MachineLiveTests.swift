@@ -65,7 +65,17 @@ import Testing
         #expect(try s.call("PUT", "/v1/machines/m4", #"{"definition": "nope"}"#).status == 400)
         #expect(try s.call("PUT", "/v1/machines/m5", "{}").status == 400)
         let list = try s.call("GET", "/v1/machines")
-        #expect((list.json["machines"] as? [[String: Any]])?.count == 3)
+        let machines = try #require(list.json["machines"] as? [[String: Any]])
+        #expect(machines.count == 3)
+        // The list shows each definition as the machine's own GET does.
+        for summary in machines {
+            let name = try #require(summary["name"] as? String)
+            let own = try s.call("GET", "/v1/machines/\(name)")
+            let listed = try JSONSerialization.data(withJSONObject: try #require(summary["definition"]), options: [.sortedKeys, .fragmentsAllowed])
+            let shown = try JSONSerialization.data(withJSONObject: try #require(own.json["definition"]), options: [.sortedKeys, .fragmentsAllowed])
+            #expect(listed == shown, "\(name)")
+        }
+        #expect((machines.first { $0["name"] as? String == "m2" }?["definition"] as? [String: Any])?["initial"] as? String == "x")
         #expect(try s.call("DELETE", "/v1/machines/m1").status == 204)
         #expect(try s.call("GET", "/v1/machines/m1").status == 404)
     }

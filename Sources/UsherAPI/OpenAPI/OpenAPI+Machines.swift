@@ -46,7 +46,7 @@ extension OpenAPIDocument {
             ], "a normalized definition")),
             ("MachineSummary", Schema.object([
                 ("name", Schema.name()),
-                ("definition", Schema.nullable(Schema.name("the definition's name; null for an inline one"))),
+                ("definition", Schema.oneOf([Schema.name("the definition's name"), Schema.ref("Definition")])),
                 ("state", Schema.name()),
                 ("version", Schema.fence),
             ])),

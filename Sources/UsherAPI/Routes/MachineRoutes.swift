@@ -6,7 +6,8 @@ extension StateMachine: ManagedResource {
         let snapshot = withIsolation { $0.snapshot() }
         return .object([
             ("name", .string(name)),
-            ("definition", definitionName.map { .string($0) } ?? .null),
+            // As the machine's own GET shows it: the name, or the inline definition.
+            ("definition", definitionName.map { .string($0) } ?? definition.json()),
             ("state", .string(snapshot.state)),
             ("version", .int(Int(snapshot.version))),
         ])
