@@ -72,7 +72,7 @@ import Locking
 
     @Test func aDeadlineAndAChangeAtTheSameInstantResumeOnceWithTheChange() async throws {
         let q = queue(QueueConfig(holdSeconds: 10))
-        _ = try await q.enqueue(VisitorRequest(id: "a"))
+        _ = try await q.enqueue(VisitorRequest(id: "a", holdSeconds: 1))
         _ = try await q.enqueue(VisitorRequest(id: "b"))
         let deadline = later(5)
         let waiters = (0..<3).map { _ in Task { try await q.waitForChange(id: "b", from: .waiting, until: deadline) } }
@@ -164,7 +164,7 @@ import Locking
     @Test func theTimerFollowsTheNextDeadline() async throws {
         let q = queue(QueueConfig(holdSeconds: 10))
         #expect(clock.pendingCount == 0)
-        _ = try await q.enqueue(VisitorRequest(id: "a"))
+        _ = try await q.enqueue(VisitorRequest(id: "a", holdSeconds: 1))
         #expect(clock.pendingCount == 1)
         _ = try await q.extend(id: "a", holdSeconds: 5)
         #expect(clock.pendingCount == 1)
