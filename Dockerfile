@@ -1,7 +1,14 @@
 # Usher: a small image that runs the server as a sidecar.
 #
 #   docker build -t usher .
-#   docker run --rm -p 8080:8080 usher
+#   docker run --rm -v "$PWD/usher.json:/app/Config/usher.json:ro" usher
+#
+# By default it listens on loopback (127.0.0.1:8080): a sidecar's application
+# shares the pod's network namespace. It starts with no resources unless a
+# config file is mounted at /app/Config/usher.json (or named by --config or
+# USHER_CONFIG); the demo config is for `make run` only. To reach it from
+# outside the pod, set USHER_HOST=0.0.0.0 with a token and allowed_hosts
+# (docs/operations.md, "The container image").
 #
 # The build stage compiles a release binary with the Swift runtime and
 # Foundation linked in statically (--static-swift-stdlib), so the runtime stage
@@ -36,19 +43,17 @@ RUN export DEBIAN_FRONTEND=noninteractive \
  && groupadd --gid 10001 usher \
  && useradd --uid 10001 --gid 10001 --no-log-init --home-dir /app --no-create-home --shell /usr/sbin/nologin usher
 COPY --from=build /out/usher /usr/local/bin/usher
-# Config/usher.json is found relative to the working directory; mount another
-# file over it, or pass --config (or USHER_CONFIG).
+# No config in the image: usher serves Config/usher.json from the working
+# directory when one is mounted there, else the defaults (no resources).
 WORKDIR /app
-COPY Config/ /app/Config/
 USER 10001:10001
-# Inside a container, listen on every interface (the config file says 127.0.0.1).
-ENV USHER_HOST=0.0.0.0
 EXPOSE 8080
 # No curl in the image: usher asks its own /readyz (200 when serving, 503 while
-# shutting down). If you change USHER_PORT, change this URL too.
+# shutting down) on loopback, at USHER_PORT (8080 when unset). A port set only
+# in the config file needs USHER_PORT too, or another health check.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 \
-    CMD ["/usr/local/bin/usher", "health", "http://127.0.0.1:8080"]
+    CMD ["/bin/sh", "-c", "exec /usr/local/bin/usher health \"http://127.0.0.1:${USHER_PORT:-8080}\""]
 # SIGTERM (docker stop) shuts down gracefully within shutdown_grace_seconds (10 s by default).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/usher"]
-CMD ["--config", "/app/Config/usher.json"]
+CMD ["serve"]

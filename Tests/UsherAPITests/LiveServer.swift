@@ -11,8 +11,13 @@ final class LiveServer: Sendable {
     var port: UInt16 { server.port }
 
     /// Starts Usher with `config` (JSON text of a config file); port forced to 0.
-    init(_ configJSON: String = "{}", clock: any UsherClock = SystemClock()) throws {
-        var config = try UsherConfig.parse(try JSONValue.parse(configJSON))
+    convenience init(_ configJSON: String = "{}", clock: any UsherClock = SystemClock()) throws {
+        try self.init(config: try UsherConfig.parse(try JSONValue.parse(configJSON)), clock: clock)
+    }
+
+    /// Starts Usher with a loaded config; port forced to 0.
+    init(config: UsherConfig, clock: any UsherClock = SystemClock()) throws {
+        var config = config
         config.port = 0
         config.logLevel = .error
         app = try UsherApp(config: config, clock: clock)

@@ -46,7 +46,8 @@ public struct UsherConfig: Sendable {
     public var connectionMemoryBytes = 8192
     /// Longest time from SIGTERM/SIGINT to exit, in seconds. Default 10.
     public var shutdownGraceSeconds = 10.0
-    /// Root directory for pipeline file sources. Default `data`.
+    /// Root directory for pipeline file sources. Default `data`; relative to
+    /// the config file's folder when one is loaded, else to the working directory.
     public var dataDir = "data"
     /// Whether pipeline HTTP sources may reach beyond loopback. Default false.
     public var allowRemoteSources = false
@@ -218,9 +219,18 @@ public struct UsherConfig: Sendable {
             }
             guard case .object = value else { throw FieldError(field: "", message: "config file \(path): must hold a JSON object") }
             config = try parse(value)
+            config.dataDir = resolved(config.dataDir, besideFile: path)
         }
         try config.applyEnvironment(environment)
         return config
+    }
+
+    /// A relative `data_dir` (the default `data` included) is found in the
+    /// config file's folder, whatever the working directory.
+    private static func resolved(_ dataDir: String, besideFile path: String) -> String {
+        if dataDir.hasPrefix("/") { return dataDir }
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
+        return folder.appendingPathComponent(dataDir).standardizedFileURL.path
     }
 
     /// The file's bytes, or why they cannot be read (not found, permission denied…).

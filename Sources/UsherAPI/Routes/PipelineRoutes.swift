@@ -1,3 +1,4 @@
+import Foundation
 import HTTPServer
 import UsherCore
 
@@ -80,6 +81,7 @@ enum PipelineRoutes: ResourceAPI {
     /// Creates a pipeline (PUT and the config file share this). Its source,
     /// if any, reads files under `data_dir` and GETs through `HTTPClient`.
     static func create(name: String, config: PipelineConfig, in app: UsherApp) throws(APIError) -> (Pipeline, Bool) {
+        if case .file = config.source?.kind { try checkDataDir(app.config.dataDir) }
         let maxDepth = app.config.jsonLimits.maxDepth
         let factory = PipelineSources.factory(
             dataDir: app.config.dataDir, maxLineBytes: app.config.maxBodyBytes, maxDepth: maxDepth,
@@ -92,6 +94,15 @@ enum PipelineRoutes: ResourceAPI {
     }
 
     // MARK: - Helpers
+
+    /// A file source needs `data_dir` to exist when it is created (its file may come later).
+    private static func checkDataDir(_ dataDir: String) throws(APIError) {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: dataDir, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw APIError.badRequest(
+                "data_dir \(dataDir) does not exist or is not a directory: a file source needs it", field: "source.path")
+        }
+    }
 
     private static func pipeline(_ call: Call) throws(APIError) -> Pipeline {
         try call.app.registry.lookup(.pipelines, try call.name("name"), as: Pipeline.self)

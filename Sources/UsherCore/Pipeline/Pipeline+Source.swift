@@ -52,6 +52,12 @@ extension Pipeline {
             return
         }
         let now = clock.now()
+        // A good pull ends the failure before it (a missing file that has
+        // appeared); a skipped record's message stays, errors_total counts both.
+        if case .success = result, pump.failing {
+            pump.status.lastError = nil
+            pump.failing = false
+        }
         switch result {
         case .success(.item(let payload)):
             pump.status.pulledTotal += 1
@@ -84,7 +90,8 @@ extension Pipeline {
     private static func record(_ error: any Error, in pump: inout SourcePump, now: Timestamp) {
         pump.status.errorsTotal += 1
         pump.status.lastError = String(describing: error)
-        if !(error is SourceRecordError) { backOff(&pump, now: now) }
+        pump.failing = !(error is SourceRecordError)
+        if pump.failing { backOff(&pump, now: now) }
     }
 
     private static func backOff(_ pump: inout SourcePump, now: Timestamp) {

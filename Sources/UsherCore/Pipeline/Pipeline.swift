@@ -52,6 +52,8 @@ public actor Pipeline: LockIsolatedActor {
         var backoff = 0.0
         /// A pulled payload that found the pipeline full; pushed when room appears.
         var pending: JSONValue?
+        /// `status.lastError` is a source failure (not a skipped record): the next good pull clears it.
+        var failing = false
     }
 
     /// The first back-off after an empty or failed pull, and the longest.
