@@ -154,20 +154,10 @@ enum PipelineRoutes: ResourceAPI {
     /// The state as an answer, its ready items cut at `max_response_bytes`:
     /// encoded whole first, measured item by item only when that does not fit.
     private static func reply(_ state: PipelineSnapshot, _ call: Call, status: Int = 200) -> HTTPResponse {
-        var state = state
-        let maxBytes = call.app.config.maxResponseBytes
-        state.nextCursor = state.more ? state.cursors.last : nil
-        let whole = Wire.bytes(PipelineStateBody(state))
-        if whole.count + Paging.cursorRoom <= maxBytes {
-            return HTTPResponse(status: status, headers: Reply.jsonHeaders([]), body: whole)
-        }
-        var envelope = state
-        envelope.items = []
-        state.nextCursor = Paging.cut(
-            &state.items, cursors: state.cursors, more: state.more,
-            envelope: Wire.bytes(PipelineStateBody(envelope)).count, maxBytes: maxBytes
+        Paging.reply(
+            state, list: \.items, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
+            maxBytes: call.app.config.maxResponseBytes, status: status, body: PipelineStateBody.init
         ) { Wire.bytes(PipelineItemBody($0)).count }
-        return Reply.encoded(PipelineStateBody(state), status: status)
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -306,17 +296,11 @@ enum PipelineRoutes: ResourceAPI {
         }
         let pipeline = try pipeline(call)
         let (count, page) = pipeline.withIsolation { p in (p.state(limit: 0).dead, p.deadPage(limit: limit, after: cursor)) }
-        let maxBytes = call.app.config.maxResponseBytes
-        var body = PipelineDeadBody(dead: count, items: page.items, nextCursor: page.more ? page.cursors.last : nil)
-        let whole = Wire.bytes(body)
-        if whole.count + Paging.cursorRoom <= maxBytes {
-            return .respond(HTTPResponse(status: 200, headers: Reply.jsonHeaders([]), body: whole))
-        }
-        let envelope = Wire.bytes(PipelineDeadBody(dead: count, items: [], nextCursor: nil)).count
-        body.nextCursor = Paging.cut(
-            &body.items, cursors: page.cursors, more: page.more, envelope: envelope, maxBytes: maxBytes
-        ) { Wire.bytes(PipelineItemBody($0)).count }
-        return .respond(Reply.encoded(body))
+        let body = PipelineDeadBody(dead: count, items: page.items, nextCursor: nil)
+        return .respond(Paging.reply(
+            body, list: \.items, nextCursor: \.nextCursor, cursors: page.cursors, more: page.more,
+            maxBytes: call.app.config.maxResponseBytes, body: { $0 }
+        ) { Wire.bytes(PipelineItemBody($0)).count })
     }
 
     private static func redrive(_ call: Call) throws(APIError) -> HTTPHandlerResult {

@@ -101,20 +101,10 @@ enum PoolRoutes: ResourceAPI {
     /// The state as an answer, its elements cut at `max_response_bytes`:
     /// encoded whole first, measured element by element only when that does not fit.
     private static func reply(_ state: PoolState, _ call: Call, status: Int = 200) -> HTTPResponse {
-        var state = state
-        let maxBytes = call.app.config.maxResponseBytes
-        state.nextCursor = state.more ? state.cursors.last : nil
-        let whole = Wire.bytes(PoolStateBody(state))
-        if whole.count + Paging.cursorRoom <= maxBytes {
-            return HTTPResponse(status: status, headers: Reply.jsonHeaders([]), body: whole)
-        }
-        var envelope = state
-        envelope.elements = []
-        state.nextCursor = Paging.cut(
-            &state.elements, cursors: state.cursors, more: state.more,
-            envelope: Wire.bytes(PoolStateBody(envelope)).count, maxBytes: maxBytes
+        Paging.reply(
+            state, list: \.elements, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
+            maxBytes: call.app.config.maxResponseBytes, status: status, body: PoolStateBody.init
         ) { Wire.bytes(PoolElementBody(element: $0)).count }
-        return Reply.encoded(PoolStateBody(state), status: status)
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {

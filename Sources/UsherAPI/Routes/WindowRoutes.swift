@@ -92,20 +92,10 @@ enum WindowRoutes: ResourceAPI {
     /// The state as an answer, its queued items cut at `max_response_bytes`:
     /// encoded whole first, measured item by item only when that does not fit.
     private static func reply(_ state: WindowState, _ call: Call, status: Int = 200) -> HTTPResponse {
-        var state = state
-        let maxBytes = call.app.config.maxResponseBytes
-        state.nextCursor = state.more ? state.cursors.last : nil
-        let whole = Wire.bytes(WindowStateBody(state))
-        if whole.count + Paging.cursorRoom <= maxBytes {
-            return HTTPResponse(status: status, headers: Reply.jsonHeaders([]), body: whole)
-        }
-        var envelope = state
-        envelope.queued = []
-        state.nextCursor = Paging.cut(
-            &state.queued, cursors: state.cursors, more: state.more,
-            envelope: Wire.bytes(WindowStateBody(envelope)).count, maxBytes: maxBytes
+        Paging.reply(
+            state, list: \.queued, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
+            maxBytes: call.app.config.maxResponseBytes, status: status, body: WindowStateBody.init
         ) { Wire.bytes(WindowItemBody($0)).count }
-        return Reply.encoded(WindowStateBody(state), status: status)
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {

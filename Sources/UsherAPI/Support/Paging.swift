@@ -1,3 +1,4 @@
+import HTTPServer
 import UsherCore
 
 /// `max_response_bytes` applied to the lists in answers: a page ends early
@@ -56,6 +57,28 @@ enum Paging {
             return cursors[n - 1]
         }
         return more ? cursors.last : nil
+    }
+
+    /// A page as an answer: encoded whole when it fits in `maxBytes` (the
+    /// usual case, measured once); otherwise its `list` is cut where the
+    /// bytes run out and `nextCursor` set there, each element measured.
+    static func reply<Page, Item, Body: Encodable>(
+        _ page: Page, list: WritableKeyPath<Page, [Item]>, nextCursor: WritableKeyPath<Page, String?>,
+        cursors: [String], more: Bool, maxBytes: Int, status: Int = 200,
+        body: (Page) -> Body, itemSize: (Item) -> Int
+    ) -> HTTPResponse {
+        var page = page
+        page[keyPath: nextCursor] = more ? cursors.last : nil
+        let whole = Wire.bytes(body(page))
+        if whole.count + cursorRoom <= maxBytes {
+            return HTTPResponse(status: status, headers: Reply.jsonHeaders([]), body: whole)
+        }
+        var envelope = page
+        envelope[keyPath: list] = []
+        page[keyPath: nextCursor] = cut(
+            &page[keyPath: list], cursors: cursors, more: more, envelope: Wire.bytes(body(envelope)).count,
+            maxBytes: maxBytes, size: itemSize)
+        return Reply.encoded(body(page), status: status)
     }
 
     /// Cuts a queue's page at `maxBytes` and sets its `next_cursor`. A page
