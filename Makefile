@@ -6,7 +6,7 @@ CONFIG ?= Config/usher.json
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := libmicrohttpd-dev pkg-config curl
 
-.PHONY: deps build release run test bench clean
+.PHONY: deps build release run test lint format bench clean
 
 ## deps: install libmicrohttpd-dev (and pkg-config, curl) with apt-get when missing
 deps:
@@ -34,9 +34,18 @@ run: release
 ## Tests run one at a time: the live tests drive the server with blocking
 ## socket clients, which would otherwise starve the async tests running beside
 ## them of Swift's cooperative threads (2 on a 2-core machine).
-test: deps
+test: deps lint
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
 	$(SWIFT) test --no-parallel -Xswiftc -warnings-as-errors
+
+## lint: the checked-in swift-format configuration (.swift-format), strictly
+FORMATTED := Sources Tests Benchmarks/EngineBench Package.swift
+lint:
+	$(SWIFT) format lint --strict --recursive --parallel $(FORMATTED)
+
+## format: rewrite the tree in the house format
+format:
+	$(SWIFT) format format --in-place --recursive --parallel $(FORMATTED)
 
 ## bench: C baseline, Usher, Redis and beanstalkd under the same load, one table
 ## (Benchmarks/README.md; knobs such as DURATION=10 ROUNDS=3 pass through the environment)

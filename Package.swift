@@ -3,7 +3,7 @@ import Foundation
 import PackageDescription
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Linker flags for `usher`: lld with packed relative relocations (DT_RELR),
@@ -13,15 +13,17 @@ import Glibc
 /// to load the result; elsewhere (macOS, older glibc) the default link.
 func relocationPackingFlags() -> [String] {
     #if os(Linux) && canImport(Glibc)
-    let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-    let hasLLD = path.split(separator: ":").contains { FileManager.default.isExecutableFile(atPath: "\($0)/ld.lld") }
-    var text = [CChar](repeating: 0, count: 64)  // "glibc 2.36"
-    _ = confstr(Int32(_CS_GNU_LIBC_VERSION), &text, text.count)
-    let glibc = String(cString: text).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
-    guard hasLLD, glibc.count >= 2, (glibc[0], glibc[1]) >= (2, 36) else { return [] }
-    return ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        let hasLLD = path.split(separator: ":").contains {
+            FileManager.default.isExecutableFile(atPath: "\($0)/ld.lld")
+        }
+        var text = [CChar](repeating: 0, count: 64)  // "glibc 2.36"
+        _ = confstr(Int32(_CS_GNU_LIBC_VERSION), &text, text.count)
+        let glibc = String(cString: text).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+        guard hasLLD, glibc.count >= 2, (glibc[0], glibc[1]) >= (2, 36) else { return [] }
+        return ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
     #else
-    return []
+        return []
     #endif
 }
 
@@ -29,7 +31,7 @@ let package = Package(
     name: "usher",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "usher", targets: ["usher"]),
+        .executable(name: "usher", targets: ["usher"])
     ],
     targets: [
         // libmicrohttpd through a module map; the shim holds wrappers for variadic calls only.
@@ -62,6 +64,7 @@ let package = Package(
         .target(name: "HTTPTestClient", path: "Tests/HTTPTestClient"),
         .testTarget(name: "UsherCoreTests", dependencies: ["UsherCore", "Locking"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient", "Locking"]),
-        .testTarget(name: "UsherAPITests", dependencies: ["UsherAPI", "HTTPServer", "UsherCore", "HTTPTestClient", "Locking"]),
+        .testTarget(
+            name: "UsherAPITests", dependencies: ["UsherAPI", "HTTPServer", "UsherCore", "HTTPTestClient", "Locking"]),
     ]
 )

@@ -61,7 +61,9 @@ struct Options {
                 }
                 i += 1
             default:
-                print("usage: usher-engine-bench [--count N] [--quick] [--keyless] [--only \(Options.allSections.joined(separator: ","))]")
+                print(
+                    "usage: usher-engine-bench [--count N] [--quick] [--keyless] [--only \(Options.allSections.joined(separator: ","))]"
+                )
                 exit(2)
             }
             i += 1
@@ -139,8 +141,10 @@ func phase(_ name: String, ops: Int, _ body: () throws -> Void) rethrows {
     try body()
     let elapsed = Double(monotonicNanos() - start)
     let perOp = elapsed / Double(max(ops, 1))
-    let line = pad(name) + String(
-        format: " %9d ops  %8.0f ns/op  %10.0f ops/s  (%.2f s)", ops, perOp, 1e9 / perOp, elapsed / 1e9)
+    let line =
+        pad(name)
+        + String(
+            format: " %9d ops  %8.0f ns/op  %10.0f ops/s  (%.2f s)", ops, perOp, 1e9 / perOp, elapsed / 1e9)
         + "  RSS after: \(mib(memory().rss))"
     print(line)
 }
@@ -153,9 +157,11 @@ func footprint(_ what: String, count: Int, _ body: () throws -> Void) rethrows {
     try body()
     let rss1 = memory().rss
     let heap1 = heapInUse()
-    let line = pad("bytes per " + what) + String(
-        format: " %9d      heap %6.0f B each    RSS %6.0f B each", count, Double(heap1 - heap0) / Double(count),
-        Double(rss1 - rss0) / Double(count)) + "  (RSS now \(mib(rss1)))"
+    let line =
+        pad("bytes per " + what)
+        + String(
+            format: " %9d      heap %6.0f B each    RSS %6.0f B each", count, Double(heap1 - heap0) / Double(count),
+            Double(rss1 - rss0) / Double(count)) + "  (RSS now \(mib(rss1)))"
     print(line)
 }
 
@@ -172,14 +178,18 @@ let n = options.count
 let clock = SystemClock()
 let payload = JSONValue.object([("n", .int(1))])
 if options.sections.count > 1 {
-    print("usher-engine-bench: N = \(n), sections: \(Options.allSections.filter(options.sections.contains).joined(separator: ", ")), each in a process of its own")
+    print(
+        "usher-engine-bench: N = \(n), sections: \(Options.allSections.filter(options.sections.contains).joined(separator: ", ")), each in a process of its own"
+    )
     fflush(nil)  // every stream: the children write to the same stdout
 }
 
 // MARK: - queue engine (value type)
 
 func queueEngineBench() throws {
-    section("queue-engine: QueueEngine alone, capacity 1, \(options.keyed ? "a distinct key each" : "no keys"), \(n) visitors")
+    section(
+        "queue-engine: QueueEngine alone, capacity 1, \(options.keyed ? "a distinct key each" : "no keys"), \(n) visitors"
+    )
     let t0 = Timestamp(micros: 1_767_225_600_000_000)
     var engine = QueueEngine(
         name: "bench",
@@ -251,7 +261,9 @@ func queueBench() throws {
     }
     line.withIsolation { $0.close() }
     // Enqueue + complete on an empty queue, with and without a hold timer.
-    for (label, hold) in [("enqueue + complete (granted at once)", 30.0), ("enqueue + complete, hold_seconds 0 (no timer)", 0)] {
+    for (label, hold) in [
+        ("enqueue + complete (granted at once)", 30.0), ("enqueue + complete, hold_seconds 0 (no timer)", 0),
+    ] {
         let cycling = VisitorQueue(
             name: "cycle", config: QueueConfig(capacity: 1, maxWaiting: 10_000_000, holdSeconds: hold, dedup: .off),
             clock: clock)
@@ -379,8 +391,10 @@ func pipelineBench() throws {
         p.withIsolation { $0.close() }
     }
     try cycles("push + take + consume (empty pipeline)", on: pipeline)
-    try cycles("push + take + consume, ack_seconds 0", on: Pipeline(
-        name: "p0", config: PipelineConfig(capacity: 1000, maxInFlight: 1000, ackSeconds: 0), clock: clock))
+    try cycles(
+        "push + take + consume, ack_seconds 0",
+        on: Pipeline(
+            name: "p0", config: PipelineConfig(capacity: 1000, maxInFlight: 1000, ackSeconds: 0), clock: clock))
 }
 
 // MARK: - machine
@@ -402,7 +416,8 @@ func machineBench() throws {
     footprint("machine (no transition yet)", count: count) {
         phase("create a machine", ops: count) {
             for i in 0..<count {
-                machines.append(StateMachine(name: "m\(i)", definitionName: "player", definition: .player, clock: clock))
+                machines.append(
+                    StateMachine(name: "m\(i)", definitionName: "player", definition: .player, clock: clock))
             }
         }
     }

@@ -103,8 +103,10 @@ final class ConnectionTable: @unchecked Sendable {
 
         /// Marks it closing if it is still as `seen`; false when it moved meanwhile.
         fileprivate func close(ifStill seen: (phase: Phase, since: Double)) -> Bool {
-            word.compareExchange(expected: Self.pack(seen.phase, seen.since), desired: Self.pack(.closing, seen.since),
-                                 ordering: .relaxed).exchanged
+            word.compareExchange(
+                expected: Self.pack(seen.phase, seen.since), desired: Self.pack(.closing, seen.since),
+                ordering: .relaxed
+            ).exchanged
         }
 
         private static let phases: [Phase] = [.awaitingHead, .head, .body, .busy, .idle, .closing]

@@ -2,9 +2,9 @@ import Dispatch
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A minimal HTTP/1.1 client for `GET` over POSIX sockets: what a pipeline's
@@ -47,14 +47,17 @@ public enum HTTPClient {
         let deadline = deadline(after: timeoutSeconds)
         return try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                continuation.resume(with: Result { try exchange(target, deadline: deadline, maxBodyBytes: maxBodyBytes) })
+                continuation.resume(
+                    with: Result { try exchange(target, deadline: deadline, maxBodyBytes: maxBodyBytes) })
             }
         }
     }
 
     /// The same request, blocking the calling thread: tests time it without
     /// depending on when the cooperative pool resumes an awaiting task.
-    static func getBlocking(url: String, timeoutSeconds: Double, maxBodyBytes: Int) throws -> (status: Int, body: [UInt8]) {
+    static func getBlocking(url: String, timeoutSeconds: Double, maxBodyBytes: Int) throws -> (
+        status: Int, body: [UInt8]
+    ) {
         try exchange(try Target(url: url), deadline: deadline(after: timeoutSeconds), maxBodyBytes: maxBodyBytes)
     }
 
@@ -100,10 +103,13 @@ public enum HTTPClient {
 
     // MARK: - The exchange
 
-    private static func exchange(_ target: Target, deadline: UInt64, maxBodyBytes: Int) throws -> (status: Int, body: [UInt8]) {
+    private static func exchange(_ target: Target, deadline: UInt64, maxBodyBytes: Int) throws -> (
+        status: Int, body: [UInt8]
+    ) {
         let connection = try Connection.open(target, deadline: deadline)
         defer { connection.closeSocket() }
-        let request = "GET \(target.requestTarget) HTTP/1.1\r\nHost: \(target.hostHeader)\r\n"
+        let request =
+            "GET \(target.requestTarget) HTTP/1.1\r\nHost: \(target.hostHeader)\r\n"
             + "User-Agent: usher\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
         try connection.sendAll(Array(request.utf8))
         var reader = ResponseReader(connection: connection)
@@ -177,7 +183,8 @@ public enum HTTPClient {
             let statusLine = String(decoding: try line(limit: budget), as: UTF8.self)
             budget -= statusLine.utf8.count
             let fields = statusLine.split(separator: " ", maxSplits: 2)
-            guard fields.count >= 2, fields[0].hasPrefix("HTTP/1."), fields[1].count == 3, let status = Int(fields[1]) else {
+            guard fields.count >= 2, fields[0].hasPrefix("HTTP/1."), fields[1].count == 3, let status = Int(fields[1])
+            else {
                 throw Failure("not an HTTP/1.x response: \(statusLine.prefix(80))")
             }
             var headers: [String: String] = [:]
@@ -210,9 +217,13 @@ public enum HTTPClient {
             }
             // Neither: the body runs to the end of the connection.
             repeat {
-                guard available <= maxBodyBytes else { throw Failure("the body is over the limit of \(maxBodyBytes) bytes") }
+                guard available <= maxBodyBytes else {
+                    throw Failure("the body is over the limit of \(maxBodyBytes) bytes")
+                }
             } while try fill()
-            guard available <= maxBodyBytes else { throw Failure("the body is over the limit of \(maxBodyBytes) bytes") }
+            guard available <= maxBodyBytes else {
+                throw Failure("the body is over the limit of \(maxBodyBytes) bytes")
+            }
             return try take(available)
         }
 
@@ -264,7 +275,9 @@ extension HTTPClient {
         static func open(_ target: Target, deadline: UInt64) throws -> Connection {
             var lastError = "no address"
             for address in try resolve(target.host, port: target.port) {
-                let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0)
+                let fd = socket(
+                    address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue),
+                    0)
                 guard fd >= 0 else { throw Failure("socket: \(HTTPClient.errnoText())") }
                 let connection = Connection(fd: fd, deadline: deadline)
                 do {
@@ -345,7 +358,9 @@ extension HTTPClient {
     static func resolve(_ host: String, port: UInt16) throws -> [SocketAddress] {
         let lower = host.lowercased()
         if lower == "localhost" || lower == "localhost." {
-            return [SocketAddress.ipv4("127.0.0.1", port: port), SocketAddress.ipv6("::1", port: port)].compactMap { $0 }
+            return [SocketAddress.ipv4("127.0.0.1", port: port), SocketAddress.ipv6("::1", port: port)].compactMap {
+                $0
+            }
         }
         if let a = SocketAddress.ipv4(host, port: port) ?? SocketAddress.ipv6(host, port: port) { return [a] }
         var hints = addrinfo()
@@ -361,7 +376,9 @@ extension HTTPClient {
         var node: UnsafeMutablePointer<addrinfo>? = list
         while let n = node {
             let info = n.pointee
-            if let sa = info.ai_addr, let a = SocketAddress(copying: sa, length: info.ai_addrlen, family: info.ai_family) {
+            if let sa = info.ai_addr,
+                let a = SocketAddress(copying: sa, length: info.ai_addrlen, family: info.ai_family)
+            {
                 out.append(a)
             }
             node = info.ai_next

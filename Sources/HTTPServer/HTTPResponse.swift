@@ -46,10 +46,12 @@ public enum HTTPHandlerResult: Sendable {
     public func observingDeferred(_ observer: @escaping @Sendable (HTTPResponse) -> Void) -> HTTPHandlerResult {
         guard case .deferred(let work, let earlier) = self else { return self }
         guard let earlier else { return .deferred(work, finished: observer) }
-        return .deferred(work, finished: { response in
-            earlier(response)
-            observer(response)
-        })
+        return .deferred(
+            work,
+            finished: { response in
+                earlier(response)
+                observer(response)
+            })
     }
     /// Answer with a body written over time (e.g. Server-Sent Events): the
     /// connection is suspended whenever the stream has nothing buffered.
@@ -70,10 +72,11 @@ public protocol HTTPHandler: Sendable {
 extension HTTPHandler {
     /// A plain-text refusal, for handlers that need no other.
     public func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
-        let detail = switch refusal {
-        case .badRequest(let reason), .notImplemented(let reason): reason
-        case .payloadTooLarge(let limit): "request bodies are limited to \(limit) bytes"
-        }
+        let detail =
+            switch refusal {
+            case .badRequest(let reason), .notImplemented(let reason): reason
+            case .payloadTooLarge(let limit): "request bodies are limited to \(limit) bytes"
+            }
         return HTTPResponse(status: refusal.status, contentType: "text/plain", text: detail)
     }
 }

@@ -70,10 +70,12 @@ public final class HTTPServer: @unchecked Sendable {
         self.configuration = configuration
         self.handler = handler
         self.capturedHeaderNames = configuration.capturedHeaders.map { (Array($0.lowercased().utf8), $0.lowercased()) }
-        self.connections = ConnectionTable(limits: ConnectionTable.Limits(
-            maxConnections: configuration.connectionLimit, perAddress: configuration.maxConnectionsPerAddress,
-            headTimeout: configuration.requestHeadTimeoutSeconds, bodyTimeout: configuration.requestBodyTimeoutSeconds,
-            idleTimeout: Double(configuration.idleTimeoutSeconds)))
+        self.connections = ConnectionTable(
+            limits: ConnectionTable.Limits(
+                maxConnections: configuration.connectionLimit, perAddress: configuration.maxConnectionsPerAddress,
+                headTimeout: configuration.requestHeadTimeoutSeconds,
+                bodyTimeout: configuration.requestBodyTimeoutSeconds,
+                idleTimeout: Double(configuration.idleTimeoutSeconds)))
     }
 
     deinit {
@@ -103,7 +105,8 @@ public final class HTTPServer: @unchecked Sendable {
     public func start() throws(StartError) {
         precondition(daemon == nil, "already started")
         let address = try SocketAddress(host: configuration.host, port: configuration.port)
-        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+        var flags =
+            MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if address.isIPv6 { flags |= MHD_USE_IPv6.rawValue }
         // Room over the limit for new connections admitted while the ones
@@ -111,10 +114,12 @@ public final class HTTPServer: @unchecked Sendable {
         let headroom = max(16 * max(1, configuration.threads), configuration.connectionLimit / 50)
         let started: OpaquePointer? = address.withSockaddr { sockaddr, _ in
             var options: [MHD_OptionItem] = [
-                MHD_OptionItem(option: .CONNECTION_LIMIT, value: configuration.connectionLimit + headroom, ptr_value: nil),
+                MHD_OptionItem(
+                    option: .CONNECTION_LIMIT, value: configuration.connectionLimit + headroom, ptr_value: nil),
                 MHD_OptionItem(option: .CONNECTION_TIMEOUT, value: configuration.idleTimeoutSeconds, ptr_value: nil),
                 MHD_OptionItem(option: .THREAD_POOL_SIZE, value: max(1, configuration.threads), ptr_value: nil),
-                MHD_OptionItem(option: .CONNECTION_MEMORY_LIMIT, value: configuration.connectionMemoryLimit, ptr_value: nil),
+                MHD_OptionItem(
+                    option: .CONNECTION_MEMORY_LIMIT, value: configuration.connectionMemoryLimit, ptr_value: nil),
                 MHD_OptionItem(option: .SOCK_ADDR, value: 0, ptr_value: UnsafeMutableRawPointer(mutating: sockaddr)),
                 MHD_OptionItem(option: .END, value: 0, ptr_value: nil),
             ]
@@ -126,7 +131,10 @@ public final class HTTPServer: @unchecked Sendable {
             }
         }
         guard let started else {
-            throw StartError(description: "cannot listen on \(configuration.host):\(configuration.port) (address in use, or not an address of this machine)")
+            throw StartError(
+                description:
+                    "cannot listen on \(configuration.host):\(configuration.port) (address in use, or not an address of this machine)"
+            )
         }
         daemon = started
         boundPort = CUsherMHD_daemon_port(started)
@@ -228,7 +236,9 @@ public final class HTTPServer: @unchecked Sendable {
             switch context.machine.withLock({ $0.bodyArrived(count: size, maxBodyBytes: maxBody) }) {
             case .append:
                 if let uploadData {
-                    uploadData.withMemoryRebound(to: UInt8.self, capacity: size) { context.body.append($0, count: size) }
+                    uploadData.withMemoryRebound(to: UInt8.self, capacity: size) {
+                        context.body.append($0, count: size)
+                    }
                 }
                 return .YES
             case .drop:
@@ -331,7 +341,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// releases the response (its free callback).
     private func queue(_ stream: HTTPStream, on connection: OpaquePointer) -> MHD_Result {
         let retained = Unmanaged.passRetained(stream).toOpaque()
-        guard let response = MHD_create_response_from_callback(UInt64.max, 16 * 1024, streamReader, retained, streamReleased)
+        guard
+            let response = MHD_create_response_from_callback(
+                UInt64.max, 16 * 1024, streamReader, retained, streamReleased)
         else {
             Unmanaged<HTTPStream>.fromOpaque(retained).release()
             return .NO
@@ -407,7 +419,8 @@ private func acceptPolicy(
 }
 
 private func connectionNotified(
-    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?, socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?,
+    socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
     code: MHD_ConnectionNotificationCode
 ) {
     guard let cls, let connection else { return }

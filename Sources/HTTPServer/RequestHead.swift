@@ -34,8 +34,8 @@ struct RequestHead {
         // method, one NUL (its space), maybe more spaces, the target, one NUL, the version
         let methodEnd = UInt(bitPattern: method) + UInt(strlen(method))
         guard let line, let url, let version, UInt(bitPattern: url) == line.address, line.address > methodEnd,
-              UInt(bitPattern: version) == line.address + UInt(line.target.count) + 1,
-              (methodEnd + 1..<line.address).allSatisfy({ UnsafePointer<UInt8>(bitPattern: $0)!.pointee == 0x20 })
+            UInt(bitPattern: version) == line.address + UInt(line.target.count) + 1,
+            (methodEnd + 1..<line.address).allSatisfy({ UnsafePointer<UInt8>(bitPattern: $0)!.pointee == 0x20 })
         else { throw .badRequest("the request line holds a NUL byte or is malformed") }
         let target = try RequestTarget(raw: line.target)
 
@@ -57,7 +57,7 @@ struct RequestHead {
     /// over `lines` line ends (CRLF or a bare LF each).
     fileprivate static func onlyLineEnds(from: UInt, to: UInt, lines: UInt) -> Bool {
         guard to >= from + lines, to <= from + 2 * lines,
-              let start = UnsafePointer<UInt8>(bitPattern: from)
+            let start = UnsafePointer<UInt8>(bitPattern: from)
         else { return false }
         return (0..<Int(to - from)).allSatisfy { start[$0] == 0 }
     }
@@ -85,7 +85,7 @@ private struct HeaderScan {
         let valueAddress = value.map { UInt(bitPattern: $0) } ?? keyAddress + UInt(keySize) + 1
         // Each line must start where the last one's line end stops, and lie in the head.
         guard keyAddress >= start, valueAddress + UInt(valueSize) < end,
-              RequestHead.onlyLineEnds(from: previousEnd, to: keyAddress, lines: 1)
+            RequestHead.onlyLineEnds(from: previousEnd, to: keyAddress, lines: 1)
         else {
             problem = .badRequest("a header holds a NUL byte, or a line is folded (obsolete)")
             return
@@ -126,8 +126,11 @@ private struct HeaderScan {
                 throw .badRequest("a request must not have both Content-Length and Transfer-Encoding")
             }
             guard transferEncodings.count == 1,
-                  transferEncodings[0].trimmingCharacters(in: .whitespaces).lowercased() == "chunked"
-            else { throw .notImplemented("Transfer-Encoding \(transferEncodings.joined(separator: ", ")) is not supported (only chunked)") }
+                transferEncodings[0].trimmingCharacters(in: .whitespaces).lowercased() == "chunked"
+            else {
+                throw .notImplemented(
+                    "Transfer-Encoding \(transferEncodings.joined(separator: ", ")) is not supported (only chunked)")
+            }
             return nil
         }
         guard contentLengths.count <= 1 else { throw .badRequest("Content-Length is given more than once") }

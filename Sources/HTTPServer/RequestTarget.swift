@@ -27,7 +27,8 @@ public struct RequestTarget: Sendable {
         for index in raw.indices {
             let byte = raw[index]
             if byte <= 0x20 || byte >= 0x7F || byte == UInt8(ascii: "#") {
-                throw .badRequest("the request target holds a byte that must be percent-encoded (0x\(String(byte, radix: 16)))")
+                throw .badRequest(
+                    "the request target holds a byte that must be percent-encoded (0x\(String(byte, radix: 16)))")
             }
             if byte == UInt8(ascii: "%") && pathEnd == raw.endIndex { encoded = true }
             if byte == UInt8(ascii: "?") && pathEnd == raw.endIndex { pathEnd = index }
@@ -62,7 +63,8 @@ public struct RequestTarget: Sendable {
             for piece in raw[(pathEnd + 1)...].split(separator: UInt8(ascii: "&")) {
                 let equals = piece.firstIndex(of: UInt8(ascii: "=")) ?? piece.endIndex
                 let name = try Self.decode(piece[..<equals], plusIsSpace: true, what: "query")
-                let value = equals < piece.endIndex
+                let value =
+                    equals < piece.endIndex
                     ? try Self.decode(piece[(equals + 1)...], plusIsSpace: true, what: "query") : ""
                 query.append((name, value))
             }
@@ -78,7 +80,9 @@ public struct RequestTarget: Sendable {
     }
 
     /// Percent-decodes one segment or query part and checks what it decodes to.
-    private static func decode(_ bytes: ArraySlice<UInt8>, plusIsSpace: Bool, what: String) throws(HTTPRefusal) -> String {
+    private static func decode(_ bytes: ArraySlice<UInt8>, plusIsSpace: Bool, what: String) throws(HTTPRefusal)
+        -> String
+    {
         var decoded: [UInt8] = []
         decoded.reserveCapacity(bytes.count)
         var index = bytes.startIndex
@@ -86,7 +90,7 @@ public struct RequestTarget: Sendable {
             var byte = bytes[index]
             if byte == UInt8(ascii: "%") {
                 guard index + 2 < bytes.endIndex,
-                      let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
+                    let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
                 else { throw .badRequest("the \(what) has a % not followed by two hex digits") }
                 byte = high << 4 | low
                 index += 3

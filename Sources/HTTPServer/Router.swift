@@ -144,7 +144,8 @@ public struct RouteTable: Sendable {
         }
         let found = nodes[node]
         if found.handlers.isEmpty { return .notFound }
-        if let (handler, template) = found.handler(for: method) ?? (method == "HEAD" ? found.handler(for: "GET") : nil) {
+        if let (handler, template) = found.handler(for: method) ?? (method == "HEAD" ? found.handler(for: "GET") : nil)
+        {
             return .found(handler, template: template, parameters: parameters)
         }
         var allowed = found.handlers.map(\.method)

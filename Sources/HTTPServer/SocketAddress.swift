@@ -14,7 +14,9 @@ struct SocketAddress {
 
     /// Copies `length` bytes of a `sockaddr` (from `getaddrinfo`).
     init?(copying address: UnsafePointer<sockaddr>, length: socklen_t, family: Int32) {
-        guard family == AF_INET || family == AF_INET6, Int(length) <= MemoryLayout<sockaddr_storage>.size else { return nil }
+        guard family == AF_INET || family == AF_INET6, Int(length) <= MemoryLayout<sockaddr_storage>.size else {
+            return nil
+        }
         self.length = length
         self.family = family
         withUnsafeMutableBytes(of: &storage) { dst in

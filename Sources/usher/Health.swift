@@ -21,7 +21,8 @@ enum Health {
     static func check(_ given: String) async -> Int32 {
         let url = readinessURL(given)
         do {
-            let (status, body) = try await HTTPClient.get(url: url, timeoutSeconds: timeoutSeconds, maxBodyBytes: 64 * 1024)
+            let (status, body) = try await HTTPClient.get(
+                url: url, timeoutSeconds: timeoutSeconds, maxBodyBytes: 64 * 1024)
             if status == 200 {
                 print("ready: \(url)")
                 return 0

@@ -65,7 +65,9 @@ while let argument = arguments.first {
         }
     case "health":
         command = "health"
-        guard let url = arguments.first, !url.hasPrefix("-") else { fail("health needs a URL, e.g. http://127.0.0.1:8080", status: 2) }
+        guard let url = arguments.first, !url.hasPrefix("-") else {
+            fail("health needs a URL, e.g. http://127.0.0.1:8080", status: 2)
+        }
         arguments.removeFirst()
         healthURL = url
     default:
@@ -81,7 +83,9 @@ let config = loadConfig(configFilePath)
 // The resources the config declares are created (and their configs checked)
 // before anything is bound: a bad one exits 2 with the same message as a bad file.
 let app: UsherApp
-do { app = try UsherApp(config: config, logger: Logger(level: command == "check-config" ? .error : config.logLevel)) } catch {
+do {
+    app = try UsherApp(config: config, logger: Logger(level: command == "check-config" ? .error : config.logLevel))
+} catch {
     fail("config error: \(error.detail)", status: 2)
 }
 switch command {
@@ -89,7 +93,8 @@ case "check-config":
     print("config ok: \(configFilePath ?? "no config file (defaults and environment)")")
     exit(0)
 default:
-    exit(Service.run(app) { () throws(FieldError) in
-        try UsherConfig.load(path: configFilePath, environment: ProcessInfo.processInfo.environment)
-    })
+    exit(
+        Service.run(app) { () throws(FieldError) in
+            try UsherConfig.load(path: configFilePath, environment: ProcessInfo.processInfo.environment)
+        })
 }

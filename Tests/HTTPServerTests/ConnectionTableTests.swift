@@ -1,6 +1,7 @@
-@testable import HTTPServer
-import Testing
 import Locking
+import Testing
+
+@testable import HTTPServer
 
 /// The table's decisions with a hand-driven clock and a recorded `close`.
 @Suite struct ConnectionTableTests {
@@ -15,7 +16,8 @@ import Locking
         let table: ConnectionTable
 
         init(_ limits: ConnectionTable.Limits) {
-            let time = self.time, closed = self.closedSockets
+            let time = self.time
+            let closed = self.closedSockets
             table = ConnectionTable(
                 limits: limits, now: { time.value.withLock { $0 } },
                 close: { s in closed.value.withLock { $0.append(s) } })

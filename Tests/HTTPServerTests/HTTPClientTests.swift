@@ -1,7 +1,8 @@
 import Foundation
-@testable import HTTPServer
-import Testing
 import Locking
+import Testing
+
+@testable import HTTPServer
 
 /// A TCP server on loopback that answers every connection with the same
 /// canned bytes (or with nothing, to test timeouts), and records the
@@ -24,14 +25,18 @@ final class CannedServer: Sendable {
             a.sin6_family = sa_family_t(AF_INET6)
             a.sin6_addr = in6addr_loopback
             bound = withUnsafePointer(to: &a) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                }
             }
         } else {
             var a = sockaddr_in()
             a.sin_family = sa_family_t(AF_INET)
             a.sin_addr.s_addr = inet_addr("127.0.0.1")
             bound = withUnsafePointer(to: &a) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
         }
         guard bound == 0, listen(fd, 16) == 0 else {
@@ -94,7 +99,9 @@ final class CannedServer: Sendable {
         a.sin_family = sa_family_t(AF_INET)
         a.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &a) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let named = withUnsafeMutablePointer(to: &a) {
@@ -120,21 +127,25 @@ extension Array where Element: Equatable {
         let server = HTTPServer(configuration: config, handler: ToyHandler())
         try server.start()
         defer { server.stop() }
-        let ok = try await HTTPClient.get(url: "http://127.0.0.1:\(server.port)/hello", timeoutSeconds: 5, maxBodyBytes: 100)
+        let ok = try await HTTPClient.get(
+            url: "http://127.0.0.1:\(server.port)/hello", timeoutSeconds: 5, maxBodyBytes: 100)
         #expect(ok.status == 200)
         #expect(text(ok.body) == "hello")
-        let missing = try await HTTPClient.get(url: "http://localhost:\(server.port)/nothing", timeoutSeconds: 5, maxBodyBytes: 100)
+        let missing = try await HTTPClient.get(
+            url: "http://localhost:\(server.port)/nothing", timeoutSeconds: 5, maxBodyBytes: 100)
         #expect(missing.status == 404)
         // A body over the limit is refused.
         await #expect(throws: HTTPClient.Failure.self) {
-            _ = try await HTTPClient.get(url: "http://127.0.0.1:\(server.port)/hello", timeoutSeconds: 5, maxBodyBytes: 4)
+            _ = try await HTTPClient.get(
+                url: "http://127.0.0.1:\(server.port)/hello", timeoutSeconds: 5, maxBodyBytes: 4)
         }
     }
 
     @Test func sendsAPlainGetWithHostHeader() async throws {
         let server = try CannedServer("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"a\":1}")
         defer { server.stop() }
-        let r = try await HTTPClient.get(url: "http://127.0.0.1:\(server.port)/next?x=1&y=a%20b", timeoutSeconds: 5, maxBodyBytes: 100)
+        let r = try await HTTPClient.get(
+            url: "http://127.0.0.1:\(server.port)/next?x=1&y=a%20b", timeoutSeconds: 5, maxBodyBytes: 100)
         #expect(r.status == 200)
         #expect(text(r.body) == #"{"a":1}"#)
         let request = try #require(server.received.first)
@@ -144,7 +155,8 @@ extension Array where Element: Equatable {
     }
 
     @Test func decodesChunkedBodies() async throws {
-        let response = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        let response =
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
             + "4;ext=1\r\n{\"a\"\r\n3\r\n:12\r\nA\r\n3456789}  \r\n0\r\nX-Trailer: t\r\n\r\n"
         let server = try CannedServer(response)
         defer { server.stop() }
@@ -201,7 +213,8 @@ extension Array where Element: Equatable {
         // Blocking, so the time measured is the client's and not the wait for a pool thread.
         let started = Date()
         let error = #expect(throws: HTTPClient.Failure.self) {
-            _ = try HTTPClient.getBlocking(url: "http://127.0.0.1:\(server.port)/", timeoutSeconds: 0.3, maxBodyBytes: 100)
+            _ = try HTTPClient.getBlocking(
+                url: "http://127.0.0.1:\(server.port)/", timeoutSeconds: 0.3, maxBodyBytes: 100)
         }
         #expect(error?.message.contains("timed out") == true)
         let elapsed = Date().timeIntervalSince(started)

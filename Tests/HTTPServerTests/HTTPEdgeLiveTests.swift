@@ -75,7 +75,10 @@ import Testing
             ("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nhi", 400),
             ("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nhi", 400),
             // RFC 9112 §6.1: both framings is an error; the request after it must not be served.
-            ("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+            (
+                "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n",
+                400
+            ),
             ("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
             ("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
             ("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
@@ -85,7 +88,8 @@ import Testing
             #expect(response.status == status, "\(raw.debugDescription)")
             #expect(closed, "\(raw.debugDescription)")
         }
-        let chunked = try exchange(server, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
+        let chunked = try exchange(
+            server, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
         #expect(chunked.0.status == 200)
         #expect(chunked.0.text == "hi")
     }

@@ -18,7 +18,9 @@ import Testing
     }
 
     @Test func otherResultsAreLeftAsTheyAre() {
-        let result = HTTPHandlerResult.respond(HTTPResponse(status: 204)).observingDeferred { _ in Issue.record("called") }
+        let result = HTTPHandlerResult.respond(HTTPResponse(status: 204)).observingDeferred { _ in
+            Issue.record("called")
+        }
         guard case .respond(let response) = result else {
             Issue.record("changed")
             return

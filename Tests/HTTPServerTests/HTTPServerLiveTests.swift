@@ -21,10 +21,14 @@ final class ToyHandler: HTTPHandler {
             return .respond(HTTPResponse(status: 200, contentType: "text/plain", text: "hello"))
         case "/echo":
             let query = request.query.map { "\($0.name)=\($0.value)" }.joined(separator: "&")
-            return .respond(HTTPResponse(
-                status: 200, headers: [("Content-Type", "application/octet-stream"), ("X-Query", query),
-                                       ("X-Auth", request.header("Authorization") ?? "-")],
-                body: Array(request.body)))
+            return .respond(
+                HTTPResponse(
+                    status: 200,
+                    headers: [
+                        ("Content-Type", "application/octet-stream"), ("X-Query", query),
+                        ("X-Auth", request.header("Authorization") ?? "-"),
+                    ],
+                    body: Array(request.body)))
         case "/later":
             return .deferred {
                 try? await Task.sleep(for: .milliseconds(20))
@@ -64,9 +68,15 @@ final class ToyHandler: HTTPHandler {
     var parkedCount: Int { parked.withLock { $0.count } + holds.withLock { $0.count } }
 
     func release() {
-        let all = parked.withLock { p in defer { p.removeAll() }; return p }
+        let all = parked.withLock { p in
+            defer { p.removeAll() }
+            return p
+        }
         for c in all { c.resume() }
-        let held = holds.withLock { h in defer { h.removeAll() }; return h.values }
+        let held = holds.withLock { h in
+            defer { h.removeAll() }
+            return h.values
+        }
         for c in held { c.resume() }
     }
 }
@@ -102,19 +112,24 @@ final class ToyHandler: HTTPHandler {
         let (server, _) = try startServer()
         defer { server.stop() }
         let body = String(repeating: "x", count: 1000)
-        let r = try TestHTTPClient.once(port: server.port, "POST", "/echo?a=1&b=two%20words", body: body,
-                                        headers: ["Authorization": "Bearer t"])
+        let r = try TestHTTPClient.once(
+            port: server.port, "POST", "/echo?a=1&b=two%20words", body: body,
+            headers: ["Authorization": "Bearer t"])
         #expect(r.status == 200)
         #expect(r.text == body)
         #expect(r.headers["x-query"] == "a=1&b=two words")
         #expect(r.headers["x-auth"] == "Bearer t")
         // Header names match in any case; headers not captured are not passed on.
         let client = TestHTTPClient(port: server.port)
-        try client.sendRaw(Data("POST /echo HTTP/1.1\r\nHost: x\r\nX-Other: no\r\nAUTHORIZATION: Bearer u\r\nauthorization: Bearer second\r\nContent-Length: 2\r\n\r\nhi".utf8))
+        try client.sendRaw(
+            Data(
+                "POST /echo HTTP/1.1\r\nHost: x\r\nX-Other: no\r\nAUTHORIZATION: Bearer u\r\nauthorization: Bearer second\r\nContent-Length: 2\r\n\r\nhi"
+                    .utf8))
         let upper = try client.readResponse()
         #expect(upper.status == 200)
         #expect(upper.headers["x-auth"] == "Bearer u")
-        let none = try TestHTTPClient.once(port: server.port, "POST", "/echo", body: "x", headers: ["Authorizatio": "Bearer v"])
+        let none = try TestHTTPClient.once(
+            port: server.port, "POST", "/echo", body: "x", headers: ["Authorizatio": "Bearer v"])
         #expect(none.headers["x-auth"] == "-")
     }
 
@@ -154,8 +169,9 @@ final class ToyHandler: HTTPHandler {
         #expect(fits.status == 200)
         #expect(client.isConnected)
         // Headers larger than the connection's memory: libmicrohttpd answers 431 itself.
-        let big = try TestHTTPClient.once(port: server.port, "GET", "/hello",
-                                          headers: ["X-Pad": String(repeating: "a", count: 6000)])
+        let big = try TestHTTPClient.once(
+            port: server.port, "GET", "/hello",
+            headers: ["X-Pad": String(repeating: "a", count: 6000)])
         #expect(big.status == 431)
         // Bodies stream through the small pool; responses are not copied into it.
         let body = String(repeating: "b", count: 60_000)
@@ -164,7 +180,8 @@ final class ToyHandler: HTTPHandler {
         #expect(echoed.body.count == 60_000)
         // A parked request with sizeable headers is answered on the same connection.
         let parked = TestHTTPClient(port: server.port)
-        try parked.sendRaw(Data("GET /park HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "p", count: 2000))\r\n\r\n".utf8))
+        try parked.sendRaw(
+            Data("GET /park HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "p", count: 2000))\r\n\r\n".utf8))
         let deadline = Date().addingTimeInterval(5)
         while handler.parkedCount < 1 && Date() < deadline { usleep(1000) }
         handler.release()

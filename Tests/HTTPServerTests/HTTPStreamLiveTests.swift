@@ -18,7 +18,6 @@ final class StreamHandler: HTTPHandler {
         return .stream(stream)
     }
 
-
     /// The `n`th stream opened, waiting up to 5 s for it.
     func stream(_ n: Int = 0) throws -> HTTPStream {
         let deadline = Date().addingTimeInterval(5)
@@ -131,10 +130,11 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         client.disconnect()
         // A suspended connection is out of the event loop: the next write
         // resumes it and the failed send ends it (the heartbeat's job).
-        #expect(eventually {
-            stream.write(Array("ping\n".utf8))
-            return ended.withLock { $0 } == .disconnected
-        })
+        #expect(
+            eventually {
+                stream.write(Array("ping\n".utf8))
+                return ended.withLock { $0 } == .disconnected
+            })
         #expect(eventually { server.openStreams == 0 })
     }
 }

@@ -1,6 +1,7 @@
-@testable import HTTPServer
-import Testing
 import Locking
+import Testing
+
+@testable import HTTPServer
 
 /// Counts undo calls.
 private final class Counter: Sendable {
@@ -38,7 +39,10 @@ private final class Counter: Sendable {
         var machine = RequestStateMachine()
         #expect(machine.headChecked(.failure(.badRequest("x")), maxBodyBytes: 10) == .refuse(.badRequest("x")))
         #expect(machine.bodyArrived(count: 5, maxBodyBytes: 10) == .drop)
-        guard case .none = machine.called() else { Issue.record("refused request handled"); return }
+        guard case .none = machine.called() else {
+            Issue.record("refused request handled")
+            return
+        }
         #expect(machine.completed(delivered: false) == nil)
     }
 
@@ -55,18 +59,27 @@ private final class Counter: Sendable {
         #expect(machine.bodyArrived(count: 4, maxBodyBytes: 10) == .append)
         #expect(machine.bodyArrived(count: 1, maxBodyBytes: 10) == .refuseAndClose(.payloadTooLarge(limit: 10)))
         #expect(machine.bodyArrived(count: 1, maxBodyBytes: 10) == .drop)
-        guard case .none = machine.called() else { Issue.record("refused request handled"); return }
+        guard case .none = machine.called() else {
+            Issue.record("refused request handled")
+            return
+        }
     }
 
     @Test func aDeferredAnswerGoesOutOnTheCallAfterResume() {
         let undone = Counter()
         var machine = parked()
-        guard case .none = machine.called() else { Issue.record("answered while parked"); return }
+        guard case .none = machine.called() else {
+            Issue.record("answered while parked")
+            return
+        }
         guard case .resume = machine.workFinished(response(undone), peerGone: false) else {
             Issue.record("not resumed")
             return
         }
-        guard case .queue(let answer) = machine.called() else { Issue.record("not queued"); return }
+        guard case .queue(let answer) = machine.called() else {
+            Issue.record("not queued")
+            return
+        }
         #expect(answer.status == 200)
         #expect(machine.completed(delivered: true) == nil)
         #expect(undone.count == 0)
@@ -78,7 +91,10 @@ private final class Counter: Sendable {
         #expect(machine.hungUp() == .cancelWorkAndResume)
         #expect(machine.hungUp() == .none)
         #expect(machine.isAbandoned)
-        guard case .close = machine.called() else { Issue.record("not closed"); return }
+        guard case .close = machine.called() else {
+            Issue.record("not closed")
+            return
+        }
         // The work ends later, after the connection closed: only undo.
         guard case .undo(let undo) = machine.workFinished(response(undone), peerGone: false) else {
             Issue.record("resumed twice")
@@ -97,7 +113,10 @@ private final class Counter: Sendable {
         }
         undo?()
         #expect(undone.count == 1)
-        guard case .close = machine.called() else { Issue.record("not closed"); return }
+        guard case .close = machine.called() else {
+            Issue.record("not closed")
+            return
+        }
         #expect(machine.hungUp() == .none)
     }
 
@@ -123,7 +142,10 @@ private final class Counter: Sendable {
         var machine = parked()
         _ = machine.workFinished(response(undone), peerGone: false)
         #expect(machine.hungUp() == .none)
-        guard case .queue = machine.called() else { Issue.record("not queued"); return }
+        guard case .queue = machine.called() else {
+            Issue.record("not queued")
+            return
+        }
         #expect(machine.completed(delivered: true) == nil)
     }
 }

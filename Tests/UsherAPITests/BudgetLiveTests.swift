@@ -1,8 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-@testable import UsherAPI
 import UsherCore
+
+@testable import UsherAPI
 
 /// `max_stored_bytes` (507 `storage_full`) and `max_response_bytes` (pages
 /// with `next_cursor`) on the real server.
@@ -15,7 +16,8 @@ import UsherCore
     @Test func configKeysDefaultsAndRanges() throws {
         let defaults = UsherConfig()
         #expect(defaults.maxStoredBytes == 256 << 20 && defaults.maxResponseBytes == 8 << 20)
-        let set = try UsherConfig.parse(try JSONValue.parse(#"{"max_stored_bytes": 2097152, "max_response_bytes": 65536}"#))
+        let set = try UsherConfig.parse(
+            try JSONValue.parse(#"{"max_stored_bytes": 2097152, "max_response_bytes": 65536}"#))
         #expect(set.maxStoredBytes == 2_097_152 && set.maxResponseBytes == 65536)
         for bad in [#"{"max_stored_bytes": 1000}"#, #"{"max_response_bytes": 100}"#, #"{"max_stored_bytes": "big"}"#] {
             #expect(throws: FieldError.self) { _ = try UsherConfig.parse(try JSONValue.parse(bad)) }
@@ -36,7 +38,9 @@ import UsherCore
             .object([("k", .object([("", .string(""))]))]),
         ]
         for (i, p) in payloads.enumerated() {
-            _ = try engine.enqueue(VisitorRequest(id: "v\(i)", key: "k\u{3}", action: nasty.count > 0 ? "a\u{1}\"" : nil, payload: p), now: t0)
+            _ = try engine.enqueue(
+                VisitorRequest(id: "v\(i)", key: "k\u{3}", action: nasty.count > 0 ? "a\u{1}\"" : nil, payload: p),
+                now: t0)
         }
         _ = try engine.enqueue(VisitorRequest(key: "k\u{3}", action: "a\u{1}\"", payload: .int(1)), now: t0)
         let state = engine.state(limit: 100, now: t0)
@@ -49,7 +53,8 @@ import UsherCore
     }
 
     @Test func aWriteBeyondTheBudgetIs507WithTheFiguresAndStoresNothing() throws {
-        let s = try LiveServer(#"{"max_stored_bytes": 1048576, "queues": {"a": {"capacity": 0}, "b": {"capacity": 0}}}"#)
+        let s = try LiveServer(
+            #"{"max_stored_bytes": 1048576, "queues": {"a": {"capacity": 0}, "b": {"capacity": 0}}}"#)
         let c = s.client()
         var stored = 0
         var refused: TestHTTPClient.Response?
@@ -121,12 +126,15 @@ import UsherCore
     }
 
     @Test func poolPipelineAndResourceListsPageToo() throws {
-        let s = try LiveServer(#"{"max_response_bytes": 65536, "pools": {"p": {}}, "pipelines": {"f": {"max_deliveries": 1}}}"#)
+        let s = try LiveServer(
+            #"{"max_response_bytes": 65536, "pools": {"p": {}}, "pipelines": {"f": {"max_deliveries": 1}}}"#)
         let c = s.client()
         let data = String(repeating: "d", count: 6000)
         for i in 0..<30 {
             #expect(try c.request("PUT", "/v1/pools/p/elements/e\(i)", body: #"{"data": "\#(data)"}"#).status == 201)
-            #expect(try c.request("POST", "/v1/pipelines/f/items", body: #"{"id": "i\#(i)", "payload": "\#(data)"}"#).status == 201)
+            #expect(
+                try c.request("POST", "/v1/pipelines/f/items", body: #"{"id": "i\#(i)", "payload": "\#(data)"}"#).status
+                    == 201)
             #expect(try c.request("PUT", "/v1/machines/m\(i)", body: #"{"definition": "player"}"#).status == 201)
         }
         func collect(_ path: String, _ list: String, _ key: String) throws -> [String] {
@@ -161,7 +169,9 @@ import UsherCore
         let c = s.client()
         let payload = String(repeating: "d", count: 7000)
         for i in 0..<20 {
-            #expect(try c.request("POST", "/v1/pipelines/f/items", body: #"{"id": "i\#(i)", "payload": "\#(payload)"}"#).status == 201)
+            #expect(
+                try c.request("POST", "/v1/pipelines/f/items", body: #"{"id": "i\#(i)", "payload": "\#(payload)"}"#)
+                    .status == 201)
         }
         var taken: [String] = []
         var takes = 0

@@ -59,8 +59,9 @@ import UsherCore
             let message = loadError(file.path)
             #expect(message?.contains(bad.mention) == true, "\(bad.name): \(message ?? "accepted")")
         }
-        #expect(loadError(dir.appendingPathComponent("absent.json").path)
-            == "cannot read config file \(dir.path)/absent.json: no such file or directory")
+        #expect(
+            loadError(dir.appendingPathComponent("absent.json").path)
+                == "cannot read config file \(dir.path)/absent.json: no such file or directory")
         #expect(loadError(dir.path)?.hasSuffix(": is a directory") == true)
         let good = dir.appendingPathComponent("good.json")
         try Data("{}".utf8).write(to: good)
@@ -116,11 +117,13 @@ import UsherCore
     }
 
     @Test func durationsUnderTenMillisecondsAre400NamingTheField() throws {
-        let s = try LiveServer("""
+        let s = try LiveServer(
+            """
             {"queues": {"q": {}}, "windows": {"w": {}}, "pools": {"p": {"elements": [{"id": "e"}]}},
              "pipelines": {"l": {}}}
             """)
-        let machine = #"{"initial": "A", "transitions": [{"event": "go", "from": "A", "to": "A"}], "timeouts": [{"state": "A", "after_seconds": 1e-9, "event": "go"}]}"#
+        let machine =
+            #"{"initial": "A", "transitions": [{"event": "go", "from": "A", "to": "A"}], "timeouts": [{"state": "A", "after_seconds": 1e-9, "event": "go"}]}"#
         let cases: [(String, String, String, String)] = [
             ("PUT", "/v1/queues/new", #"{"hold_seconds": 1e-9}"#, "hold_seconds"),
             ("PATCH", "/v1/queues/q", #"{"hold_seconds": 0.005}"#, "hold_seconds"),

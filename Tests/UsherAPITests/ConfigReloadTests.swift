@@ -1,8 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-@testable import UsherAPI
 import UsherCore
+
+@testable import UsherAPI
 
 /// SIGHUP re-reads the config file: declared resources follow the file,
 /// resources created through the API are left alone, a bad file changes nothing.
@@ -24,7 +25,8 @@ import UsherCore
 
     @Test func declaredResourcesFollowTheFile() throws {
         let file = try ConfigFile()
-        try file.write("""
+        try file.write(
+            """
             {"port": 8080,
              "queues": {"same": {"capacity": 1}, "grows": {"capacity": 1}, "goes": {}},
              "pools": {"p": {"elements": ["a"], "lease_seconds": 60}},
@@ -38,7 +40,8 @@ import UsherCore
         let grows = try app.registry.lookup(.queues, "grows", as: VisitorQueue.self)
         _ = try grows.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(id: "v")) }
 
-        try file.write("""
+        try file.write(
+            """
             {"port": 9090,
              "queues": {"same": {"capacity": 1}, "grows": {"capacity": 3}, "new": {"hold_seconds": 5}},
              "windows": {"w": {}},
@@ -57,8 +60,10 @@ import UsherCore
         #expect(names(app, .windows) == ["w"])
         #expect(grows.withIsolation { $0.config.capacity } == 3)
         #expect(try grows.withIsolation { q throws(QueueError) in try q.visitor(id: "v") }.status == .granted)
-        #expect(try app.registry.lookup(.queues, "new", as: VisitorQueue.self).withIsolation { $0.config.holdSeconds } == 5)
-        #expect(try app.registry.lookup(.queues, "api", as: VisitorQueue.self).withIsolation { $0.config.capacity } == 7)
+        #expect(
+            try app.registry.lookup(.queues, "new", as: VisitorQueue.self).withIsolation { $0.config.holdSeconds } == 5)
+        #expect(
+            try app.registry.lookup(.queues, "api", as: VisitorQueue.self).withIsolation { $0.config.capacity } == 7)
         // What a PATCH can change changed; the elements did not.
         let pool = try app.registry.lookup(.pools, "p", as: LeasePool.self)
         #expect(pool.withIsolation { $0.config.leaseSeconds } == 30)
@@ -71,7 +76,8 @@ import UsherCore
         #expect(again.needsRestart == ["port"])
 
         // Declared later, an API-made resource is taken over; removed, it goes.
-        try file.write("""
+        try file.write(
+            """
             {"queues": {"same": {"capacity": 1}, "grows": {"capacity": 3}, "new": {"hold_seconds": 5}, "api": {"capacity": 2}},
              "windows": {"w": {}}}
             """)
@@ -79,7 +85,8 @@ import UsherCore
         #expect(adopted.changed == ["queues/api"])
         #expect(adopted.deleted == ["pools/p", "machines/m"])
         #expect(adopted.needsRestart == ["port"])  // removed: its text changed, though 8080 is the default
-        #expect(try app.registry.lookup(.queues, "api", as: VisitorQueue.self).withIsolation { $0.config.capacity } == 2)
+        #expect(
+            try app.registry.lookup(.queues, "api", as: VisitorQueue.self).withIsolation { $0.config.capacity } == 2)
         try app.registry.remove(.windows, "w")
         try file.write(#"{"queues": {"same": {"capacity": 1}}}"#)
         let removed = reloader.reload(file.load)
@@ -144,7 +151,8 @@ import UsherCore
         let port = try #require(UInt16((listening["address"] as? String)?.split(separator: ":").last ?? ""))
         func queues() throws -> [String: Int] {
             let list = try TestHTTPClient.once(port: port, "GET", "/v1/queues").json["queues"] as? [[String: Any]] ?? []
-            return Dictionary(uniqueKeysWithValues: list.map { ($0["name"] as? String ?? "", $0["capacity"] as? Int ?? -1) })
+            return Dictionary(
+                uniqueKeysWithValues: list.map { ($0["name"] as? String ?? "", $0["capacity"] as? Int ?? -1) })
         }
         #expect(try TestHTTPClient.once(port: port, "PUT", "/v1/queues/api", body: "{}").status == 201)
 
@@ -156,7 +164,8 @@ import UsherCore
         // A bad file: logged, and the server keeps serving its config.
         try file.write(#"{"queues": {"a": {"capacity": 9},}}"#)
         kill(p.processIdentifier, SIGHUP)
-        let refused = try #require(log.next { $0["msg"] as? String == "config reload refused; the running config is kept" })
+        let refused = try #require(
+            log.next { $0["msg"] as? String == "config reload refused; the running config is kept" })
         #expect((refused["detail"] as? String)?.contains("trailing comma") == true)
         #expect(p.isRunning)
         #expect(try queues() == ["a": 4, "c": 1, "api": 1])
@@ -179,7 +188,9 @@ private final class LogReader {
             while let newline = buffer.firstIndex(of: 0x0A) {
                 let line = buffer[buffer.startIndex..<newline]
                 buffer = Data(buffer[(newline + 1)...])
-                if let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any], matches(object) { return object }
+                if let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any], matches(object) {
+                    return object
+                }
             }
             let chunk = handle.availableData
             if chunk.isEmpty { return nil }

@@ -1,8 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-@testable import UsherAPI
 import UsherCore
+
+@testable import UsherAPI
 
 @Suite struct ConfigTests {
     private func parse(_ text: String) throws -> UsherConfig {
@@ -18,7 +19,9 @@ import UsherCore
         } catch let e as FieldError {
             return e
         } catch let e as APIError {
-            let field: String? = e.extra.first { $0.0 == "field" }.flatMap { if case .string(let f) = $0.1 { f } else { nil } }
+            let field: String? = e.extra.first { $0.0 == "field" }.flatMap {
+                if case .string(let f) = $0.1 { f } else { nil }
+            }
             return FieldError(field: field ?? "?", message: e.detail)
         } catch {
             return FieldError(field: "?", message: "\(error)")
@@ -57,8 +60,10 @@ import UsherCore
 
     @Test func environmentOverrides() throws {
         var c = try parse(#"{"host": "0.0.0.0", "port": 1}"#)
-        try c.applyEnvironment(["USHER_HOST": "127.0.0.2", "USHER_PORT": "9090", "USHER_TOKEN": "t",
-                                "USHER_LOG_LEVEL": "debug"])
+        try c.applyEnvironment([
+            "USHER_HOST": "127.0.0.2", "USHER_PORT": "9090", "USHER_TOKEN": "t",
+            "USHER_LOG_LEVEL": "debug",
+        ])
         #expect(c.host == "127.0.0.2")
         #expect(c.port == 9090)
         #expect(c.authToken == "t")
@@ -158,7 +163,8 @@ import UsherCore
         #expect(try TestHTTPClient.once(port: port, "GET", "/readyz").status == 200)
         // A parked long-poll is answered 503 when the signal comes.
         let parked = TestHTTPClient(port: port)
-        try parked.sendRaw(Data("POST /v1/queues/q/visitors?wait=30 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}".utf8))
+        try parked.sendRaw(
+            Data("POST /v1/queues/q/visitors?wait=30 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}".utf8))
         usleep(200_000)
         let started = Date()
         p.terminate()  // SIGTERM

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import Testing
+
 @testable import UsherAPI
 
 /// `GET /`, `/dashboard.js`, `/dashboard.css` on the real server, and the
@@ -13,8 +14,10 @@ import Testing
 
     @Test func pageScriptAndStyleWithTheirTypesAndPolicy() throws {
         let s = try LiveServer()
-        for (path, type) in [("/", "text/html; charset=utf-8"), ("/dashboard.js", "text/javascript; charset=utf-8"),
-                             ("/dashboard.css", "text/css; charset=utf-8")] {
+        for (path, type) in [
+            ("/", "text/html; charset=utf-8"), ("/dashboard.js", "text/javascript; charset=utf-8"),
+            ("/dashboard.css", "text/css; charset=utf-8"),
+        ] {
             let response = try s.call("GET", path)
             #expect(response.status == 200, "\(path)")
             #expect(response.headers["content-type"] == type, "\(path)")

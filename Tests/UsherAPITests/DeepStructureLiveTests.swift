@@ -2,8 +2,9 @@ import Foundation
 import HTTPServer
 import HTTPTestClient
 import Testing
-@testable import UsherAPI
 import UsherCore
+
+@testable import UsherAPI
 
 /// `depth` nested arrays around `1`: `[[1]]` is 2 deep.
 private func nested(_ depth: Int) -> String {
@@ -20,7 +21,9 @@ private func pointer(_ segments: Int) -> String { String(repeating: "/a", count:
 
 extension TestHTTPClient.Response {
     /// True when Foundation's parser (512 levels at most) reads the body.
-    fileprivate var parses: Bool { (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) != nil }
+    fileprivate var parses: Bool {
+        (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) != nil
+    }
     fileprivate var detail: String { json["detail"] as? String ?? "" }
     fileprivate var problemField: String? { json["field"] as? String }
 }
@@ -61,7 +64,8 @@ private final class FixedSource: HTTPHandler {
     @Test func pointerSegmentsAreBounded() throws {
         let s = try LiveServer()
         #expect(try s.call("PUT", "/v1/pipelines/p", "{}").status == 201)
-        let at32 = try s.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"\#(pointer(32))","value":1}"#)
+        let at32 = try s.call(
+            "PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"\#(pointer(32))","value":1}"#)
         #expect(at32.status == 201)
         let cases: [(String, String)] = [
             (#"{"action":"set","field":"\#(pointer(33))","value":1}"#, "field"),
@@ -75,13 +79,18 @@ private final class FixedSource: HTTPHandler {
             #expect(r.detail.contains("33 segments"))
         }
         // The same bound in a pipeline's config, and a smaller one when configured.
-        let put = try s.call("PUT", "/v1/pipelines/q", #"{"filters":{"f":{"action":"remove","field":"\#(pointer(33))"}}}"#)
+        let put = try s.call(
+            "PUT", "/v1/pipelines/q", #"{"filters":{"f":{"action":"remove","field":"\#(pointer(33))"}}}"#)
         #expect(put.status == 400)
         #expect(put.problemField == "filters.f.field")
         let small = try LiveServer(#"{"max_pointer_segments": 4}"#)
         #expect(try small.call("PUT", "/v1/pipelines/p", "{}").status == 201)
-        #expect(try small.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"remove","field":"\#(pointer(4))"}"#).status == 201)
-        #expect(try small.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"remove","field":"\#(pointer(5))"}"#).status == 400)
+        #expect(
+            try small.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"remove","field":"\#(pointer(4))"}"#).status
+                == 201)
+        #expect(
+            try small.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"remove","field":"\#(pointer(5))"}"#).status
+                == 400)
         #expect(try s.call("GET", "/healthz").status == 200)
     }
 
@@ -90,11 +99,13 @@ private final class FixedSource: HTTPHandler {
     @Test func setCannotBuildAPayloadDeeperThanTheLimit() throws {
         let s = try LiveServer()
         #expect(try s.call("PUT", "/v1/pipelines/p", #"{"max_in_flight": 10}"#).status == 201)
-        let over = try s.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"\#(pointer(32))","value":\#(nested(469))}"#)
+        let over = try s.call(
+            "PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"\#(pointer(32))","value":\#(nested(469))}"#)
         #expect(over.status == 400)
         #expect(over.problemField == "value")
         #expect(over.detail.contains("501 levels"))
-        let at = try s.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"\#(pointer(32))","value":\#(nested(468))}"#)
+        let at = try s.call(
+            "PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"\#(pointer(32))","value":\#(nested(468))}"#)
         #expect(at.status == 201)
         #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload":{}}"#).status == 201)
         // The deepest payload a set can build, inside the take's envelope, still parses.
@@ -121,7 +132,8 @@ private final class FixedSource: HTTPHandler {
     /// `max_json_depth` (ours, 500, and Foundation's, 512), accepted at it, and
     /// every answer that shows the value parses again.
     @Test func deepValuesAreRefusedOrKeptEverywhere() throws {
-        let s = try LiveServer(#"""
+        let s = try LiveServer(
+            #"""
             {"queues": {"q": {}}, "windows": {"w": {}}, "pools": {"gpus": {"elements": ["g1"]}},
              "pipelines": {"p": {}}, "machines": {"m": {"definition": "player"}}}
             """#)
@@ -133,7 +145,10 @@ private final class FixedSource: HTTPHandler {
             ("POST", "/v1/pipelines/p/items", { #"{"payload":\#($0)}"# }, "/v1/pipelines/p"),
             ("POST", "/v1/pipelines/p/items/batch", { #"{"items":[{"payload":\#($0)}]}"# }, "/v1/pipelines/p"),
             ("POST", "/v1/machines/m/events/prepare", { #"{"data":\#($0)}"# }, "/v1/machines/m"),
-            ("PUT", "/v1/pipelines/p/filters/f", { #"{"when":{"field":"/a","equals":\#($0)},"action":"drop"}"# }, "/v1/pipelines/p"),
+            (
+                "PUT", "/v1/pipelines/p/filters/f", { #"{"when":{"field":"/a","equals":\#($0)},"action":"drop"}"# },
+                "/v1/pipelines/p"
+            ),
             ("PUT", "/v1/pipelines/p/filters/g", { #"{"action":"set","field":"","value":\#($0)}"# }, "/v1/pipelines/p"),
         ]
         for (method, path, body, show) in routes {
@@ -178,8 +193,10 @@ private final class FixedSource: HTTPHandler {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let lines = [nested(501), nested(500), nested(600), #"{"n":1}"#]
-        try lines.joined(separator: "\n").write(to: dir.appendingPathComponent("deep.ndjson"), atomically: true, encoding: .utf8)
-        let s = try LiveServer(#"""
+        try lines.joined(separator: "\n").write(
+            to: dir.appendingPathComponent("deep.ndjson"), atomically: true, encoding: .utf8)
+        let s = try LiveServer(
+            #"""
             {"data_dir": "\#(dir.path)", "pipelines": {"p": {"capacity": 10, "max_in_flight": 10,
               "source": {"kind": "file", "path": "deep.ndjson", "low_water": 10}}}}
             """#)
@@ -207,7 +224,9 @@ private final class FixedSource: HTTPHandler {
         try upstream.start()
         defer { upstream.stop() }
         let s = try LiveServer()
-        let put = try await call(s, "PUT", "/v1/pipelines/p", #"{"source": {"kind": "http", "url": "http://127.0.0.1:\#(upstream.port)/next"}}"#)
+        let put = try await call(
+            s, "PUT", "/v1/pipelines/p",
+            #"{"source": {"kind": "http", "url": "http://127.0.0.1:\#(upstream.port)/next"}}"#)
         #expect(put.status == 201)
         var source: [String: Any] = [:]
         let deadline = Date().addingTimeInterval(30)
@@ -227,10 +246,13 @@ private final class FixedSource: HTTPHandler {
         let deep = try s.call("POST", "/v1/pipelines/p/items", #"{"payload":\#(nested(8))}"#)
         #expect(deep.status == 400)
         #expect(deep.detail.contains("8 levels"))
-        let set = try s.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"/a/b","value":\#(nested(7))}"#)
+        let set = try s.call(
+            "PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"/a/b","value":\#(nested(7))}"#)
         #expect(set.status == 400)
         #expect(set.problemField == "value")
-        #expect(try s.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"/a/b","value":\#(nested(6))}"#).status == 201)
+        #expect(
+            try s.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"/a/b","value":\#(nested(6))}"#)
+                .status == 201)
 
         func error(_ json: String) -> FieldError? {
             do {
@@ -244,9 +266,13 @@ private final class FixedSource: HTTPHandler {
         #expect(error(#"{"max_pointer_segments": 129}"#)?.field == "max_pointer_segments")
         #expect(error(#"{"max_json_depth": 500, "max_pointer_segments": 128}"#) == nil)
         // A declared pipeline's filter is checked against the configured limits.
-        let declared = #"{"max_pointer_segments": 2, "pipelines": {"p": {"filters": {"f": {"action": "remove", "field": "/a/b/c"}}}}}"#
+        let declared =
+            #"{"max_pointer_segments": 2, "pipelines": {"p": {"filters": {"f": {"action": "remove", "field": "/a/b/c"}}}}}"#
         var startupError = ""
-        do { _ = try UsherApp(config: try UsherConfig.parse(try JSONValue.parse(declared)), logger: Logger(level: .error)) } catch {
+        do {
+            _ = try UsherApp(
+                config: try UsherConfig.parse(try JSONValue.parse(declared)), logger: Logger(level: .error))
+        } catch {
             startupError = "\(error)"
         }
         #expect(startupError.contains("pipelines.p.filters.f.field"), "\(startupError)")

@@ -14,8 +14,10 @@ import UsherAPI
     /// Sends a request and leaves it parked on its connection.
     private func park(_ server: LiveServer, _ method: String, _ path: String, _ body: String) throws -> TestHTTPClient {
         let client = TestHTTPClient(port: server.port)
-        try client.sendRaw(Data(
-            "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8))
+        try client.sendRaw(
+            Data(
+                "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+                    .utf8))
         usleep(100_000)
         return client
     }
@@ -32,7 +34,9 @@ import UsherAPI
 
     @Test func aKilledWaiterLeavesTheLineAndIsNeverGranted() throws {
         let server = try LiveServer(Self.config)
-        #expect(try server.call("POST", "/v1/queues/deploy/visitors", #"{"id": "holder"}"#).json["status"] as? String == "granted")
+        #expect(
+            try server.call("POST", "/v1/queues/deploy/visitors", #"{"id": "holder"}"#).json["status"] as? String
+                == "granted")
         let waiter = try park(server, "POST", "/v1/queues/deploy/visitors?wait=30", #"{"id": "dies"}"#)
         #expect(try server.call("GET", "/v1/queues/deploy/visitors/dies").json["status"] as? String == "waiting")
         waiter.disconnect()
@@ -43,7 +47,9 @@ import UsherAPI
         let visitor = try server.call("GET", "/v1/queues/deploy/visitors/dies").json
         #expect(visitor["reason"] as? String == "disconnected")
         // The lock passes over it: the next waiter is granted when the holder completes.
-        #expect(try server.call("POST", "/v1/queues/deploy/visitors", #"{"id": "next"}"#).json["status"] as? String == "waiting")
+        #expect(
+            try server.call("POST", "/v1/queues/deploy/visitors", #"{"id": "next"}"#).json["status"] as? String
+                == "waiting")
         #expect(try server.call("POST", "/v1/queues/deploy/visitors/holder/complete").status == 200)
         #expect(try server.call("GET", "/v1/queues/deploy/visitors/next").json["status"] as? String == "granted")
         #expect(server.server.suspendedRequests == 0)
@@ -52,7 +58,8 @@ import UsherAPI
     @Test func keepLeavesAKilledWaiterInLine() throws {
         let server = try LiveServer(Self.config)
         _ = try server.call("POST", "/v1/queues/deploy/visitors", #"{"id": "holder"}"#)
-        let waiter = try park(server, "POST", "/v1/queues/deploy/visitors?wait=30&on_disconnect=keep", #"{"id": "stays"}"#)
+        let waiter = try park(
+            server, "POST", "/v1/queues/deploy/visitors?wait=30&on_disconnect=keep", #"{"id": "stays"}"#)
         waiter.disconnect()
         #expect(within2s { server.server.suspendedRequests == 0 } != nil)
         #expect(try server.call("GET", "/v1/queues/deploy/visitors/stays").json["status"] as? String == "waiting")
@@ -92,8 +99,10 @@ import UsherAPI
         for i in 0..<200 {
             let client = TestHTTPClient(port: server.port)
             let body = #"{"id": "w\#(i)"}"#
-            try client.sendRaw(Data(
-                "POST /v1/queues/deploy/visitors?wait=30 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8))
+            try client.sendRaw(
+                Data(
+                    "POST /v1/queues/deploy/visitors?wait=30 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+                        .utf8))
             clients.append(client)
         }
         #expect(within2s { server.server.suspendedRequests == 200 } != nil)

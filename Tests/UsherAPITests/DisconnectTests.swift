@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import Testing
+
 @testable import UsherAPI
 @testable import UsherCore
 
@@ -219,7 +220,8 @@ import Testing
     @Test func aParkedProducerThatHangsUpPushesNothing() async throws {
         let h = try DisconnectHarness(#"{"pipelines": {"jobs": {"capacity": 1}}}"#)
         _ = try h.now("POST", "/v1/pipelines/jobs/items", body: #"{"id": "x", "payload": 1}"#)
-        let parked = try h.park("POST", "/v1/pipelines/jobs/items", [("wait", "30")], body: #"{"id": "y", "payload": 2}"#)
+        let parked = try h.park(
+            "POST", "/v1/pipelines/jobs/items", [("wait", "30")], body: #"{"id": "y", "payload": 2}"#)
         let pipeline = try h.pipeline("jobs")
         await h.eventually { await pipeline.waitingProducers == 1 }
         parked.cancel()
@@ -264,7 +266,9 @@ struct DisconnectHarness {
         app = try UsherApp(config: config, clock: clock)
     }
 
-    func handle(_ method: String, _ path: String, _ query: [(name: String, value: String)], body: String) -> HTTPHandlerResult {
+    func handle(_ method: String, _ path: String, _ query: [(name: String, value: String)], body: String)
+        -> HTTPHandlerResult
+    {
         app.handle(HTTPRequest(method: method, path: path, query: query, body: Data(body.utf8)))
     }
 

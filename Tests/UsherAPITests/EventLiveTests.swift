@@ -42,7 +42,8 @@ final class SSEReader {
                 if line.hasPrefix("id: ") { event.id = UInt64(line.dropFirst(4)) }
                 if line.hasPrefix("event: ") { event.type = String(line.dropFirst(7)) }
                 if line.hasPrefix("data: ") {
-                    event.data = (try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8))) as? [String: Any] ?? [:]
+                    event.data =
+                        (try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8))) as? [String: Any] ?? [:]
                 }
             }
             if !isComment { return event }
@@ -60,12 +61,12 @@ final class SSEReader {
 
 @Suite(.serialized) struct EventLiveTests {
     static let config = #"""
-    {"queues": {"q": {"capacity": 1}}, "pools": {"gpus": {"elements": ["g1"]}},
-     "pipelines": {"p": {}},
-     "definitions": {"door": {"initial": "closed",
-       "transitions": [{"event": "open", "from": "closed", "to": "opened"}]}},
-     "machines": {"m": {"definition": "door"}}}
-    """#
+        {"queues": {"q": {"capacity": 1}}, "pools": {"gpus": {"elements": ["g1"]}},
+         "pipelines": {"p": {}},
+         "definitions": {"door": {"initial": "closed",
+           "transitions": [{"event": "open", "from": "closed", "to": "opened"}]}},
+         "machines": {"m": {"definition": "door"}}}
+        """#
 
     @Test func streamsEveryKindsChanges() throws {
         let s = try LiveServer(Self.config)

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import Testing
+
 @testable import UsherAPI
 @testable import UsherCore
 

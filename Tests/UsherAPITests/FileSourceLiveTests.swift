@@ -11,12 +11,13 @@ import UsherCore
     @Test func aRelativeDataDirIsResolvedAgainstTheConfigFilesFolder() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: dir.appendingPathComponent("feeds"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: dir.appendingPathComponent("feeds"), withIntermediateDirectories: true)
         try #"{"n": 1}"#.write(to: dir.appendingPathComponent("feeds/in.ndjson"), atomically: true, encoding: .utf8)
         let file = dir.appendingPathComponent("usher.json")
         try #"""
-            {"data_dir": "feeds", "pipelines": {"p": {"source": {"kind": "file", "path": "in.ndjson"}}}}
-            """#.write(to: file, atomically: true, encoding: .utf8)
+        {"data_dir": "feeds", "pipelines": {"p": {"source": {"kind": "file", "path": "in.ndjson"}}}}
+        """#.write(to: file, atomically: true, encoding: .utf8)
         let config = try UsherConfig.load(path: file.path, environment: [:])
         #expect(config.dataDir == dir.appendingPathComponent("feeds").path)
         let s = try LiveServer(config: config)
@@ -55,7 +56,8 @@ import UsherCore
         #expect(try await call(s, "PUT", "/v1/pipelines/q", "{}").status == 201)
         // Declared in the config file, it stops start-up.
         #expect(throws: (any Error).self) {
-            _ = try LiveServer(#"""
+            _ = try LiveServer(
+                #"""
                 {"data_dir": "\#(missing)", "pipelines": {"p": {"source": {"kind": "file", "path": "in.ndjson"}}}}
                 """#)
         }
@@ -66,7 +68,9 @@ import UsherCore
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let s = try LiveServer(#"{"data_dir": "\#(dir.path)"}"#)
-        #expect(try await call(s, "PUT", "/v1/pipelines/p", #"{"source": {"kind": "file", "path": "later.ndjson"}}"#).status == 201)
+        #expect(
+            try await call(s, "PUT", "/v1/pipelines/p", #"{"source": {"kind": "file", "path": "later.ndjson"}}"#).status
+                == 201)
         #expect(try await poll { try await source(s)["last_error"] is String })
         try #"{"n": 1}"#.write(to: dir.appendingPathComponent("later.ndjson"), atomically: true, encoding: .utf8)
         #expect(try await poll { try await source(s)["pulled_total"] as? Int == 1 })

@@ -5,12 +5,12 @@ import Testing
 
 @Suite struct MachineLiveTests {
     static let config = #"""
-    {"definitions": {"door": {"initial": "closed",
-       "transitions": [{"event": "open", "from": "closed", "to": "opened"},
-                       {"event": "close", "from": "opened", "to": "closed"}],
-       "timeouts": [{"state": "opened", "after_seconds": 0.2, "event": "close"}]}},
-     "machines": {"player": {"definition": "player"}}}
-    """#
+        {"definitions": {"door": {"initial": "closed",
+           "transitions": [{"event": "open", "from": "closed", "to": "opened"},
+                           {"event": "close", "from": "opened", "to": "closed"}],
+           "timeouts": [{"state": "opened", "after_seconds": 0.2, "event": "close"}]}},
+         "machines": {"player": {"definition": "player"}}}
+        """#
 
     @Test func lifecycleAndPlayerPath() throws {
         let s = try LiveServer(Self.config)
@@ -41,8 +41,9 @@ import Testing
         let stale = try c.request("POST", "/v1/machines/player/events/start", headers: ["If-Match": "\"\(version)\""])
         #expect(stale.status == 412)
         #expect(stale.code == "precondition_failed")
-        let fresh = try c.request("POST", "/v1/machines/player/events/start", body: #"{"data": {"track": 3}}"#,
-                                  headers: ["If-Match": "\(version + 1)"])
+        let fresh = try c.request(
+            "POST", "/v1/machines/player/events/start", body: #"{"data": {"track": 3}}"#,
+            headers: ["If-Match": "\(version + 1)"])
         #expect(fresh.status == 200)
         #expect(fresh.json["state"] as? String == "Running")
 
@@ -57,9 +58,11 @@ import Testing
         #expect(try s.call("PUT", "/v1/machines/m1", def).status == 201)
         #expect(try s.call("PUT", "/v1/machines/m1", def).status == 200)
         #expect(try s.call("PUT", "/v1/machines/m1", #"{"definition": "player"}"#).code == "already_exists")
-        #expect(try s.call("PUT", "/v1/machines/m2", #"{"definition": {"initial": "x", "transitions": []}}"#).status == 201)
-        let bad = try s.call("PUT", "/v1/machines/m3",
-                             #"{"initial": "a", "states": ["a"], "transitions": [{"event": "go", "from": "a", "to": "zz"}]}"#)
+        #expect(
+            try s.call("PUT", "/v1/machines/m2", #"{"definition": {"initial": "x", "transitions": []}}"#).status == 201)
+        let bad = try s.call(
+            "PUT", "/v1/machines/m3",
+            #"{"initial": "a", "states": ["a"], "transitions": [{"event": "go", "from": "a", "to": "zz"}]}"#)
         #expect(bad.status == 400)
         #expect((bad.json["detail"] as? String)?.contains("zz") == true)
         #expect(try s.call("PUT", "/v1/machines/m4", #"{"definition": "nope"}"#).status == 400)
@@ -71,11 +74,15 @@ import Testing
         for summary in machines {
             let name = try #require(summary["name"] as? String)
             let own = try s.call("GET", "/v1/machines/\(name)")
-            let listed = try JSONSerialization.data(withJSONObject: try #require(summary["definition"]), options: [.sortedKeys, .fragmentsAllowed])
-            let shown = try JSONSerialization.data(withJSONObject: try #require(own.json["definition"]), options: [.sortedKeys, .fragmentsAllowed])
+            let listed = try JSONSerialization.data(
+                withJSONObject: try #require(summary["definition"]), options: [.sortedKeys, .fragmentsAllowed])
+            let shown = try JSONSerialization.data(
+                withJSONObject: try #require(own.json["definition"]), options: [.sortedKeys, .fragmentsAllowed])
             #expect(listed == shown, "\(name)")
         }
-        #expect((machines.first { $0["name"] as? String == "m2" }?["definition"] as? [String: Any])?["initial"] as? String == "x")
+        #expect(
+            (machines.first { $0["name"] as? String == "m2" }?["definition"] as? [String: Any])?["initial"] as? String
+                == "x")
         #expect(try s.call("DELETE", "/v1/machines/m1").status == 204)
         #expect(try s.call("GET", "/v1/machines/m1").status == 404)
     }

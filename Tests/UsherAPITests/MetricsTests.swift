@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import HTTPTestClient
 import Testing
+
 @testable import UsherAPI
 
 /// `GET /metrics` (docs/metrics.md): the text format, HTTP counts by route
@@ -17,13 +18,19 @@ import Testing
     /// Parses the sample lines of an exposition (comments skipped).
     static func parse(_ text: String) -> [Sample] {
         text.split(separator: "\n").compactMap { line -> Sample? in
-            guard !line.hasPrefix("#"), let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...])
-                ?? (line.hasSuffix("+Inf") ? Double.infinity : nil)
+            guard !line.hasPrefix("#"), let space = line.lastIndex(of: " "),
+                let value = Double(line[line.index(after: space)...])
+                    ?? (line.hasSuffix("+Inf") ? Double.infinity : nil)
             else { return nil }
             let head = line[..<space]
-            guard let brace = head.firstIndex(of: "{") else { return Sample(name: String(head), labels: [:], value: value) }
+            guard let brace = head.firstIndex(of: "{") else {
+                return Sample(name: String(head), labels: [:], value: value)
+            }
             var labels: [String: String] = [:]
-            var key = "", val = "", inValue = false, escaped = false
+            var key = ""
+            var val = ""
+            var inValue = false
+            var escaped = false
             for c in head[head.index(after: brace)...].dropLast() {
                 if inValue {
                     if escaped {
@@ -60,17 +67,18 @@ import Testing
         out.family("x_total", "counter", "a \\ b\nc")
         out.sample("x_total", ["name": "a\"b\\c\nd"], 3)
         out.histogram("h", [("k", "v")], bounds: [0.5, 1], counts: [1, 0, 2], sum: 2.75)
-        #expect(out.text == """
-            # HELP x_total a \\\\ b\\nc
-            # TYPE x_total counter
-            x_total{name="a\\"b\\\\c\\nd"} 3
-            h_bucket{k="v",le="0.5"} 1
-            h_bucket{k="v",le="1"} 1
-            h_bucket{k="v",le="+Inf"} 3
-            h_sum{k="v"} 2.75
-            h_count{k="v"} 3
+        #expect(
+            out.text == """
+                # HELP x_total a \\\\ b\\nc
+                # TYPE x_total counter
+                x_total{name="a\\"b\\\\c\\nd"} 3
+                h_bucket{k="v",le="0.5"} 1
+                h_bucket{k="v",le="1"} 1
+                h_bucket{k="v",le="+Inf"} 3
+                h_sum{k="v"} 2.75
+                h_count{k="v"} 3
 
-            """)
+                """)
         #expect(Self.parse(out.text).first?.labels["name"] == "a\"b\\c\nd")
     }
 
@@ -108,7 +116,10 @@ import Testing
     @Test func streamsAreCountedWhenTheyOpen() {
         let metrics = HTTPMetrics()
         let stream = HTTPStream(status: 200)
-        guard case .stream = metrics.measure(.stream(stream), route: "/v1/events", method: "GET", since: HTTPMetrics.now()) else {
+        guard
+            case .stream = metrics.measure(
+                .stream(stream), route: "/v1/events", method: "GET", since: HTTPMetrics.now())
+        else {
             Issue.record("not a stream")
             return
         }
@@ -116,8 +127,12 @@ import Testing
         var out = PrometheusText()
         metrics.write(to: &out)
         let samples = Self.parse(out.text)
-        #expect(samples.first { $0.name == "usher_http_requests_total" && $0.labels["route"] == "/v1/events" }?.value == 1)
-        #expect(samples.first { $0.name == "usher_http_request_duration_seconds_count" && $0.labels["route"] == "/v1/events" }?.value == 1)
+        #expect(
+            samples.first { $0.name == "usher_http_requests_total" && $0.labels["route"] == "/v1/events" }?.value == 1)
+        #expect(
+            samples.first {
+                $0.name == "usher_http_request_duration_seconds_count" && $0.labels["route"] == "/v1/events"
+            }?.value == 1)
     }
 
     @Test func httpCountsByTemplateAndHistogramConsistency() throws {
@@ -137,7 +152,8 @@ import Testing
         let samples = Self.parse(response.text)
         func total(_ route: String, _ method: String, _ status: String) -> Double? {
             samples.first {
-                $0.name == "usher_http_requests_total" && $0.labels == ["route": route, "method": method, "status": status]
+                $0.name == "usher_http_requests_total"
+                    && $0.labels == ["route": route, "method": method, "status": status]
             }?.value
         }
         #expect(total("/v1/queues/{name}/visitors", "POST", "201") == 2)
@@ -152,12 +168,17 @@ import Testing
 
         // Histograms: per (route, method), buckets cumulative, +Inf == _count == the requests counted.
         for key in Set(samples.filter { $0.name == "usher_http_request_duration_seconds_count" }.map { $0.labels }) {
-            let buckets = samples.filter { $0.name == "usher_http_request_duration_seconds_bucket" && $0.labels.filter { $0.key != "le" } == key }
+            let buckets = samples.filter {
+                $0.name == "usher_http_request_duration_seconds_bucket" && $0.labels.filter { $0.key != "le" } == key
+            }
             #expect(zip(buckets, buckets.dropFirst()).allSatisfy { $0.value <= $1.value })
             #expect(buckets.last?.labels["le"] == "+Inf")
-            let count = samples.first { $0.name == "usher_http_request_duration_seconds_count" && $0.labels == key }?.value
-            let requests = samples.filter { $0.name == "usher_http_requests_total" && $0.labels.filter { $0.key != "status" } == key }
-                .reduce(0) { $0 + $1.value }
+            let count = samples.first { $0.name == "usher_http_request_duration_seconds_count" && $0.labels == key }?
+                .value
+            let requests = samples.filter {
+                $0.name == "usher_http_requests_total" && $0.labels.filter { $0.key != "status" } == key
+            }
+            .reduce(0) { $0 + $1.value }
             #expect(buckets.last?.value == count && count == requests, "\(key)")
         }
         // The scrape itself is counted after it is answered: the next one sees it.
@@ -168,7 +189,9 @@ import Testing
     @Test func resourceGaugesMatchTheStateRoutes() throws {
         let s = try LiveServer(Self.config)
         let c = s.client()
-        for id in ["a", "b", "c"] { _ = try c.request("POST", "/v1/queues/printer/visitors", body: #"{"id": "\#(id)"}"#) }
+        for id in ["a", "b", "c"] {
+            _ = try c.request("POST", "/v1/queues/printer/visitors", body: #"{"id": "\#(id)"}"#)
+        }
         _ = try c.request("POST", "/v1/queues/printer/visitors/a/complete", body: "{}")
         _ = try c.request("POST", "/v1/windows/alerts/show", body: #"{"id": "x"}"#)
         _ = try c.request("POST", "/v1/windows/alerts/show", body: #"{"id": "y"}"#)
@@ -179,13 +202,16 @@ import Testing
 
         let samples = Self.parse(try c.request("GET", "/metrics").text)
         func value(_ name: String, _ kind: String, _ resource: String, _ extra: [String: String] = [:]) -> Double? {
-            samples.first { $0.name == name && $0.labels == ["kind": kind, "name": resource].merging(extra) { $1 } }?.value
+            samples.first { $0.name == name && $0.labels == ["kind": kind, "name": resource].merging(extra) { $1 } }?
+                .value
         }
         let queue = try c.request("GET", "/v1/queues/printer").json["counts"] as? [String: Int] ?? [:]
         #expect(queue["waiting"] == 1 && queue["holding"] == 1)
         for (field, n) in queue {
             if field.hasSuffix("_total") {
-                #expect(value("usher_resource_events_total", "queues", "printer", ["event": String(field.dropLast(6))]) == Double(n), "\(field)")
+                #expect(
+                    value("usher_resource_events_total", "queues", "printer", ["event": String(field.dropLast(6))])
+                        == Double(n), "\(field)")
             } else {
                 #expect(value("usher_queue_\(field)", "queues", "printer") == Double(n), "\(field)")
             }
@@ -207,7 +233,9 @@ import Testing
 
         let pipeline = try c.request("GET", "/v1/pipelines/gifts").json
         for field in ["ready", "in_flight", "delayed", "dead"] {
-            #expect(value("usher_pipeline_\(field)", "pipelines", "gifts") == Double(pipeline[field] as? Int ?? -1), "\(field)")
+            #expect(
+                value("usher_pipeline_\(field)", "pipelines", "gifts") == Double(pipeline[field] as? Int ?? -1),
+                "\(field)")
         }
         #expect(value("usher_resource_events_total", "pipelines", "gifts", ["event": "delivered"]) == 1)
         #expect(value("usher_resource_wait_seconds_count", "pipelines", "gifts") == 1)
@@ -243,7 +271,9 @@ import Testing
     /// `promtool check metrics` accepts a scrape (skipped without promtool;
     /// `scripts/metrics-check` installs it and runs the same check in CI).
     @Test func promtoolAcceptsTheOutput() throws {
-        guard let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"].first(where: FileManager.default.isExecutableFile)
+        guard
+            let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool"].first(
+                where: FileManager.default.isExecutableFile)
         else { return }
         let s = try LiveServer(Self.config)
         let c = s.client()
@@ -253,7 +283,8 @@ import Testing
         let process = Process()
         process.executableURL = URL(fileURLWithPath: promtool)
         process.arguments = ["check", "metrics"]
-        let input = Pipe(), output = Pipe()
+        let input = Pipe()
+        let output = Pipe()
         process.standardInput = input
         process.standardOutput = output
         process.standardError = output

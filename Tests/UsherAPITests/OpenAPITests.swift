@@ -2,6 +2,7 @@ import Foundation
 import HTTPTestClient
 import Testing
 import UsherCore
+
 @testable import UsherAPI
 
 /// Keeps `GET /openapi.json` true to the server: the same routes, every
@@ -37,7 +38,8 @@ import UsherCore
             }
             #expect(inTemplate == declared, "\(path.template)")
             for parameter in path.parameters {
-                #expect(parameter["schema"]?["pattern"] == .string(OpenAPIDocument.Schema.namePattern), "\(path.template)")
+                #expect(
+                    parameter["schema"]?["pattern"] == .string(OpenAPIDocument.Schema.namePattern), "\(path.template)")
             }
         }
     }
@@ -102,7 +104,8 @@ import UsherCore
         let known = Set(OpenAPIDocument.problemCodes)
         for error in errors {
             #expect(known.contains(error.code), "\(error.code) is not in the Problem schema")
-            #expect((try? JSONValue.parse(Data(error.response.body)))?["type"] == .string("urn:usher:error:\(error.code)"))
+            #expect(
+                (try? JSONValue.parse(Data(error.response.body)))?["type"] == .string("urn:usher:error:\(error.code)"))
         }
         #expect(errors.contains { $0.code == "too_many_resources" })
 
@@ -110,10 +113,12 @@ import UsherCore
         func walk(_ value: JSONValue) {
             switch value {
             case .object(let members):
-                if case .object(let code)? = value["properties"]?["code"], case .array(let codes)? = JSONValue.object(code)["enum"] {
+                if case .object(let code)? = value["properties"]?["code"],
+                    case .array(let codes)? = JSONValue.object(code)["enum"]
+                {
                     for case .string(let c) in codes { named.insert(c) }
                 }
-                members.forEach { walk($0.1) }
+                for member in members { walk(member.1) }
             case .array(let elements): elements.forEach(walk)
             default: break
             }

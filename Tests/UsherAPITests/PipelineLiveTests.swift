@@ -1,11 +1,12 @@
 import Foundation
 import HTTPServer
 import HTTPTestClient
+import Locking
 import Synchronization
 import Testing
-@testable import UsherAPI
 import UsherCore
-import Locking
+
+@testable import UsherAPI
 
 /// No answer came in time.
 private struct NoAnswer: Error {}
@@ -45,7 +46,6 @@ private final class ScriptedSource: HTTPHandler {
         let next = script.withLock { $0.isEmpty ? nil : $0.removeFirst() }
         return .respond(next ?? HTTPResponse(status: 204))
     }
-
 
     static func json(_ text: String) -> HTTPResponse {
         HTTPResponse(status: 200, contentType: "application/json", text: text)
@@ -120,7 +120,9 @@ extension TestHTTPClient.Response {
         #expect(config["ack_seconds"] as? Int == 30)
         #expect(config["max_deliveries"] as? Int == 5)
         // The same config after defaults: 200; a different one: 409.
-        #expect(try s.call("PUT", "/v1/pipelines/p", #"{"capacity": 10, "max_in_flight": 2, "ack_seconds": 30}"#).status == 200)
+        #expect(
+            try s.call("PUT", "/v1/pipelines/p", #"{"capacity": 10, "max_in_flight": 2, "ack_seconds": 30}"#).status
+                == 200)
         let clash = try s.call("PUT", "/v1/pipelines/p", #"{"capacity": 11}"#)
         #expect(clash.status == 409)
         #expect(clash.code == "already_exists")
@@ -159,8 +161,14 @@ extension TestHTTPClient.Response {
             ("POST", "/v1/pipelines/p/items", #"{"payload": 1, "id": "batch"}"#, "reserved"),
             ("POST", "/v1/pipelines/p/items", #"{"payload": 1, "delay_seconds": -1}"#, "delay_seconds"),
             ("POST", "/v1/pipelines/p/items?wiat=5", #"{"payload": 1}"#, "wiat"),
-            ("POST", "/v1/pipelines/p/items/batch", #"{"items": [{"payload": 1}, {"payload": 2, "x": 1}]}"#, "items[1].x"),
-            ("POST", "/v1/pipelines/p/items/batch", #"{"items": [{"payload": 1}, {"payload": 2}, {"payload": 3}, {"payload": 4}]}"#, "capacity"),
+            (
+                "POST", "/v1/pipelines/p/items/batch", #"{"items": [{"payload": 1}, {"payload": 2, "x": 1}]}"#,
+                "items[1].x"
+            ),
+            (
+                "POST", "/v1/pipelines/p/items/batch",
+                #"{"items": [{"payload": 1}, {"payload": 2}, {"payload": 3}, {"payload": 4}]}"#, "capacity"
+            ),
             ("POST", "/v1/pipelines/p/items/batch", #"{}"#, "items"),
             ("POST", "/v1/pipelines/p/take?max=0", nil, "max"),
             ("POST", "/v1/pipelines/p/take?max=1001", nil, "max"),
@@ -171,7 +179,10 @@ extension TestHTTPClient.Response {
             ("PUT", "/v1/pipelines/p/filters/f", #"{"action": "set", "field": "type", "value": 1}"#, "JSON Pointer"),
             ("PUT", "/v1/pipelines/p/filters/f", #"{"action": "set", "field": "/a"}"#, "value"),
             ("PUT", "/v1/pipelines/p/filters/f", #"{"when": {"field": "/a"}, "action": "drop"}"#, "equals"),
-            ("PUT", "/v1/pipelines/p/filters/f", #"{"when": {"field": "/a", "equals": 1, "exists": true}, "action": "drop"}"#, "exactly one"),
+            (
+                "PUT", "/v1/pipelines/p/filters/f",
+                #"{"when": {"field": "/a", "equals": 1, "exists": true}, "action": "drop"}"#, "exactly one"
+            ),
             ("PUT", "/v1/pipelines/p/filters/f", #"{"action": "remove", "field": "/a~2"}"#, "~"),
             ("PUT", "/v1/pipelines/p/filters/bad%20name", #"{"action": "drop"}"#, "not a valid name"),
             ("PUT", "/v1/pipelines/new", #"{"capactiy": 3}"#, "capactiy"),
@@ -204,7 +215,8 @@ extension TestHTTPClient.Response {
             ("GET", "/v1/pipelines/none"), ("POST", "/v1/pipelines/none/items"), ("POST", "/v1/pipelines/none/take"),
             ("GET", "/v1/pipelines/p/items/x"), ("DELETE", "/v1/pipelines/p/items/x"),
             ("POST", "/v1/pipelines/p/items/x/consume"), ("POST", "/v1/pipelines/p/items/x/release"),
-            ("GET", "/v1/pipelines/p/filters/f"), ("DELETE", "/v1/pipelines/p/filters/f"), ("GET", "/v1/pipelines/p/nothing"),
+            ("GET", "/v1/pipelines/p/filters/f"), ("DELETE", "/v1/pipelines/p/filters/f"),
+            ("GET", "/v1/pipelines/p/nothing"),
         ] {
             let r = try s.call(method, path, path.hasSuffix("/items") ? #"{"payload": 1}"# : nil)
             #expect(r.status == 404, "\(method) \(path): \(r.text)")
@@ -219,19 +231,24 @@ extension TestHTTPClient.Response {
     @Test func declaredPipelinesNameTheField() throws {
         func startupError(_ text: String) -> String? {
             do {
-                _ = try UsherApp(config: try UsherConfig.parse(try JSONValue.parse(text)), logger: Logger(level: .error))
+                _ = try UsherApp(
+                    config: try UsherConfig.parse(try JSONValue.parse(text)), logger: Logger(level: .error))
                 return nil
             } catch { return "\(error)" }
         }
         #expect(startupError(#"{"pipelines": {"p": {"capactiy": 1}}}"#)?.contains("pipelines.p.capactiy") == true)
-        #expect(startupError(#"{"pipelines": {"p": {"source": {"kind": "file", "path": "../x"}}}}"#)?
-            .contains("pipelines.p.source.path") == true)
-        #expect(startupError(#"{"pipelines": {"p": {"filters": {"f": {"action": "set", "field": "/a"}}}}}"#)?
-            .contains("pipelines.p.filters.f.value") == true)
-        #expect(startupError(#"{"pipelines": {"p": {"source": {"kind": "http", "url": "http://192.0.2.1/"}}}}"#)?
-            .contains("loopback") == true)
+        #expect(
+            startupError(#"{"pipelines": {"p": {"source": {"kind": "file", "path": "../x"}}}}"#)?
+                .contains("pipelines.p.source.path") == true)
+        #expect(
+            startupError(#"{"pipelines": {"p": {"filters": {"f": {"action": "set", "field": "/a"}}}}}"#)?
+                .contains("pipelines.p.filters.f.value") == true)
+        #expect(
+            startupError(#"{"pipelines": {"p": {"source": {"kind": "http", "url": "http://192.0.2.1/"}}}}"#)?
+                .contains("loopback") == true)
         // Declared filters run from the start.
-        let s = try LiveServer(#"{"pipelines": {"p": {"filters": {"tag": {"action": "set", "field": "/by", "value": "usher"}}}}}"#)
+        let s = try LiveServer(
+            #"{"pipelines": {"p": {"filters": {"tag": {"action": "set", "field": "/by", "value": "usher"}}}}}"#)
         _ = try s.call("POST", "/v1/pipelines/p/items", #"{"payload": {"a": 1}}"#)
         let taken = try s.call("POST", "/v1/pipelines/p/take")
         let payload = taken.items.first?["payload"] as? [String: Any]
@@ -252,9 +269,11 @@ extension TestHTTPClient.Response {
         let again = try c.request("POST", "/v1/pipelines/p/items", body: #"{"id": "a", "payload": {"n": 99}}"#)
         #expect(again.status == 200)
         #expect(again.json["id"] as? String == "a")
-        let b = try c.request("POST", "/v1/pipelines/p/items", body: #"{"id": "b", "payload": "urgent", "priority": 5}"#)
+        let b = try c.request(
+            "POST", "/v1/pipelines/p/items", body: #"{"id": "b", "payload": "urgent", "priority": 5}"#)
         #expect(b.json["position"] as? Int == 1)
-        let d = try c.request("POST", "/v1/pipelines/p/items", body: #"{"id": "d", "payload": null, "delay_seconds": 60}"#)
+        let d = try c.request(
+            "POST", "/v1/pipelines/p/items", body: #"{"id": "d", "payload": null, "delay_seconds": 60}"#)
         #expect(d.status == 201)
         #expect(d.json["status"] as? String == "delayed")
         #expect(d.json["position"] is NSNull)
@@ -353,7 +372,8 @@ extension TestHTTPClient.Response {
 
     @Test func fullPipelineIs429AndBatchesAreAllOrNothing() throws {
         let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 3}}}"#)
-        let batch = try s.call("POST", "/v1/pipelines/p/items/batch", #"{"items": [{"id": "x", "payload": 1}, {"payload": 2}]}"#)
+        let batch = try s.call(
+            "POST", "/v1/pipelines/p/items/batch", #"{"items": [{"id": "x", "payload": 1}, {"payload": 2}]}"#)
         #expect(batch.status == 201)
         let ids = try #require(batch.json["ids"] as? [String])
         #expect(ids.count == 2 && ids[0] == "x")
@@ -467,7 +487,8 @@ extension TestHTTPClient.Response {
         #expect(second.items.first?["deliveries"] as? Int == 2)
         #expect(try state(s).counts["redelivered_total"] as? Int == 1)
         // The late ack of the first delivery is refused by its fence.
-        let late = try s.call("POST", "/v1/pipelines/p/items/a/consume", #"{"fence": \#(first.items[0]["fence"] as? Int ?? 0)}"#)
+        let late = try s.call(
+            "POST", "/v1/pipelines/p/items/a/consume", #"{"fence": \#(first.items[0]["fence"] as? Int ?? 0)}"#)
         #expect(late.code == "not_in_flight")
         // Released after its last delivery: dead.
         let dead = try s.call("POST", "/v1/pipelines/p/items/a/release")
@@ -489,22 +510,34 @@ extension TestHTTPClient.Response {
 
     @Test func filtersRunInPriorityOrderOnEachHandOut() throws {
         let s = try LiveServer(#"{"pipelines": {"p": {"max_in_flight": 10}}}"#)
-        let drop = try s.call("PUT", "/v1/pipelines/p/filters/no-heartbeats",
-                              #"{"priority": 10, "when": {"field": "/type", "equals": "heartbeat"}, "action": "drop"}"#)
+        let drop = try s.call(
+            "PUT", "/v1/pipelines/p/filters/no-heartbeats",
+            #"{"priority": 10, "when": {"field": "/type", "equals": "heartbeat"}, "action": "drop"}"#)
         #expect(drop.status == 201)
         #expect(drop.json["name"] as? String == "no-heartbeats")
         // Runs before "strip" (priority 1): the tag is set, then debug removed.
-        #expect(try s.call("PUT", "/v1/pipelines/p/filters/tag", #"{"priority": 5, "action": "set", "field": "/meta/seen_by", "value": "usher"}"#).status == 201)
-        #expect(try s.call("PUT", "/v1/pipelines/p/filters/strip",
-                           #"{"priority": 1, "when": {"field": "/debug", "exists": true}, "action": "remove", "field": "/debug"}"#).status == 201)
+        #expect(
+            try s.call(
+                "PUT", "/v1/pipelines/p/filters/tag",
+                #"{"priority": 5, "action": "set", "field": "/meta/seen_by", "value": "usher"}"#
+            ).status == 201)
+        #expect(
+            try s.call(
+                "PUT", "/v1/pipelines/p/filters/strip",
+                #"{"priority": 1, "when": {"field": "/debug", "exists": true}, "action": "remove", "field": "/debug"}"#
+            ).status == 201)
         // Replacing a filter: 200.
-        let replaced = try s.call("PUT", "/v1/pipelines/p/filters/tag", #"{"priority": 5, "action": "set", "field": "/meta/seen_by", "value": "usher-2"}"#)
+        let replaced = try s.call(
+            "PUT", "/v1/pipelines/p/filters/tag",
+            #"{"priority": 5, "action": "set", "field": "/meta/seen_by", "value": "usher-2"}"#)
         #expect(replaced.status == 200)
         #expect(try s.call("GET", "/v1/pipelines/p/filters/tag").json["value"] as? String == "usher-2")
         let names = (try state(s).json["filters"] as? [[String: Any]])?.map { $0["name"] as? String }
         #expect(names == ["no-heartbeats", "tag", "strip"])
 
-        _ = try s.call("POST", "/v1/pipelines/p/items/batch", #"""
+        _ = try s.call(
+            "POST", "/v1/pipelines/p/items/batch",
+            #"""
             {"items": [{"id": "h", "payload": {"type": "heartbeat"}},
                        {"id": "g", "payload": {"type": "gift", "debug": true}},
                        {"id": "n", "payload": 7}]}
@@ -538,8 +571,10 @@ extension TestHTTPClient.Response {
         var lines = (1...40).map { #"{"n": \#($0)}"# }
         lines.insert("this is not json", at: 10)
         lines.insert("", at: 20)
-        try lines.joined(separator: "\n").write(to: dir.appendingPathComponent("gifts.ndjson"), atomically: true, encoding: .utf8)
-        let s = try LiveServer(#"""
+        try lines.joined(separator: "\n").write(
+            to: dir.appendingPathComponent("gifts.ndjson"), atomically: true, encoding: .utf8)
+        let s = try LiveServer(
+            #"""
             {"data_dir": "\#(dir.path)", "pipelines": {"p": {"capacity": 10, "max_in_flight": 4,
               "source": {"kind": "file", "path": "gifts.ndjson", "low_water": 3}}}}
             """#)
@@ -553,7 +588,9 @@ extension TestHTTPClient.Response {
             let r = try await call(s, "POST", "/v1/pipelines/p/take?wait=5&max=4")
             for item in r.items {
                 seen.append((item["payload"] as? [String: Any])?["n"] as? Int ?? -1)
-                #expect(try await call(s, "POST", "/v1/pipelines/p/items/\(item["id"] as? String ?? "")/consume").status == 200)
+                #expect(
+                    try await call(s, "POST", "/v1/pipelines/p/items/\(item["id"] as? String ?? "")/consume").status
+                        == 200)
             }
         }
         #expect(seen == Array(1...40))
@@ -571,28 +608,36 @@ extension TestHTTPClient.Response {
         let data = dir.appendingPathComponent("data")
         let outside = dir.appendingPathComponent("secret.ndjson")
         defer { try? FileManager.default.removeItem(at: dir) }
-        try FileManager.default.createDirectory(at: data.appendingPathComponent("sub"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: data.appendingPathComponent("sub"), withIntermediateDirectories: true)
         try #"{"secret": true}"#.write(to: outside, atomically: true, encoding: .utf8)
-        try #"{"ok": true}"#.write(to: data.appendingPathComponent("sub/real.ndjson"), atomically: true, encoding: .utf8)
+        try #"{"ok": true}"#.write(
+            to: data.appendingPathComponent("sub/real.ndjson"), atomically: true, encoding: .utf8)
         // A symlink that leads out, and one that stays inside.
-        try FileManager.default.createSymbolicLink(atPath: data.appendingPathComponent("escape.ndjson").path,
-                                                   withDestinationPath: outside.path)
-        try FileManager.default.createSymbolicLink(atPath: data.appendingPathComponent("inner.ndjson").path,
-                                                   withDestinationPath: "sub/real.ndjson")
+        try FileManager.default.createSymbolicLink(
+            atPath: data.appendingPathComponent("escape.ndjson").path,
+            withDestinationPath: outside.path)
+        try FileManager.default.createSymbolicLink(
+            atPath: data.appendingPathComponent("inner.ndjson").path,
+            withDestinationPath: "sub/real.ndjson")
         let s = try LiveServer(#"{"data_dir": "\#(data.path)"}"#)
         for path in ["../secret.ndjson", "sub/../../secret.ndjson", outside.path] {
             let r = try await call(s, "PUT", "/v1/pipelines/bad", #"{"source": {"kind": "file", "path": "\#(path)"}}"#)
             #expect(r.status == 400, "\(path)")
             #expect(r.json["field"] as? String == "source.path")
         }
-        #expect(try await call(s, "PUT", "/v1/pipelines/link", #"{"source": {"kind": "file", "path": "escape.ndjson"}}"#).status == 201)
+        #expect(
+            try await call(s, "PUT", "/v1/pipelines/link", #"{"source": {"kind": "file", "path": "escape.ndjson"}}"#)
+                .status == 201)
         #expect(try await poll { (try await state(s, "link").source["errors_total"] as? Int ?? 0) >= 1 })
         #expect(try await call(s, "POST", "/v1/pipelines/link/take").status == 204)
         let source = try await state(s, "link").source
         #expect((source["last_error"] as? String)?.contains("outside data_dir") == true)
         #expect(source["pulled_total"] as? Int == 0)
 
-        #expect(try await call(s, "PUT", "/v1/pipelines/inner", #"{"source": {"kind": "file", "path": "inner.ndjson"}}"#).status == 201)
+        #expect(
+            try await call(s, "PUT", "/v1/pipelines/inner", #"{"source": {"kind": "file", "path": "inner.ndjson"}}"#)
+                .status == 201)
         var ok: TestHTTPClient.Response?
         let deadline = Date().addingTimeInterval(30)
         while ok?.status != 200 && Date() < deadline {
@@ -616,8 +661,9 @@ extension TestHTTPClient.Response {
         try upstream.start()
         defer { upstream.stop() }
         let s = try LiveServer()
-        let put = try await call(s, "PUT", "/v1/pipelines/p",
-                             #"{"source": {"kind": "http", "url": "http://127.0.0.1:\#(upstream.port)/next"}}"#)
+        let put = try await call(
+            s, "PUT", "/v1/pipelines/p",
+            #"{"source": {"kind": "http", "url": "http://127.0.0.1:\#(upstream.port)/next"}}"#)
         #expect(put.status == 201)
         var seen: [Int] = []
         let deadline = Date().addingTimeInterval(30)
@@ -647,7 +693,10 @@ extension TestHTTPClient.Response {
     @Test func anUnreachableHTTPSourceIsCountedNotFatal() async throws {
         let s = try LiveServer()
         // Port 9 (discard) on loopback: nothing listens, the connection is refused.
-        #expect(try await call(s, "PUT", "/v1/pipelines/p", #"{"source": {"kind": "http", "url": "http://localhost:9/next"}}"#).status == 201)
+        #expect(
+            try await call(
+                s, "PUT", "/v1/pipelines/p", #"{"source": {"kind": "http", "url": "http://localhost:9/next"}}"#
+            ).status == 201)
         #expect(try await poll { (try await state(s).source["errors_total"] as? Int ?? 0) >= 1 })
         #expect((try await state(s).source["last_error"] as? String)?.contains("GET http://localhost:9/next") == true)
         // The pipeline still works for producers and consumers.
@@ -669,7 +718,8 @@ extension TestHTTPClient.Response {
                 defer { group.leave() }
                 let c = s.client()
                 for k in 0..<perProducer {
-                    let r = try? c.request("POST", "/v1/pipelines/p/items?wait=10", body: #"{"id": "p\#(p)-\#(k)", "payload": \#(k)}"#)
+                    let r = try? c.request(
+                        "POST", "/v1/pipelines/p/items?wait=10", body: #"{"id": "p\#(p)-\#(k)", "payload": \#(k)}"#)
                     if r?.status != 201 { failed("push p\(p)-\(k): \(r?.status ?? 0)") }
                 }
             }.start()
@@ -678,7 +728,9 @@ extension TestHTTPClient.Response {
 
     @Test func everyItemIsConsumedExactlyOnceWhenConsumersAck() throws {
         let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 20, "max_in_flight": 6}}}"#)
-        let producers = 4, perProducer = 100, consumers = 4
+        let producers = 4
+        let perProducer = 100
+        let consumers = 4
         let total = producers * perProducer
         let consumed = Locked<[String: Int]>([:])
         let failures = Locked<[String]>([])
@@ -696,7 +748,8 @@ extension TestHTTPClient.Response {
                     for item in r.items {
                         let id = item["id"] as? String ?? ""
                         let fence = item["fence"] as? Int ?? 0
-                        let ack = try? c.request("POST", "/v1/pipelines/p/items/\(id)/consume", body: #"{"fence": \#(fence)}"#)
+                        let ack = try? c.request(
+                            "POST", "/v1/pipelines/p/items/\(id)/consume", body: #"{"fence": \#(fence)}"#)
                         if ack?.status == 200 {
                             consumed.withLock { $0[id, default: 0] += 1 }
                         } else {
@@ -721,8 +774,10 @@ extension TestHTTPClient.Response {
     }
 
     @Test func everyItemIsConsumedAtLeastOnceWhenSomeConsumersDoNotAck() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 30, "max_in_flight": 8, "ack_seconds": 0.2, "max_deliveries": 1000}}}"#)
-        let producers = 3, perProducer = 50
+        let s = try LiveServer(
+            #"{"pipelines": {"p": {"capacity": 30, "max_in_flight": 8, "ack_seconds": 0.2, "max_deliveries": 1000}}}"#)
+        let producers = 3
+        let perProducer = 50
         let total = producers * perProducer
         let consumed = Locked<[String: Int]>([:])
         let delivered = Locked<[String: Int]>([:])
@@ -746,7 +801,9 @@ extension TestHTTPClient.Response {
                             dropped.add(1, ordering: .relaxed)
                             continue
                         }
-                        let ack = try? c.request("POST", "/v1/pipelines/p/items/\(id)/consume", body: #"{"fence": \#(item["fence"] as? Int ?? 0)}"#)
+                        let ack = try? c.request(
+                            "POST", "/v1/pipelines/p/items/\(id)/consume",
+                            body: #"{"fence": \#(item["fence"] as? Int ?? 0)}"#)
                         switch ack?.status {
                         case 200: consumed.withLock { $0[id, default: 0] += 1 }
                         // Acked too late: the delivery timed out and the item comes again.

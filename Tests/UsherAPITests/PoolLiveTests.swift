@@ -1,8 +1,9 @@
 import Foundation
 import HTTPTestClient
-import Testing
-@testable import UsherAPI
 import Locking
+import Testing
+
+@testable import UsherAPI
 
 /// Pools over HTTP: every route and error code (SPEC §4).
 @Suite struct PoolLiveTests {
@@ -21,14 +22,20 @@ import Locking
         #expect(created.status == 201)
         #expect(created.json["size"] as? Int == 2 && created.json["available"] as? Int == 2)
         #expect((created.json["elements"] as? [[String: Any]])?.map { $0["status"] as? String } == ["free", "free"])
-        #expect(try s.call("PUT", "/v1/pools/seats", #"{"elements": ["s1", "s2"], "lease_seconds": 30, "max_waiting": 1000}"#).status == 200)
+        #expect(
+            try s.call(
+                "PUT", "/v1/pools/seats", #"{"elements": ["s1", "s2"], "lease_seconds": 30, "max_waiting": 1000}"#
+            ).status == 200)
         // Elements added later do not count in the comparison.
         #expect(try s.call("PUT", "/v1/pools/seats/elements/s3", "{}").status == 201)
         #expect(try s.call("PUT", "/v1/pools/seats", #"{"elements": ["s1", "s2"], "lease_seconds": 30}"#).status == 200)
-        #expect(try s.call("PUT", "/v1/pools/seats", #"{"elements": ["s1"], "lease_seconds": 30}"#).code == "already_exists")
+        #expect(
+            try s.call("PUT", "/v1/pools/seats", #"{"elements": ["s1"], "lease_seconds": 30}"#).code == "already_exists"
+        )
         let list = try s.call("GET", "/v1/pools")
         #expect((list.json["pools"] as? [[String: Any]])?.first?["size"] as? Int == 3)
-        let patched = try s.call("PATCH", "/v1/pools/seats", #"{"lease_seconds": 10, "grow": {"max_size": 5, "prefix": "s-"}}"#)
+        let patched = try s.call(
+            "PATCH", "/v1/pools/seats", #"{"lease_seconds": 10, "grow": {"max_size": 5, "prefix": "s-"}}"#)
         #expect((patched.json["config"] as? [String: Any])?["lease_seconds"] as? Int == 10)
         let noElements = try s.call("PATCH", "/v1/pools/seats", #"{"elements": []}"#)
         #expect(noElements.status == 400 && (noElements.json["detail"] as? String)?.contains("elements/{id}") == true)
@@ -48,14 +55,17 @@ import Locking
         let b = try c.request("POST", "/v1/pools/gpus/fetch", body: #"{"id": "job-2", "lease_seconds": 5}"#)
         let bLease = try #require(b.json["lease"] as? [String: Any])
         #expect(((bLease["element"] as? [String: Any])?["data"] as? [String: Any])?["mem"] as? Int == 24)
-        #expect(try c.request("POST", "/v1/pools/gpus/fetch", body: #"{"id": "job-2"}"#).json["lease"] as? NSDictionary
+        #expect(
+            try c.request("POST", "/v1/pools/gpus/fetch", body: #"{"id": "job-2"}"#).json["lease"] as? NSDictionary
                 == bLease as NSDictionary)
         let exhausted = try c.request("POST", "/v1/pools/gpus/fetch")
         #expect(exhausted.status == 409 && exhausted.code == "pool_exhausted")
         #expect(exhausted.json["next_expiry_at"] as? String == bLease["expires_at"] as? String)
 
         let state = try c.request("GET", "/v1/pools/gpus")
-        #expect(state.json["leased"] as? Int == 2 && state.json["available"] as? Int == 0 && state.json["waiting"] as? Int == 0)
+        #expect(
+            state.json["leased"] as? Int == 2 && state.json["available"] as? Int == 0
+                && state.json["waiting"] as? Int == 0)
         let elements = try #require(state.json["elements"] as? [[String: Any]])
         #expect(elements.map { $0["id"] as? String } == ["gpu-0", "gpu-1"])
         #expect((elements[1]["lease"] as? [String: Any])?["id"] as? String == "job-2")
@@ -63,7 +73,8 @@ import Locking
         let byLease = try c.request("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "job-2"}"#)
         #expect(byLease.status == 200 && (byLease.json["lease"] as? [String: Any])?["status"] as? String == "recycled")
         let again = try c.request("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "job-2"}"#)
-        #expect(again.status == 409 && again.code == "not_leased" && again.json["current_status"] as? String == "recycled")
+        #expect(
+            again.status == 409 && again.code == "not_leased" && again.json["current_status"] as? String == "recycled")
         let byElement = try c.request("POST", "/v1/pools/gpus/recycle", body: #"{"element": "gpu-0"}"#)
         #expect(byElement.status == 200)
         #expect(try c.request("POST", "/v1/pools/gpus/recycle", body: #"{"element": "gpu-0"}"#).code == "not_leased")
@@ -108,7 +119,9 @@ import Locking
         let forced = try s.call("DELETE", "/v1/pools/gpus/elements/gpu-0?force=true")
         #expect(forced.status == 200 && (forced.json["lease"] as? [String: Any])?["status"] as? String == "revoked")
         let holder = try s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "mine"}"#)
-        #expect(holder.status == 409 && holder.code == "not_leased" && holder.json["current_status"] as? String == "revoked")
+        #expect(
+            holder.status == 409 && holder.code == "not_leased" && holder.json["current_status"] as? String == "revoked"
+        )
         let free = try s.call("DELETE", "/v1/pools/gpus/elements/gpu-1")
         #expect(free.status == 200 && free.json["lease"] is NSNull)
         #expect(try s.call("DELETE", "/v1/pools/gpus/elements/gpu-1").status == 404)
@@ -121,7 +134,9 @@ import Locking
     @Test func growCreatesElementsUpToMaxSize() throws {
         let s = try LiveServer(#"{"pools": {"p": {"grow": {"max_size": 2, "prefix": "el-"}}}}"#)
         let ids = try (0..<2).map { _ in
-            (try s.call("POST", "/v1/pools/p/fetch").json["lease"] as? [String: Any]).flatMap { ($0["element"] as? [String: Any])?["id"] as? String }
+            (try s.call("POST", "/v1/pools/p/fetch").json["lease"] as? [String: Any]).flatMap {
+                ($0["element"] as? [String: Any])?["id"] as? String
+            }
         }
         #expect(ids == ["el-1", "el-2"])
         #expect(try s.call("POST", "/v1/pools/p/fetch").code == "pool_exhausted")
@@ -153,7 +168,9 @@ import Locking
         _ = try s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "a"}"#)
         _ = try s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "b"}"#)
         let started = Date()
-        let waiting = s.inBackground { try s.call("POST", "/v1/pools/gpus/fetch?wait=10", #"{"id": "w", "holder": "late"}"#) }
+        let waiting = s.inBackground {
+            try s.call("POST", "/v1/pools/gpus/fetch?wait=10", #"{"id": "w", "holder": "late"}"#)
+        }
         Self.untilWaiting(s, "gpus", 1)
         #expect((try s.call("GET", "/v1/pools/gpus")).json["waiting"] as? Int == 1)
         #expect(try s.call("POST", "/v1/pools/gpus/recycle", #"{"element": "gpu-1"}"#).status == 200)
@@ -219,7 +236,8 @@ import Locking
         let threads = 24
         let rounds = 15
         let names = (0..<elements).map { "\"e\($0)\"" }.joined(separator: ",")
-        let s = try LiveServer(#"{"pools": {"p": {"elements": [\#(names)], "lease_seconds": 30, "max_waiting": 1000}}}"#)
+        let s = try LiveServer(
+            #"{"pools": {"p": {"elements": [\#(names)], "lease_seconds": 30, "max_waiting": 1000}}}"#)
         let holders = Locked<[String: String]>([:])  // element → lease holding it, as the clients see it
         let lastFence = Locked<[String: Int]>([:])
         let failures = Locked<[String]>([])
@@ -232,20 +250,25 @@ import Locking
                 for r in 0..<rounds {
                     let id = "t\(t)-\(r)"
                     do {
-                        let got = try c.request("POST", "/v1/pools/p/fetch?wait=20", body: #"{"id": "\#(id)", "holder": "t\#(t)"}"#)
+                        let got = try c.request(
+                            "POST", "/v1/pools/p/fetch?wait=20", body: #"{"id": "\#(id)", "holder": "t\#(t)"}"#)
                         guard got.status == 200, let lease = got.json["lease"] as? [String: Any],
-                              let element = (lease["element"] as? [String: Any])?["id"] as? String,
-                              let fence = lease["fence"] as? Int
+                            let element = (lease["element"] as? [String: Any])?["id"] as? String,
+                            let fence = lease["fence"] as? Int
                         else {
                             failures.withLock { $0.append("\(id) fetch: \(got.status) \(got.text)") }
                             continue
                         }
                         holders.withLock { h in
-                            if let other = h[element] { failures.withLock { $0.append("\(element): \(other) and \(id)") } }
+                            if let other = h[element] {
+                                failures.withLock { $0.append("\(element): \(other) and \(id)") }
+                            }
                             h[element] = id
                         }
                         lastFence.withLock { f in
-                            if fence <= f[element, default: 0] { failures.withLock { $0.append("\(element): fence \(fence) not growing") } }
+                            if fence <= f[element, default: 0] {
+                                failures.withLock { $0.append("\(element): fence \(fence) not growing") }
+                            }
                             f[element] = fence
                         }
                         usleep(UInt32.random(in: 0...500))

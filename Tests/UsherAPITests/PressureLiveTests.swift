@@ -58,7 +58,10 @@ import UsherAPI
         var cut = false
         // One byte every 200 ms: idle-timeout logic alone would never close it.
         for byte in "GET /v1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".utf8 {
-            do { try client.sendRaw(Data([byte])) } catch { cut = true; break }
+            do { try client.sendRaw(Data([byte])) } catch {
+                cut = true
+                break
+            }
             usleep(200_000)
             if Date().timeIntervalSince(started) > 6 { break }
         }
@@ -72,7 +75,8 @@ import UsherAPI
         let server = try LiveServer(#"{"request_body_timeout_seconds": 1, "queues": {"q": {}}}"#)
         let client = TestHTTPClient(port: server.port, timeoutSeconds: 5)
         let started = Date()
-        try client.sendRaw(Data("POST /v1/queues/q/visitors HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n{}".utf8))
+        try client.sendRaw(
+            Data("POST /v1/queues/q/visitors HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n{}".utf8))
         #expect((try? client.readResponse()) == nil)
         #expect(Date().timeIntervalSince(started) < 5)
         #expect(try server.call("GET", "/v1/queues/q").status == 200)

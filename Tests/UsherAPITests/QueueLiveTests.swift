@@ -1,8 +1,9 @@
 import Foundation
 import HTTPTestClient
-import Testing
-@testable import UsherAPI
 import Locking
+import Testing
+
+@testable import UsherAPI
 
 @Suite struct QueueLiveTests {
     @Test func healthAndReadiness() throws {
@@ -11,8 +12,10 @@ import Locking
         #expect(try s.call("GET", "/readyz").status == 200)
         let root = try s.call("GET", "/v1")
         #expect(root.status == 200)
-        #expect((root.json["kinds"] as? [[String: Any]])?.map { $0["kind"] as? String } ==
-                ["queues", "windows", "pools", "pipelines", "machines"])
+        #expect(
+            (root.json["kinds"] as? [[String: Any]])?.map { $0["kind"] as? String } == [
+                "queues", "windows", "pools", "pipelines", "machines",
+            ])
     }
 
     @Test func lifecycle() throws {
@@ -228,7 +231,10 @@ import Locking
                         failures.withLock { $0.append("c\(i): \(r.status) \(r.text)") }
                         return
                     }
-                    let now = holding.withLock { h -> Int in h += 1; return h }
+                    let now = holding.withLock { h -> Int in
+                        h += 1
+                        return h
+                    }
                     maxSeen.withLock { $0 = max($0, now) }
                     usleep(1000)
                     holding.withLock { $0 -= 1 }

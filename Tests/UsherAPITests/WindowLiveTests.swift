@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import Testing
+
 @testable import UsherAPI
 
 /// Windows over HTTP: every route and error code (SPEC §3).
@@ -28,21 +29,27 @@ import Testing
     @Test func showDismissAndState() throws {
         let s = try LiveServer(#"{"windows": {"alerts": {}}}"#)
         let c = s.client()
-        let a = try c.request("POST", "/v1/windows/alerts/show", body: #"{"id": "a", "title": "Hi", "message": "there", "payload": {"n": 1}}"#)
+        let a = try c.request(
+            "POST", "/v1/windows/alerts/show",
+            body: #"{"id": "a", "title": "Hi", "message": "there", "payload": {"n": 1}}"#)
         #expect(a.status == 201)
         #expect(a.json["status"] as? String == "showing" && a.json["title"] as? String == "Hi")
         #expect(a.json["fence"] is Int && a.json["position"] == nil)
         let b = try c.request("POST", "/v1/windows/alerts/show", body: #"{"id": "b", "key": "city"}"#)
         #expect(b.status == 201 && b.json["status"] as? String == "queued" && b.json["position"] as? Int == 1)
         let merged = try c.request("POST", "/v1/windows/alerts/show", body: #"{"id": "m", "key": "city"}"#)
-        #expect(merged.status == 200 && merged.json["status"] as? String == "merged" && merged.json["merged_into"] as? String == "b")
+        #expect(
+            merged.status == 200 && merged.json["status"] as? String == "merged"
+                && merged.json["merged_into"] as? String == "b")
         let again = try c.request("POST", "/v1/windows/alerts/show", body: #"{"id": "a"}"#)
         #expect(again.status == 200 && again.json["status"] as? String == "showing")
         let state = try c.request("GET", "/v1/windows/alerts")
         #expect((state.json["showing"] as? [String: Any])?["id"] as? String == "a")
         #expect((state.json["queued"] as? [[String: Any]])?.map { $0["id"] as? String } == ["b"])
         let counts = try #require(state.json["counts"] as? [String: Any])
-        #expect(counts["received_total"] as? Int == 3 && counts["merged_total"] as? Int == 1 && counts["showing"] as? Int == 1)
+        #expect(
+            counts["received_total"] as? Int == 3 && counts["merged_total"] as? Int == 1
+                && counts["showing"] as? Int == 1)
         #expect(try c.request("GET", "/v1/windows/alerts?limit=0").json["queued"] as? [Any] != nil)
 
         let dismissed = try c.request("POST", "/v1/windows/alerts/dismiss")

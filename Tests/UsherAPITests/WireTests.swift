@@ -12,9 +12,11 @@ import Testing
         let view = VisitorView(
             id: "a/b", queue: "q", payload: .object([("z", .int(1)), ("a", .double(1.5))]), status: .waiting,
             position: 2, estimatedWaitSeconds: 30, enqueuedAt: Timestamp(micros: 1_796_000_000_123_456))
-        #expect(Self.text(VisitorBody(view)) == #"{"action":null,"enqueued_at":"2026-11-30T00:53:20.123Z","#
-            + #""estimated_wait_seconds":30,"expires_at":null,"fence":null,"finished_at":null,"granted_at":null,"#
-            + #""id":"a/b","key":null,"payload":{"a":1.5,"z":1},"position":2,"priority":0,"queue":"q","status":"waiting"}"#)
+        #expect(
+            Self.text(VisitorBody(view)) == #"{"action":null,"enqueued_at":"2026-11-30T00:53:20.123Z","#
+                + #""estimated_wait_seconds":30,"expires_at":null,"fence":null,"finished_at":null,"granted_at":null,"#
+                + #""id":"a/b","key":null,"payload":{"a":1.5,"z":1},"position":2,"priority":0,"queue":"q","status":"waiting"}"#
+        )
     }
 
     @Test func aFinishedVisitorLeavesOutWhatOnlyAWaitingOneHas() {
@@ -28,9 +30,12 @@ import Testing
     }
 
     @Test func aProblemListsItsExtrasAmongTheStandardMembers() {
-        let error = APIError.tooMany("queue_full", "Queue is full", "the waiting line is at max_waiting", retryAfter: 30)
-        #expect(Self.text(ProblemBody(error)) == #"{"code":"queue_full","detail":"the waiting line is at max_waiting","#
-            + #""retry_after_seconds":30,"status":429,"title":"Queue is full","type":"urn:usher:error:queue_full"}"#)
+        let error = APIError.tooMany(
+            "queue_full", "Queue is full", "the waiting line is at max_waiting", retryAfter: 30)
+        #expect(
+            Self.text(ProblemBody(error)) == #"{"code":"queue_full","detail":"the waiting line is at max_waiting","#
+                + #""retry_after_seconds":30,"status":429,"title":"Queue is full","type":"urn:usher:error:queue_full"}"#
+        )
     }
 
     @Test func aNonFiniteNumberIsNull() {
@@ -41,8 +46,9 @@ import Testing
         let definition = try MachineDefinition(initial: "a", transitions: [.init(event: "go", from: "a", to: "b")])
         var engine = MachineEngine(definition: definition, createdAt: Timestamp(micros: 10))
         let result = TransitionResult(try engine.fire("go", expectedVersion: nil, data: nil, at: Timestamp(micros: 20)))
-        #expect(Self.text(TransitionResultBody(result: result))
-            == #"{"event":"go","fence":11,"previous_state":"a","state":"b","version":11}"#)
+        #expect(
+            Self.text(TransitionResultBody(result: result))
+                == #"{"event":"go","fence":11,"previous_state":"a","state":"b","version":11}"#)
     }
 
     @Test func pipelineFiltersPrintBackSorted() throws {
@@ -61,26 +67,29 @@ import Testing
     }
 
     @Test func aPipelineStateHasItsMembersSortedAndItsConfigParsesBack() throws {
-        var reader = try FieldReader(try JSONValue.parse(#"""
-            {"capacity": 10, "max_in_flight": 2, "ack_seconds": 1.5, "max_deliveries": 3,
-             "filters": {"hb": {"priority": 10, "when": {"field": "/type", "equals": "heartbeat"}, "action": "drop"}},
-             "source": {"kind": "file", "path": "gifts.ndjson", "low_water": 4}}
-            """#), path: "")
+        var reader = try FieldReader(
+            try JSONValue.parse(
+                #"""
+                {"capacity": 10, "max_in_flight": 2, "ack_seconds": 1.5, "max_deliveries": 3,
+                 "filters": {"hb": {"priority": 10, "when": {"field": "/type", "equals": "heartbeat"}, "action": "drop"}},
+                 "source": {"kind": "file", "path": "gifts.ndjson", "low_water": 4}}
+                """#), path: "")
         let config = try PipelineConfig.parse(&reader)
         let state = PipelineSnapshot(
             name: "p", config: config, capacity: 10, ready: 0, inFlight: 0, delayed: 0, dead: 0, fence: 0,
             waitingConsumers: 0, waitingProducers: 0, filters: PipelineFilters(config.filters), items: [],
             counts: PipelineCounts(), source: PipelineSourceStatus(config: config.source!))
         let text = Self.text(PipelineStateBody(state))
-        #expect(text == #"{"capacity":10,"config":{"ack_seconds":1.5,"capacity":10,"filters":{"hb":{"action":"drop","#
-            + #""priority":10,"when":{"equals":"heartbeat","field":"/type"}}},"history":1000,"max_deliveries":3,"#
-            + #""max_in_flight":2,"source":{"kind":"file","low_water":4,"path":"gifts.ndjson"}},"counts":{"#
-            + #""cancelled_total":0,"consumed_total":0,"dead_dropped_total":0,"dead_total":0,"delivered_total":0,"#
-            + #""filtered_total":0,"pushed_total":0,"redelivered_total":0},"dead":0,"delayed":0,"fence":0,"#
-            + #""filters":[{"action":"drop","name":"hb","priority":10,"when":{"equals":"heartbeat","field":"/type"}}],"#
-            + #""in_flight":0,"items":[],"name":"p","next_cursor":null,"ready":0,"source":{"errors_total":0,"#
-            + #""exhausted":false,"kind":"file","last_error":null,"low_water":4,"next_retry_at":null,"#
-            + #""path":"gifts.ndjson","pulled_total":0},"waiting_consumers":0,"waiting_producers":0}"#)
+        #expect(
+            text == #"{"capacity":10,"config":{"ack_seconds":1.5,"capacity":10,"filters":{"hb":{"action":"drop","#
+                + #""priority":10,"when":{"equals":"heartbeat","field":"/type"}}},"history":1000,"max_deliveries":3,"#
+                + #""max_in_flight":2,"source":{"kind":"file","low_water":4,"path":"gifts.ndjson"}},"counts":{"#
+                + #""cancelled_total":0,"consumed_total":0,"dead_dropped_total":0,"dead_total":0,"delivered_total":0,"#
+                + #""filtered_total":0,"pushed_total":0,"redelivered_total":0},"dead":0,"delayed":0,"fence":0,"#
+                + #""filters":[{"action":"drop","name":"hb","priority":10,"when":{"equals":"heartbeat","field":"/type"}}],"#
+                + #""in_flight":0,"items":[],"name":"p","next_cursor":null,"ready":0,"source":{"errors_total":0,"#
+                + #""exhausted":false,"kind":"file","last_error":null,"low_water":4,"next_retry_at":null,"#
+                + #""path":"gifts.ndjson","pulled_total":0},"waiting_consumers":0,"waiting_producers":0}"#)
         var back = try FieldReader(try JSONValue.parse(text)["config"], path: "")
         #expect(try PipelineConfig.parse(&back) == config)
     }
@@ -88,14 +97,18 @@ import Testing
     @Test func aReadyPipelineItemHasItsEmptyMembersNullAndAPushItsPosition() throws {
         let t0 = Timestamp(micros: 1_767_225_600_000_000)
         var engine = PipelineEngine(config: PipelineConfig(), createdAt: t0, seed: 42)
-        let pushed = try engine.push(PipelinePushRequest(id: "x", payload: .object([("b", .int(1)), ("a", .null)])), now: t0)
-        #expect(Self.text(PipelineItemBody(pushed.item)) == #"{"ack_deadline":null,"available_at":"2026-01-01T00:00:00.000Z","#
-            + #""dead_at":null,"deliveries":0,"fence":null,"id":"x","payload":{"a":null,"b":1},"priority":0,"#
-            + #""pushed_at":"2026-01-01T00:00:00.000Z","status":"ready","taken_at":null}"#)
+        let pushed = try engine.push(
+            PipelinePushRequest(id: "x", payload: .object([("b", .int(1)), ("a", .null)])), now: t0)
+        #expect(
+            Self.text(PipelineItemBody(pushed.item))
+                == #"{"ack_deadline":null,"available_at":"2026-01-01T00:00:00.000Z","#
+                + #""dead_at":null,"deliveries":0,"fence":null,"id":"x","payload":{"a":null,"b":1},"priority":0,"#
+                + #""pushed_at":"2026-01-01T00:00:00.000Z","status":"ready","taken_at":null}"#)
         #expect(Self.text(PipelinePushBody(result: pushed)) == #"{"id":"x","position":1,"status":"ready"}"#)
         let delivery = PipelineDelivery(
             id: "x", payload: .int(1), priority: 0, deliveries: 1, takenAt: t0, ackDeadline: nil, fence: 3)
-        #expect(Self.text(PipelineDeliveriesBody(items: [delivery])) == #"{"items":[{"ack_deadline":null,"deliveries":1,"#
-            + #""fence":3,"id":"x","payload":1,"taken_at":"2026-01-01T00:00:00.000Z"}]}"#)
+        #expect(
+            Self.text(PipelineDeliveriesBody(items: [delivery])) == #"{"items":[{"ack_deadline":null,"deliveries":1,"#
+                + #""fence":3,"id":"x","payload":1,"taken_at":"2026-01-01T00:00:00.000Z"}]}"#)
     }
 }

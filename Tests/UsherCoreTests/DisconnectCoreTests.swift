@@ -1,6 +1,7 @@
-import Testing
-@testable import UsherCore
 import Locking
+import Testing
+
+@testable import UsherCore
 
 /// What a client's hang-up takes back, in the managers: a cancelled task
 /// (the server's sign of a hang-up) withdraws what its wait was for, and the

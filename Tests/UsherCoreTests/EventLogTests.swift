@@ -1,6 +1,7 @@
-import Testing
-@testable import UsherCore
 import Locking
+import Testing
+
+@testable import UsherCore
 
 @Suite struct EventLogTests {
     private func draft(_ n: Int) -> ResourceEvent.Draft {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import UsherCore
 
 /// The bounds every recursion over client-shaped JSON relies on: parse depth,
@@ -112,7 +113,9 @@ import Testing
         let long = String(repeating: "/x", count: 33)
         #expect(try filterError(#"{"action": "set", "field": "\#(long)", "value": 1}"#)?.field == "field")
         #expect(try filterError(#"{"action": "remove", "field": "\#(long)"}"#)?.field == "field")
-        #expect(try filterError(#"{"when": {"field": "\#(long)", "exists": true}, "action": "drop"}"#)?.field == "when.field")
+        #expect(
+            try filterError(#"{"when": {"field": "\#(long)", "exists": true}, "action": "drop"}"#)?.field
+                == "when.field")
         let small = JSONLimits(maxPointerSegments: 2)
         #expect(try filterError(#"{"action": "remove", "field": "/a/b"}"#, limits: small) == nil)
         #expect(try filterError(#"{"action": "remove", "field": "/a/b/c"}"#, limits: small)?.field == "field")
@@ -127,7 +130,9 @@ import Testing
         #expect(over?.message.contains("501 levels") == true)
         let at = try filter(#"{"action": "set", "field": "\#(field)", "value": \#(nested(468))}"#)
         // The built payload is exactly as deep as promised, whatever the payload was.
-        for payload in [JSONValue.object([]), try JSONValue.parse(#"{"a": {"a": 5}}"#), try JSONValue.parse(nested(500))] {
+        for payload in [
+            JSONValue.object([]), try JSONValue.parse(#"{"a": {"a": 5}}"#), try JSONValue.parse(nested(500)),
+        ] {
             let out = try #require(at.apply(to: payload))
             #expect(out.depth <= 500)
         }
@@ -136,9 +141,11 @@ import Testing
         #expect(try filterError(#"{"action": "set", "field": "", "value": \#(nested(499))}"#) == nil)
         let tight = JSONLimits(maxDepth: 3)
         #expect(try filterError(#"{"action": "set", "field": "/a", "value": [[1]]}"#, limits: tight) == nil)
-        #expect(try filterError(#"{"action": "set", "field": "/a/b", "value": [[1]]}"#, limits: tight)?.field == "value")
+        #expect(
+            try filterError(#"{"action": "set", "field": "/a/b", "value": [[1]]}"#, limits: tight)?.field == "value")
         // A pipeline config's filters are checked the same way, named by their path.
-        var r = try FieldReader(try JSONValue.parse(#"{"filters": {"f": {"action": "set", "field": "/a/b", "value": [[1]]}}}"#))
+        var r = try FieldReader(
+            try JSONValue.parse(#"{"filters": {"f": {"action": "set", "field": "/a/b", "value": [[1]]}}}"#))
         do {
             _ = try PipelineConfig.parse(&r, limits: tight)
             Issue.record("config parsed")
@@ -152,7 +159,8 @@ import Testing
     @Test func fileSourceSkipsLinesDeeperThanMaxDepth() async throws {
         let dir = try PipelineSourceTests.makeDataDir()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try PipelineSourceTests.write([nested(4), nested(3), nested(600), "7"].joined(separator: "\n"), to: "d.ndjson", in: dir)
+        try PipelineSourceTests.write(
+            [nested(4), nested(3), nested(600), "7"].joined(separator: "\n"), to: "d.ndjson", in: dir)
         let source = FileSource(path: "d.ndjson", dataDir: dir.path, maxDepth: 3)
         var items: [JSONValue] = []
         var errors: [String] = []
@@ -174,4 +182,3 @@ import Testing
         }
     }
 }
-

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// The byte writer and the tree builder must say the same thing: every
@@ -11,16 +12,22 @@ import Testing
             VisitorView(id: "v1", queue: "q", status: .waiting, position: 3, estimatedWaitSeconds: 1.5, enqueuedAt: t0),
             VisitorView(id: "v2", queue: "q", status: .waiting, position: 1, enqueuedAt: t0),
             VisitorView(
-                id: "a\"b\\c\n\u{1}", queue: "q", key: "k\te", action: "é✓", payload: .object([("n", .int(-42)), ("x", .array([.null, .bool(true), .double(0.25)]))]),
+                id: "a\"b\\c\n\u{1}", queue: "q", key: "k\te", action: "é✓",
+                payload: .object([("n", .int(-42)), ("x", .array([.null, .bool(true), .double(0.25)]))]),
                 priority: -7, status: .granted, enqueuedAt: Timestamp(micros: -1), grantedAt: t0,
                 expiresAt: t0.adding(seconds: 30), fence: Int64.max),
-            VisitorView(id: "v3", queue: "q", status: .merged, enqueuedAt: t0, finishedAt: t0, fence: 0, mergedInto: "v1"),
-            VisitorView(id: "v4", queue: "q", status: .cancelled, enqueuedAt: t0, finishedAt: t0, cancelledWith: "v5", reason: "opposite"),
+            VisitorView(
+                id: "v3", queue: "q", status: .merged, enqueuedAt: t0, finishedAt: t0, fence: 0, mergedInto: "v1"),
+            VisitorView(
+                id: "v4", queue: "q", status: .cancelled, enqueuedAt: t0, finishedAt: t0, cancelledWith: "v5",
+                reason: "opposite"),
             // Times in the same second with other milliseconds, then the next second and back.
             VisitorView(
                 id: "v5", queue: "q", status: .completed, enqueuedAt: t0, grantedAt: t0.adding(seconds: 0.5),
                 expiresAt: t0.adding(seconds: 1.2), finishedAt: t0.adding(seconds: 0.876), fence: 1),
-            VisitorView(id: "v6", queue: "q", status: .granted, enqueuedAt: Timestamp(micros: -1_500_000), grantedAt: Timestamp(micros: -1_000_001), fence: 2),
+            VisitorView(
+                id: "v6", queue: "q", status: .granted, enqueuedAt: Timestamp(micros: -1_500_000),
+                grantedAt: Timestamp(micros: -1_000_001), fence: 2),
         ]
     }
 
@@ -38,7 +45,8 @@ import Testing
 
     @Test func treeKeepsFieldOrderAndNesting() {
         let state = QueueState(
-            name: "q", config: QueueConfig(holdSeconds: 2.5, opposites: [["like", "unlike"], ["up", "down"]]), holding: [views()[2]], waiting: [views()[0], views()[1]], counts: QueueCounts())
+            name: "q", config: QueueConfig(holdSeconds: 2.5, opposites: [["like", "unlike"], ["up", "down"]]),
+            holding: [views()[2]], waiting: [views()[0], views()[1]], counts: QueueCounts())
         let tree = state.json()
         guard case .object(let members) = tree else {
             Issue.record("not an object")
@@ -48,7 +56,9 @@ import Testing
         #expect(tree["waiting"] == .array([views()[0].json(), views()[1].json()]))
         #expect(tree["holding"] == .array([views()[2].json()]))
         #expect(state.encodedJSON == tree.jsonBytes)
-        #expect(tree["config"]?["opposites"] == .array([.array([.string("like"), .string("unlike")]), .array([.string("up"), .string("down")])]))
+        #expect(
+            tree["config"]?["opposites"]
+                == .array([.array([.string("like"), .string("unlike")]), .array([.string("up"), .string("down")])]))
         #expect(tree["config"]?["hold_seconds"] == .double(2.5))
     }
 

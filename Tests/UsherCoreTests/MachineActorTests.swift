@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// `StateMachine`: events through `await` and through `withIsolation`, errors, lifecycle.
@@ -14,8 +15,12 @@ import Testing
         let v0 = clock.now().micros
         #expect(await m.snapshot().version == v0)
         let r1 = try await m.fire(event: "prepare")
-        #expect(r1 == TransitionResult(MachineTransition(
-            event: "prepare", from: "NotReady", to: "Ready", version: v0 + 1, at: clock.now(), cause: .event, data: nil)))
+        #expect(
+            r1
+                == TransitionResult(
+                    MachineTransition(
+                        event: "prepare", from: "NotReady", to: "Ready", version: v0 + 1, at: clock.now(),
+                        cause: .event, data: nil)))
         clock.advance(by: 1)
         try await m.fire(event: "start", expectedVersion: v0 + 1, data: .string("side A"))
         clock.advance(by: 1)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// Definitions shared by the machine tests.
@@ -51,12 +52,15 @@ enum MachineFixtures {
     @Test func walksThePlayerCycle() throws {
         var e = MachineEngine(definition: .player, createdAt: t0)
         var at = t0
-        for (event, to) in [("prepare", "Ready"), ("start", "Running"), ("teardown", "NotReady"), ("prepare", "Ready")] {
+        for (event, to) in [("prepare", "Ready"), ("start", "Running"), ("teardown", "NotReady"), ("prepare", "Ready")]
+        {
             at = at.adding(seconds: 1)
             let from = e.state
             let t = try e.fire(event, expectedVersion: nil, data: nil, at: at)
-            #expect(t == MachineTransition(
-                event: event, from: from, to: to, version: e.version, at: at, cause: .event, data: nil))
+            #expect(
+                t
+                    == MachineTransition(
+                        event: event, from: from, to: to, version: e.version, at: at, cause: .event, data: nil))
             #expect(e.state == to)
             #expect(e.enteredAt == at)
         }
@@ -106,10 +110,11 @@ enum MachineFixtures {
         let data = JSONValue.object([("track", .int(7))])
         try e.fire("prepare", expectedVersion: nil, data: data, at: t0)
         #expect(e.history.last?.data == data)
-        #expect(e.history.last?.json().jsonString == """
-            {"event":"prepare","from":"NotReady","to":"Ready","version":\(t0.micros + 1),\
-            "at":"2026-01-01T00:00:00.000Z","cause":"event","data":{"track":7}}
-            """)
+        #expect(
+            e.history.last?.json().jsonString == """
+                {"event":"prepare","from":"NotReady","to":"Ready","version":\(t0.micros + 1),\
+                "at":"2026-01-01T00:00:00.000Z","cause":"event","data":{"track":7}}
+                """)
     }
 
     @Test func historyKeepsTheLastFiftyInOrder() throws {
@@ -131,7 +136,8 @@ enum MachineFixtures {
         #expect(e.plannedTimeouts().isEmpty)
         try e.fire("claim", expectedVersion: nil, data: nil, at: t0)
         let first = e.plannedTimeouts()
-        #expect(first == [PlannedTimeout(token: TimeoutToken(entry: e.entry, index: 0), deadline: t0.adding(seconds: 10))])
+        #expect(
+            first == [PlannedTimeout(token: TimeoutToken(entry: e.entry, index: 0), deadline: t0.adding(seconds: 10))])
 
         // A self-transition is a new entry: the old token is stale.
         let t1 = t0.adding(seconds: 4)
@@ -152,12 +158,13 @@ enum MachineFixtures {
         var e = MachineEngine(definition: .player, createdAt: t0)
         try e.fire("prepare", expectedVersion: nil, data: nil, at: t0.adding(seconds: 1.5))
         let named = e.snapshot(name: "jukebox", definitionName: "player").json().jsonString
-        #expect(named == """
-            {"name":"jukebox","definition":"player","state":"Ready","version":\(t0.micros + 1),\
-            "allowed_events":["start"],"entered_at":"2026-01-01T00:00:01.500Z",\
-            "history":[{"event":"prepare","from":"NotReady","to":"Ready","version":\(t0.micros + 1),\
-            "at":"2026-01-01T00:00:01.500Z","cause":"event"}]}
-            """)
+        #expect(
+            named == """
+                {"name":"jukebox","definition":"player","state":"Ready","version":\(t0.micros + 1),\
+                "allowed_events":["start"],"entered_at":"2026-01-01T00:00:01.500Z",\
+                "history":[{"event":"prepare","from":"NotReady","to":"Ready","version":\(t0.micros + 1),\
+                "at":"2026-01-01T00:00:01.500Z","cause":"event"}]}
+                """)
         let inline = e.snapshot(name: "jukebox", definitionName: nil).json()
         #expect(inline["definition"] == MachineDefinition.player.json())
     }

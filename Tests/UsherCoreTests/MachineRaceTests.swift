@@ -1,8 +1,9 @@
 import Dispatch
 import Foundation
-import Testing
-@testable import UsherCore
 import Locking
+import Testing
+
+@testable import UsherCore
 
 /// Many tasks and plain threads firing at one machine at once: every event is
 /// one transaction, so each step has exactly one winner and the history is a
@@ -42,9 +43,10 @@ import Locking
             for _ in 0..<times {
                 let (e, expected) = event(racer)
                 do throws(MachineError) {
-                    outcomes.win(try m.withIsolation { m throws(MachineError) in
-                        try m.fire(event: e, expectedVersion: expected, data: .int(racer))
-                    })
+                    outcomes.win(
+                        try m.withIsolation { m throws(MachineError) in
+                            try m.fire(event: e, expectedVersion: expected, data: .int(racer))
+                        })
                 } catch { outcomes.lose(error) }
             }
         }
@@ -82,9 +84,11 @@ import Locking
             let event = MachineFixtures.playerEvent(after: before.state)
             let outcomes = Outcomes()
             // Half the racers send If-Match, half do not.
-            await Self.race(m, tasks: 8, threads: 8, times: 1, event: { racer in
-                (event, racer.isMultiple(of: 2) ? before.version : nil)
-            }, into: outcomes)
+            await Self.race(
+                m, tasks: 8, threads: 8, times: 1,
+                event: { racer in
+                    (event, racer.isMultiple(of: 2) ? before.version : nil)
+                }, into: outcomes)
 
             let after = await m.snapshot()
             #expect(outcomes.wins.count == 1)
@@ -98,7 +102,8 @@ import Locking
                 let expected: Bool
                 switch loss {
                 case .versionMismatch(let current): expected = current == after.version
-                case .invalidTransition(let state, let allowed): expected = state == after.state && !allowed.contains(event)
+                case .invalidTransition(let state, let allowed):
+                    expected = state == after.state && !allowed.contains(event)
                 default: expected = false
                 }
                 #expect(expected, "unexpected loss \(loss)")
@@ -111,9 +116,11 @@ import Locking
         let v0 = await m.snapshot().version
         let outcomes = Outcomes()
         let events = MachineDefinition.player.events
-        await Self.race(m, tasks: 16, threads: 16, times: 100, event: { _ in
-            (events.randomElement()!, nil)
-        }, into: outcomes)
+        await Self.race(
+            m, tasks: 16, threads: 16, times: 100,
+            event: { _ in
+                (events.randomElement()!, nil)
+            }, into: outcomes)
 
         let final = await m.snapshot()
         let wins = outcomes.wins.sorted { $0.version < $1.version }
@@ -127,9 +134,10 @@ import Locking
             state = w.state
         }
         #expect(final.state == state)
-        #expect(outcomes.losses.allSatisfy {
-            if case .invalidTransition = $0 { true } else { false }
-        })
+        #expect(
+            outcomes.losses.allSatisfy {
+                if case .invalidTransition = $0 { true } else { false }
+            })
         #expect(final.history.count == min(50, wins.count))
         #expect(final.history.map(\.version) == wins.suffix(50).map(\.version))
         #expect(final.history.map(\.event) == wins.suffix(50).map(\.event))
@@ -144,9 +152,11 @@ import Locking
         async let ticking: Void = Self.onThreads(1) { _ in
             for _ in 0..<2000 { clock.advance(by: 0.5) }
         }
-        await Self.race(m, tasks: 8, threads: 8, times: 200, event: { _ in
-            (events.randomElement()!, nil)
-        }, into: outcomes)
+        await Self.race(
+            m, tasks: 8, threads: 8, times: 200,
+            event: { _ in
+                (events.randomElement()!, nil)
+            }, into: outcomes)
         await ticking
 
         let final = await m.snapshot()

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// State timeouts, driven by a `ManualClock`.
@@ -20,9 +21,11 @@ import Testing
         #expect(s.state == "Idle")
         #expect(s.version == claimed.version + 1)
         #expect(s.enteredAt == t0.adding(seconds: 10))
-        #expect(s.history.last == MachineTransition(
-            event: "expire", from: "Held", to: "Idle", version: claimed.version + 1,
-            at: t0.adding(seconds: 10), cause: .timeout, data: nil))
+        #expect(
+            s.history.last
+                == MachineTransition(
+                    event: "expire", from: "Held", to: "Idle", version: claimed.version + 1,
+                    at: t0.adding(seconds: 10), cause: .timeout, data: nil))
         #expect(s.history.last?.json()["cause"] == .string("timeout"))
         #expect(clock.pendingCount == 0)
     }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// `waitForVersion`: the long-poll behind `GET /v1/machines/{m}?wait=S&version=V`.

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// A deterministic generator for property tests (SplitMix64).
@@ -85,7 +86,8 @@ struct SeededGenerator: RandomNumberGenerator {
                 #expect(tree.prefix(order.count) == order.map(\.handle))
                 for (i, item) in order.enumerated() { #expect(tree.rank(of: item.handle) == i + 1) }
             } else if let probe = order.randomElement(using: &rng),
-                tree.rank(of: probe.handle) != order.firstIndex(of: probe)! + 1 || tree.prefix(5) != order.prefix(5).map(\.handle)
+                tree.rank(of: probe.handle) != order.firstIndex(of: probe)! + 1
+                    || tree.prefix(5) != order.prefix(5).map(\.handle)
             {
                 Issue.record("rank or prefix differ at step \(step)")
                 return

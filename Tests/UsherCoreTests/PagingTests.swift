@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// Cursors: a page resumes after a key that does not move, so what stays
@@ -63,7 +64,9 @@ import Testing
             .null, .bool(true), .bool(false), .int(0), .int(-7), .int(Int.max), .int(Int.min), .double(1.5),
             .double(-2e-9), .double(.infinity), .string(""), .string("plain"), .string("q\"b\\n\n\r\t\u{1}\u{1f}é😀"),
             .array([]), .object([]),
-            .object([("a", .array([.int(1), .string("x"), .null, .object([("k\"", .bool(false))])])), ("b", .double(3.25))]),
+            .object([
+                ("a", .array([.int(1), .string("x"), .null, .object([("k\"", .bool(false))])])), ("b", .double(3.25)),
+            ]),
         ]
         for v in values {
             #expect(JSONSizeCounter.size(of: v) == v.jsonBytes.count, "\(v)")

@@ -1,5 +1,6 @@
 import Dispatch
 import Testing
+
 @testable import UsherCore
 
 /// A task executor like the HTTP server's: jobs on a concurrent Dispatch queue.

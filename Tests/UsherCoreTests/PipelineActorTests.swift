@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// The `Pipeline` actor: the timer, parked consumers and producers, close and shutdown.
@@ -13,7 +14,9 @@ import Testing
 
     @Test func synchronousCallersRunIsolatedWithoutAwaiting() throws {
         let p = pipeline()
-        let r = try p.withIsolation { p throws(PipelineError) in try p.push(PipelinePushRequest(id: "a", payload: .int(1))) }
+        let r = try p.withIsolation { p throws(PipelineError) in
+            try p.push(PipelinePushRequest(id: "a", payload: .int(1)))
+        }
         #expect(r.created && r.position == 1)
         let taken = try p.withIsolation { p throws(PipelineError) in try p.take(max: 1) }
         #expect(taken.map(\.id) == ["a"])
@@ -97,7 +100,9 @@ import Testing
 
     @Test func aConsumerIsWokenByAConsumeFreeingTheInFlightSlot() async throws {
         let p = pipeline()
-        _ = try await p.pushBatch([PipelinePushRequest(id: "a", payload: .null), PipelinePushRequest(id: "b", payload: .null)])
+        _ = try await p.pushBatch([
+            PipelinePushRequest(id: "a", payload: .null), PipelinePushRequest(id: "b", payload: .null),
+        ])
         _ = try await p.take(max: 1)
         let consumer = Task { try await p.takeWaiting(max: 1, until: later(30)) }
         await PipelineFixtures.eventually { await p.waitingConsumers == 1 }
@@ -226,7 +231,8 @@ import Testing
         let p = pipeline(PipelineConfig(capacity: 5))
         _ = try await p.push(PipelinePushRequest(id: "lo", payload: .int(1)))
         _ = try await p.push(PipelinePushRequest(id: "hi", payload: .int(2), priority: 9))
-        _ = try await p.putFilter(name: "stamp", PipelineFilter(action: .set(field: JSONPointer(tokens: ["x"]), value: .int(1))))
+        _ = try await p.putFilter(
+            name: "stamp", PipelineFilter(action: .set(field: JSONPointer(tokens: ["x"]), value: .int(1))))
         let s = await p.state()
         #expect(s.items.map(\.id) == ["hi", "lo"])
         #expect(s.filters.ordered.map(\.name) == ["stamp"])

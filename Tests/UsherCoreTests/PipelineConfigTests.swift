@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// Config, patch, source config and push request parsing.
@@ -70,13 +71,15 @@ import Testing
         for url in ["http://127.0.0.1:9000/next", "http://127.9.8.7/x", "http://localhost/next", "http://[::1]:80/n"] {
             #expect(error(#"{"source": {"kind": "http", "url": "\#(url)"}}"#) == nil, "\(url)")
         }
-        for url in ["http://10.0.0.1/x", "http://example.com/next", "https://127.0.0.1/x", "ftp://127.0.0.1/",
-            "http://127.0.0.1@evil.example/", "127.0.0.1:9000", "http://127.1/x", "http://1270.0.0.1/x"]
-        {
+        for url in [
+            "http://10.0.0.1/x", "http://example.com/next", "https://127.0.0.1/x", "ftp://127.0.0.1/",
+            "http://127.0.0.1@evil.example/", "127.0.0.1:9000", "http://127.1/x", "http://1270.0.0.1/x",
+        ] {
             #expect(error(#"{"source": {"kind": "http", "url": "\#(url)"}}"#)?.field == "source.url", "\(url)")
         }
         #expect(error(#"{"source": {"kind": "http", "url": "http://example.com/next"}}"#, allowRemote: true) == nil)
-        #expect(error(#"{"source": {"kind": "http", "url": "http://127.0.0.1/", "path": "x"}}"#)?.field == "source.path")
+        #expect(
+            error(#"{"source": {"kind": "http", "url": "http://127.0.0.1/", "path": "x"}}"#)?.field == "source.path")
     }
 
     @Test func aPatchReadsOnlyTheMutableFields() throws {
@@ -93,8 +96,11 @@ import Testing
     }
 
     @Test func pushRequestsAndBatches() throws {
-        var r = try FieldReader(try JSONValue.parse(#"{"id": "a1", "payload": null, "priority": 3, "delay_seconds": 0.5}"#))
-        #expect(try PipelinePushRequest.parse(&r) == PipelinePushRequest(id: "a1", payload: .null, priority: 3, delaySeconds: 0.5))
+        var r = try FieldReader(
+            try JSONValue.parse(#"{"id": "a1", "payload": null, "priority": 3, "delay_seconds": 0.5}"#))
+        #expect(
+            try PipelinePushRequest.parse(&r)
+                == PipelinePushRequest(id: "a1", payload: .null, priority: 3, delaySeconds: 0.5))
 
         var missing = try FieldReader(try JSONValue.parse(#"{"id": "a1"}"#))
         #expect(throws: FieldError.self) { try PipelinePushRequest.parse(&missing) }

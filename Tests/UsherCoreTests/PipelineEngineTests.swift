@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// The value-type engine: ordering, in-flight limit, acks, dead list, batches.
@@ -249,7 +250,9 @@ import Testing
     @Test func aBatchLargerThanTheCapacityIsInvalid() throws {
         var e = engine(PipelineConfig(capacity: 2))
         let batch = (0..<3).map { PipelinePushRequest(payload: .int($0)) }
-        #expect(throws: PipelineError.invalid(field: "items", message: "the batch has 3 items, more than the capacity 2")) {
+        #expect(
+            throws: PipelineError.invalid(field: "items", message: "the batch has 3 items, more than the capacity 2")
+        ) {
             try e.pushBatch(batch, now: t0)
         }
         #expect(e.count == 0)

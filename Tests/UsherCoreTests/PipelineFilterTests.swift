@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// JSON Pointer and filters: parsing, running order, actions, stored payload unchanged.
@@ -152,9 +153,11 @@ import Testing
     @Test func theEngineAppliesFiltersAtHandOutAndKeepsTheStoredPayload() throws {
         var config = PipelineConfig(maxInFlight: 10)
         config.filters = [
-            "drop-heartbeats": try filter(#"{"priority": 10, "when": {"field": "/type", "equals": "heartbeat"}, "action": "drop"}"#),
+            "drop-heartbeats": try filter(
+                #"{"priority": 10, "when": {"field": "/type", "equals": "heartbeat"}, "action": "drop"}"#),
             "stamp": try filter(#"{"priority": 5, "action": "set", "field": "/meta/seen_by", "value": "usher"}"#),
-            "strip": try filter(#"{"priority": 1, "when": {"field": "/debug", "exists": true}, "action": "remove", "field": "/debug"}"#),
+            "strip": try filter(
+                #"{"priority": 1, "when": {"field": "/debug", "exists": true}, "action": "remove", "field": "/debug"}"#),
         ]
         var e = PipelineEngine(config: config, createdAt: t0, seed: 1)
         let gift = try json(#"{"type": "gift", "debug": true}"#)
@@ -168,7 +171,9 @@ import Testing
         #expect(e.counts.filteredTotal == 1 && e.counts.deliveredTotal == 1)
         // A filter added later applies at the next hand-out, on the stored payload.
         try e.release("g", now: t0)
-        #expect(try e.putFilter(name: "drop-gifts", try filter(#"{"when": {"field": "/type", "equals": "gift"}, "action": "drop"}"#)))
+        #expect(
+            try e.putFilter(
+                name: "drop-gifts", try filter(#"{"when": {"field": "/type", "equals": "gift"}, "action": "drop"}"#)))
         #expect(try e.take(max: 10, now: t0).isEmpty)
         #expect(e.counts.filteredTotal == 2 && e.count == 0)
     }

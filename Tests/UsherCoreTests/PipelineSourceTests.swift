@@ -1,8 +1,9 @@
 import Foundation
+import Locking
 import Synchronization
 import Testing
+
 @testable import UsherCore
-import Locking
 
 /// Pull sources: the file reader, path confinement, the low-water pump, back-off.
 @Suite struct PipelineSourceTests {
@@ -129,11 +130,13 @@ import Locking
     @Test func theFileSourceKeepsLowWaterItemsReady() async throws {
         let dir = try Self.makeDataDir()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try Self.write((1...10).map { "{\"n\":\($0)}" }.joined(separator: "\n") + "\nbad\n", to: "gifts.ndjson", in: dir)
+        try Self.write(
+            (1...10).map { "{\"n\":\($0)}" }.joined(separator: "\n") + "\nbad\n", to: "gifts.ndjson", in: dir)
         let config = PipelineConfig(
             capacity: 100, maxInFlight: 100,
             source: PipelineSourceConfig(kind: .file(path: "gifts.ndjson"), lowWater: 3))
-        let p = Pipeline(name: "gifts", config: config, clock: clock, sourceFactory: PipelineSources.factory(dataDir: dir.path))
+        let p = Pipeline(
+            name: "gifts", config: config, clock: clock, sourceFactory: PipelineSources.factory(dataDir: dir.path))
         await PipelineFixtures.eventually { await p.state().ready == 3 }
         // It stops at the low-water mark: the rest of the file stays on disk.
         #expect(await p.state().source?.pulledTotal == 3)
@@ -210,10 +213,12 @@ import Locking
     @Test func aFactoryFailureIsRetriedAfterABackOff() async throws {
         let attempts = Atomic<Int>(0)
         let config = PipelineConfig(source: PipelineSourceConfig(kind: .http(url: "http://127.0.0.1:1/next")))
-        let p = Pipeline(name: "p", config: config, clock: clock, sourceFactory: { _ in
-            if attempts.add(1, ordering: .relaxed).newValue == 1 { throw SourceError(message: "not yet") }
-            return ScriptedReader([.item(.int(9))])
-        })
+        let p = Pipeline(
+            name: "p", config: config, clock: clock,
+            sourceFactory: { _ in
+                if attempts.add(1, ordering: .relaxed).newValue == 1 { throw SourceError(message: "not yet") }
+                return ScriptedReader([.item(.int(9))])
+            })
         #expect(await p.state().source?.lastError == "not yet")
         clock.advance(by: 0.1)
         await PipelineFixtures.eventually { await p.state().ready == 1 }

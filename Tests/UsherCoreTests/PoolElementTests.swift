@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// Elements at run time: add, replace, remove (forced or not), grow.
@@ -53,7 +54,9 @@ import Testing
         // Its holder sees not_leased.
         let notLeased = PoolError.notLeased("lease \"l1\" is not active (it is revoked)", status: .revoked)
         #expect(throws: notLeased) { try p.recycleNow(lease: a.id) }
-        #expect(throws: notLeased) { try p.withIsolation { p throws(PoolError) in try p.extend(lease: a.id, leaseSeconds: nil) } }
+        #expect(throws: notLeased) {
+            try p.withIsolation { p throws(PoolError) in try p.extend(lease: a.id, leaseSeconds: nil) }
+        }
         let s = try p.stateNow()
         #expect(s.size == 1 && s.leased == 0 && s.available == 1 && s.counts.revokedTotal == 1)
         #expect(try p.fetchNow().element == "e1")

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// Synchronous calls on a pool, as the HTTP layer makes them.
@@ -29,11 +30,14 @@ extension LeasePool {
         #expect(holding == s.leased, "the engine's holders are the leases", sourceLocation: sourceLocation)
         let leases = s.elements.compactMap(\.lease)
         #expect(leases.count == s.leased && s.available == s.size - s.leased, sourceLocation: sourceLocation)
-        #expect(Set(leases.map(\.id)).count == leases.count, "a lease holds two elements", sourceLocation: sourceLocation)
+        #expect(
+            Set(leases.map(\.id)).count == leases.count, "a lease holds two elements", sourceLocation: sourceLocation)
         #expect(leases.allSatisfy { $0.status == .active }, sourceLocation: sourceLocation)
         #expect(s.available == 0 || s.waiting == 0, "free elements while fetchers wait", sourceLocation: sourceLocation)
         let c = s.counts
-        #expect(c.fetchedTotal == s.leased + c.recycledTotal + c.expiredTotal + c.revokedTotal, sourceLocation: sourceLocation)
+        #expect(
+            c.fetchedTotal == s.leased + c.recycledTotal + c.expiredTotal + c.revokedTotal,
+            sourceLocation: sourceLocation)
     }
 }
 

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// `LeasePool` on a `ManualClock`: fetch, recycle, extend, expiry, fences.
@@ -11,8 +12,11 @@ import Testing
     func later(_ seconds: Double) -> Timestamp { clock.now().adding(seconds: seconds) }
 
     @Test func fetchLeasesFreeElementsInStableOrderAndRecycleFreesThem() throws {
-        let p = pool(PoolConfig(elements: [PoolElementSpec(id: "gpu-0", data: .object([("mem", .int(24))])),
-                                           PoolElementSpec(id: "gpu-1")]))
+        let p = pool(
+            PoolConfig(elements: [
+                PoolElementSpec(id: "gpu-0", data: .object([("mem", .int(24))])),
+                PoolElementSpec(id: "gpu-1"),
+            ]))
         let a = try p.fetchNow(FetchRequest(holder: "job-1"))
         #expect(a.id == "l1" && a.element == "gpu-0" && a.elementData == .object([("mem", .int(24))]))
         #expect(a.holder == "job-1" && a.status == .active && a.leasedAt == clock.now() && a.expiresAt == later(60))
@@ -46,7 +50,8 @@ import Testing
         #expect(s.elements.map { $0.lease?.id } == [nil, b.id, nil])
         #expect(s.size == 3 && s.available == 2 && s.leased == 1 && s.waiting == 0)
         #expect(s.nextExpiryAt == b.expiresAt)
-        #expect(s.elements[1].data == nil && s.elements[1].lease?.holder == "h" && s.elements[1].lease?.status == .active)
+        #expect(
+            s.elements[1].data == nil && s.elements[1].lease?.holder == "h" && s.elements[1].lease?.status == .active)
     }
 
     @Test func aRetriedFetchWithTheSameIDAnswersTheSameLease() throws {
@@ -73,7 +78,8 @@ import Testing
     @Test func aFetchAppliesExpiriesTheTimerHasNotRunYet() throws {
         // A clock whose timers never fire: only the operations apply time.
         let clock = StoppedTimersClock()
-        let p = LeasePool(name: "p", config: PoolConfig(elements: PoolFixtures.elements(1), leaseSeconds: 5), clock: clock)
+        let p = LeasePool(
+            name: "p", config: PoolConfig(elements: PoolFixtures.elements(1), leaseSeconds: 5), clock: clock)
         _ = try p.fetchNow()
         clock.time = clock.time.adding(seconds: 5)
         #expect(try p.fetchNow().element == "e0")
@@ -107,7 +113,9 @@ import Testing
         let p = pool(PoolConfig(elements: PoolFixtures.elements(1)))
         #expect(throws: PoolError.notFound("element \"zz\"")) { try p.recycleNow(element: "zz") }
         #expect(throws: PoolError.notFound("lease \"zz\"")) { try p.recycleNow(lease: "zz") }
-        #expect(throws: PoolError.notLeased("element \"e0\" is not leased", status: nil)) { try p.recycleNow(element: "e0") }
+        #expect(throws: PoolError.notLeased("element \"e0\" is not leased", status: nil)) {
+            try p.recycleNow(element: "e0")
+        }
         let a = try p.fetchNow()
         _ = try p.recycleNow(element: "e0")
         #expect(throws: PoolError.notLeased("lease \"l1\" is not active (it is recycled)", status: .recycled)) {
@@ -124,10 +132,15 @@ import Testing
         #expect(extended.expiresAt == later(20))  // its own lease again
         let longer = try p.withIsolation { p throws(PoolError) in try p.extend(lease: a.id, leaseSeconds: 60) }
         #expect(longer.expiresAt == later(60) && longer.fence == a.fence)
-        #expect(throws: PoolError.invalid(field: "lease_seconds", message: "must be at most 60, the pool's lease_seconds")) {
+        #expect(
+            throws: PoolError.invalid(field: "lease_seconds", message: "must be at most 60, the pool's lease_seconds")
+        ) {
             try p.withIsolation { p throws(PoolError) in try p.extend(lease: a.id, leaseSeconds: 61) }
         }
-        #expect(throws: PoolError.invalid(field: "lease_seconds", message: "must be more than 0: this pool limits leases to 60 s")) {
+        #expect(
+            throws: PoolError.invalid(
+                field: "lease_seconds", message: "must be more than 0: this pool limits leases to 60 s")
+        ) {
             try p.fetchNow(FetchRequest(leaseSeconds: 0))
         }
         clock.advance(by: 60)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// Seeded random sequences of every pool operation, with the clock moving:
@@ -21,7 +22,8 @@ import Testing
         var rng = Rng(state: seed)
         let clock = ManualClock()
         let p = LeasePool(
-            name: "m", config: PoolConfig(elements: PoolFixtures.elements(3), leaseSeconds: 10, grow: PoolGrow(maxSize: 6)),
+            name: "m",
+            config: PoolConfig(elements: PoolFixtures.elements(3), leaseSeconds: 10, grow: PoolGrow(maxSize: 6)),
             clock: clock)
         var leases: [String] = []
         var active: [String: String] = [:]  // element → lease, as the clients saw it
@@ -31,7 +33,9 @@ import Testing
                 if let l = try? p.fetchNow(FetchRequest(leaseSeconds: Double.random(in: 1...10, using: &rng))) {
                     leases.append(l.id)
                     let e = try #require(l.element)
-                    if let other = active[e], (try? p.withIsolation { p throws(PoolError) in try p.lease(id: other) })?.status == .active {
+                    if let other = active[e],
+                        (try? p.withIsolation { p throws(PoolError) in try p.lease(id: other) })?.status == .active
+                    {
                         Issue.record("step \(step): \(e) leased to \(other) and \(l.id)")
                     }
                     active[e] = l.id
@@ -47,7 +51,9 @@ import Testing
             case 7:
                 let id = ["e0", "e1", "e2", "x", "el-1"].randomElement(using: &rng)!
                 if Bool.random(using: &rng) {
-                    _ = try? p.withIsolation { p throws(PoolError) in try p.removeElement(id, force: Bool.random(using: &rng)) }
+                    _ = try? p.withIsolation { p throws(PoolError) in
+                        try p.removeElement(id, force: Bool.random(using: &rng))
+                    }
                 } else {
                     _ = try? p.withIsolation { p throws(PoolError) in try p.putElement(id, data: .int(step)) }
                 }

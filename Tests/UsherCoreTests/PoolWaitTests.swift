@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import UsherCore
 import Locking
+import Testing
+
+@testable import UsherCore
 
 /// Fetchers that wait: the queue engine's FIFO line, `max_waiting`, and the
 /// element that an expiry, a recycle or a new element hands over at once.
@@ -77,7 +78,9 @@ import Locking
         _ = try p.fetchNow()
         let waiter = Task { try await p.fetch(FetchRequest(), until: later(30)) }
         await F.eventually { await p.waiterCount == 1 }
-        await #expect(throws: PoolError.full(retryAfterSeconds: 60)) { try await p.fetch(FetchRequest(), until: later(30)) }
+        await #expect(throws: PoolError.full(retryAfterSeconds: 60)) {
+            try await p.fetch(FetchRequest(), until: later(30))
+        }
         // Without wait, nothing waits: the answer is pool_exhausted, not queue_full.
         #expect(throws: PoolError.exhausted(nextExpiryAt: later(60))) { try p.fetchNow() }
         waiter.cancel()

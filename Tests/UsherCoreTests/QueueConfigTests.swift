@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// Parsing of queue configs, patches and visitor requests; the JSON shapes.
@@ -36,16 +37,21 @@ import Testing
 
     @Test func everyFieldIsRead() throws {
         let c = try config(
-            #"{"capacity":3,"max_waiting":5,"hold_seconds":1.5,"dedup":"adjacent","opposites":[["like","unlike"]],"history":0}"#)
+            #"{"capacity":3,"max_waiting":5,"hold_seconds":1.5,"dedup":"adjacent","opposites":[["like","unlike"]],"history":0}"#
+        )
         #expect(
-            c == QueueConfig(
-                capacity: 3, maxWaiting: 5, holdSeconds: 1.5, dedup: .adjacent, opposites: [["like", "unlike"]], history: 0))
+            c
+                == QueueConfig(
+                    capacity: 3, maxWaiting: 5, holdSeconds: 1.5, dedup: .adjacent, opposites: [["like", "unlike"]],
+                    history: 0))
         #expect(c.json()["hold_seconds"] == .double(1.5))
         #expect(try config(#"{"capacity":null}"#).capacity == 1)
     }
 
     @Test func badFieldsAreNamed() throws {
-        let parse: (inout FieldReader) throws(FieldError) -> Void = { r throws(FieldError) in _ = try QueueConfig.parse(&r) }
+        let parse: (inout FieldReader) throws(FieldError) -> Void = { r throws(FieldError) in
+            _ = try QueueConfig.parse(&r)
+        }
         #expect(try fieldError(#"{"capactiy":2}"#, parse)?.field == "capactiy")
         #expect(try fieldError(#"{"capacity":-1}"#, parse)?.field == "capacity")
         #expect(try fieldError(#"{"capacity":1.5}"#, parse)?.field == "capacity")
@@ -70,7 +76,8 @@ import Testing
 
     @Test func visitorRequestsAreParsedAndChecked() throws {
         var r = try reader(
-            #"{"id":"job-7","key":"k","action":"like","payload":{"a":[1,null]},"priority":-3,"hold_seconds":2.5,"delay_seconds":0}"#)
+            #"{"id":"job-7","key":"k","action":"like","payload":{"a":[1,null]},"priority":-3,"hold_seconds":2.5,"delay_seconds":0}"#
+        )
         let v = try VisitorRequest.parse(&r)
         try r.finish()
         #expect(v.id == "job-7" && v.key == "k" && v.action == "like" && v.priority == -3)
@@ -78,7 +85,9 @@ import Testing
         #expect(v.holdSeconds == 2.5 && v.delaySeconds == 0)
         var empty = try FieldReader(nil)
         #expect(try VisitorRequest.parse(&empty) == VisitorRequest())
-        let parse: (inout FieldReader) throws(FieldError) -> Void = { r throws(FieldError) in _ = try VisitorRequest.parse(&r) }
+        let parse: (inout FieldReader) throws(FieldError) -> Void = { r throws(FieldError) in
+            _ = try VisitorRequest.parse(&r)
+        }
         #expect(try fieldError(#"{"id":"-x"}"#, parse)?.field == "id")
         #expect(try fieldError(#"{"key":""}"#, parse)?.field == "key")
         #expect(try fieldError(#"{"priority":1000001}"#, parse)?.field == "priority")

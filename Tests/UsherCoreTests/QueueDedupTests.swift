@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// SPEC §2 dedup and opposites: `key`, `adjacent`, `off`, at POST and at a delay's end.

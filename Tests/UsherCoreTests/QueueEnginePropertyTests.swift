@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// The engine against a brute-force model of SPEC §2 (arrays, full scans,
@@ -58,9 +59,15 @@ import Testing
                 var r = VisitorRequest(
                     key: keys.randomElement(using: &rng)!, action: actions.randomElement(using: &rng)!,
                     priority: [0, 0, 0, 1, 5, -1].randomElement(using: &rng)!)
-                if Int.random(in: 0..<4, using: &rng) == 0 { r.holdSeconds = Double(Int.random(in: 1...6, using: &rng)) }
-                if Int.random(in: 0..<5, using: &rng) == 0 { r.delaySeconds = [0.5, 1, 2, 3].randomElement(using: &rng)! }
-                if Int.random(in: 0..<6, using: &rng) == 0 { r.id = known.randomElement(using: &rng) ?? "client-\(step)" }
+                if Int.random(in: 0..<4, using: &rng) == 0 {
+                    r.holdSeconds = Double(Int.random(in: 1...6, using: &rng))
+                }
+                if Int.random(in: 0..<5, using: &rng) == 0 {
+                    r.delaySeconds = [0.5, 1, 2, 3].randomElement(using: &rng)!
+                }
+                if Int.random(in: 0..<6, using: &rng) == 0 {
+                    r.id = known.randomElement(using: &rng) ?? "client-\(step)"
+                }
                 what = "enqueue \(r)"
                 expected = model.enqueue(r, now: now)
                 actual = Result { () throws(QueueError) in try engine.enqueue(r, now: t).view.id }
@@ -148,7 +155,9 @@ import Testing
         }
         let deadline = model.nextDeadline
         guard engine.nextDeadline?.micros == deadline else {
-            Issue.record("\(context): next deadline \(String(describing: engine.nextDeadline)) vs \(String(describing: deadline))")
+            Issue.record(
+                "\(context): next deadline \(String(describing: engine.nextDeadline)) vs \(String(describing: deadline))"
+            )
             return false
         }
         return true
@@ -220,18 +229,26 @@ struct QueueModel {
             forgotten.insert(id)
         }
         while let t = nextDeadline, t <= now {
-            let ending = visitors.values.filter { $0.status == .delayed && $0.delayEnd == t }.sorted { $0.created < $1.created }
+            let ending = visitors.values.filter { $0.status == .delayed && $0.delayEnd == t }.sorted {
+                $0.created < $1.created
+            }
             for v in ending {
                 counts.delayed -= 1
                 enter(v.id, at: t)
             }
-            let expiring = visitors.values.filter { $0.status == .granted && $0.expiresAt == t }.sorted { $0.fence! < $1.fence! }
+            let expiring = visitors.values.filter { $0.status == .granted && $0.expiresAt == t }.sorted {
+                $0.fence! < $1.fence!
+            }
             for v in expiring { end(v.id, as: .expired, at: t) }
             grant(now: now)
         }
     }
 
-    enum Outcome { case join, merge(String), cancel(String) }
+    enum Outcome {
+        case join
+        case merge(String)
+        case cancel(String)
+    }
 
     func outcome(key: String?, action: String?) -> Outcome {
         guard let key, config.dedup != .off else { return .join }
@@ -244,7 +261,8 @@ struct QueueModel {
             if let d = waiting.filter({ $0.key == key && $0.action == action }).max(by: { $0.seq < $1.seq }) {
                 return .merge(d.id)
             }
-            if let last = waiting.filter({ $0.key == key }).max(by: { $0.seq < $1.seq }), opposite(last.action, action) {
+            if let last = waiting.filter({ $0.key == key }).max(by: { $0.seq < $1.seq }), opposite(last.action, action)
+            {
                 return .cancel(last.id)
             }
             return .join

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// The engine capabilities windows and pools are built on: the hold policy,
@@ -26,10 +27,15 @@ import Testing
     @Test func atMostResourceStillRefusesLongerOrUnlimitedHolds() throws {
         var e = F.engine(QueueConfig(holdSeconds: 5))
         var e2 = e
-        #expect(throws: QueueError.invalid(field: "hold_seconds", message: "must be at most 5, the queue's hold_seconds")) {
+        #expect(
+            throws: QueueError.invalid(field: "hold_seconds", message: "must be at most 5, the queue's hold_seconds")
+        ) {
             try e.add("a", hold: 6)
         }
-        #expect(throws: QueueError.invalid(field: "hold_seconds", message: "must be more than 0: this queue limits holds to 5 s")) {
+        #expect(
+            throws: QueueError.invalid(
+                field: "hold_seconds", message: "must be more than 0: this queue limits holds to 5 s")
+        ) {
             try e2.add("a", hold: 0)
         }
     }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// The queue engine with explicit timestamps: order, capacity, holds, endings.
@@ -112,11 +113,15 @@ import Testing
         a = try e.extend(id: "a", holdSeconds: 10, now: F.at(6))
         #expect(a.expiresAt == F.at(16))
         #expect(throws: QueueError.self) { try e.extend(id: "a", holdSeconds: 11, now: F.at(6)) }
-        #expect(throws: QueueError.notGranted(current: .waiting)) { try e.extend(id: "b", holdSeconds: nil, now: F.at(6)) }
+        #expect(throws: QueueError.notGranted(current: .waiting)) {
+            try e.extend(id: "b", holdSeconds: nil, now: F.at(6))
+        }
         #expect(try e.status("a", at: 15.9) == .granted)  // the old expiry at 7 no longer applies
         #expect(try e.status("a", at: 16) == .expired)
         #expect(try e.status("b", at: 16) == .granted)
-        #expect(throws: QueueError.notFound("visitor \"zz\"")) { try e.extend(id: "zz", holdSeconds: nil, now: F.at(16)) }
+        #expect(throws: QueueError.notFound("visitor \"zz\"")) {
+            try e.extend(id: "zz", holdSeconds: nil, now: F.at(16))
+        }
     }
 
     @Test func completeAndRemoveInEveryStatus() throws {
@@ -336,7 +341,8 @@ extension QueueEngine {
         _ id: String? = nil, key: String? = nil, action: String? = nil, priority: Int = 0,
         hold: Double? = nil, delay: Double? = nil, at s: Double = 0
     ) throws(QueueError) -> VisitorView {
-        let r = VisitorRequest(id: id, key: key, action: action, priority: priority, holdSeconds: hold, delaySeconds: delay)
+        let r = VisitorRequest(
+            id: id, key: key, action: action, priority: priority, holdSeconds: hold, delaySeconds: delay)
         return try enqueue(r, now: QueueFixtures.at(s)).view
     }
 

@@ -1,7 +1,8 @@
 import Foundation
-import Testing
-@testable import UsherCore
 import Locking
+import Testing
+
+@testable import UsherCore
 
 /// The `VisitorQueue` actor on a `ManualClock`: long-polls, the one timer, lifecycle.
 @Suite struct QueueManagerTests {

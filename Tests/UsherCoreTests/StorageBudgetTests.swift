@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// `max_stored_bytes`: every kind charges what it stores to one budget,
@@ -32,20 +33,30 @@ import Testing
         var config = QueueConfig()
         config.history = 0
         let queue = VisitorQueue(name: "q", config: config, clock: clock, budget: budget)
-        _ = try queue.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(id: "a", payload: Self.kilobyte)) }
-        _ = try queue.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(id: "b", payload: Self.kilobyte)) }
+        _ = try queue.withIsolation { q throws(QueueError) in
+            try q.enqueue(VisitorRequest(id: "a", payload: Self.kilobyte))
+        }
+        _ = try queue.withIsolation { q throws(QueueError) in
+            try q.enqueue(VisitorRequest(id: "b", payload: Self.kilobyte))
+        }
         #expect(budget.usedBytes == 2 * one)
         // Full: 507 with the figures, and nothing stored.
         #expect(throws: QueueError.storageFull(StorageFull(used: 2 * one, limit: 2 * one, requested: one))) {
-            _ = try queue.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(id: "c", payload: Self.kilobyte)) }
+            _ = try queue.withIsolation { q throws(QueueError) in
+                try q.enqueue(VisitorRequest(id: "c", payload: Self.kilobyte))
+            }
         }
         #expect(queue.withIsolation { $0.counts.enqueuedTotal } == 2)
-        #expect(throws: QueueError.notFound("visitor \"c\"")) { _ = try queue.withIsolation { q throws(QueueError) in try q.visitor(id: "c") } }
+        #expect(throws: QueueError.notFound("visitor \"c\"")) {
+            _ = try queue.withIsolation { q throws(QueueError) in try q.visitor(id: "c") }
+        }
         // Completed and forgotten (history 0): its bytes come back at the next operation.
         _ = try queue.withIsolation { q throws(QueueError) in try q.complete(id: "a") }
         _ = queue.withIsolation { $0.counts }
         #expect(budget.usedBytes == one)
-        _ = try queue.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(id: "c", payload: Self.kilobyte)) }
+        _ = try queue.withIsolation { q throws(QueueError) in
+            try q.enqueue(VisitorRequest(id: "c", payload: Self.kilobyte))
+        }
         #expect(budget.usedBytes == 2 * one)
         queue.withIsolation { $0.close() }
         #expect(budget.usedBytes == 0)
@@ -64,13 +75,19 @@ import Testing
     @Test func windowChargesItemsAndFreesThemOnDelete() throws {
         let budget = StorageBudget()
         let window = WindowSlot(name: "w", config: WindowConfig(), clock: ManualClock(), budget: budget)
-        _ = try window.withIsolation { w throws(WindowError) in try w.show(ShowRequest(id: "i1", title: "t", payload: Self.kilobyte)) }
+        _ = try window.withIsolation { w throws(WindowError) in
+            try w.show(ShowRequest(id: "i1", title: "t", payload: Self.kilobyte))
+        }
         #expect(budget.usedBytes > 1024)
         let tight = StorageBudget(limit: budget.usedBytes + 100)
         let small = WindowSlot(name: "s", config: WindowConfig(), clock: ManualClock(), budget: tight)
-        _ = try small.withIsolation { w throws(WindowError) in try w.show(ShowRequest(id: "i1", title: "t", payload: Self.kilobyte)) }
+        _ = try small.withIsolation { w throws(WindowError) in
+            try w.show(ShowRequest(id: "i1", title: "t", payload: Self.kilobyte))
+        }
         #expect(throws: WindowError.self) {
-            _ = try small.withIsolation { w throws(WindowError) in try w.show(ShowRequest(id: "i2", payload: Self.kilobyte)) }
+            _ = try small.withIsolation { w throws(WindowError) in
+                try w.show(ShowRequest(id: "i2", payload: Self.kilobyte))
+            }
         }
         window.withIsolation { $0.close() }
         #expect(budget.usedBytes == 0)
@@ -79,7 +96,8 @@ import Testing
     @Test func poolChargesElementsAndLeases() throws {
         let budget = StorageBudget()
         let pool = LeasePool(
-            name: "p", config: PoolConfig(elements: [PoolElementSpec(id: "e1", data: Self.kilobyte)]), clock: ManualClock(),
+            name: "p", config: PoolConfig(elements: [PoolElementSpec(id: "e1", data: Self.kilobyte)]),
+            clock: ManualClock(),
             budget: budget)
         let declared = StorageBudget.cost("e1", payload: Self.kilobyte)
         #expect(budget.usedBytes == declared)
@@ -118,10 +136,15 @@ import Testing
     @Test func pipelineChargesItemsUntilTheyLeaveDeadOnesIncluded() throws {
         let budget = StorageBudget()
         let clock = ManualClock()
-        let pipeline = Pipeline(name: "p", config: PipelineConfig(capacity: 2, maxDeliveries: 1), clock: clock, budget: budget)
+        let pipeline = Pipeline(
+            name: "p", config: PipelineConfig(capacity: 2, maxDeliveries: 1), clock: clock, budget: budget)
         let one = StorageBudget.cost("a", payload: Self.kilobyte)
-        _ = try pipeline.withIsolation { p throws(PipelineError) in try p.push(PipelinePushRequest(id: "a", payload: Self.kilobyte)) }
-        _ = try pipeline.withIsolation { p throws(PipelineError) in try p.push(PipelinePushRequest(id: "b", payload: Self.kilobyte)) }
+        _ = try pipeline.withIsolation { p throws(PipelineError) in
+            try p.push(PipelinePushRequest(id: "a", payload: Self.kilobyte))
+        }
+        _ = try pipeline.withIsolation { p throws(PipelineError) in
+            try p.push(PipelinePushRequest(id: "b", payload: Self.kilobyte))
+        }
         #expect(budget.usedBytes == 2 * one)
         // Consumed: the payload is gone, the remembered id stays. Released past
         // max_deliveries: dead, still stored.
@@ -160,17 +183,21 @@ import Testing
 
     @Test func machineChargesItsHistoryAndDropsTheOldest() throws {
         let budget = StorageBudget()
-        let machine = StateMachine(name: "m", definitionName: "player", definition: .player, clock: ManualClock(), budget: budget)
+        let machine = StateMachine(
+            name: "m", definitionName: "player", definition: .player, clock: ManualClock(), budget: budget)
         let events = ["prepare", "start", "teardown"]
         for i in 0..<60 {
-            _ = try machine.withIsolation { m throws(MachineError) in try m.fire(event: events[i % 3], data: Self.kilobyte) }
+            _ = try machine.withIsolation { m throws(MachineError) in
+                try m.fire(event: events[i % 3], data: Self.kilobyte)
+            }
         }
         let each = budget.usedBytes / 50
         #expect(budget.usedBytes > 50 * 1024 && budget.usedBytes < 51 * each)
         machine.withIsolation { $0.close() }
         #expect(budget.usedBytes == 0)
         let tight = StorageBudget(limit: 100)
-        let small = StateMachine(name: "s", definitionName: "player", definition: .player, clock: ManualClock(), budget: tight)
+        let small = StateMachine(
+            name: "s", definitionName: "player", definition: .player, clock: ManualClock(), budget: tight)
         #expect(throws: MachineError.self) {
             _ = try small.withIsolation { m throws(MachineError) in try m.fire(event: "prepare", data: Self.kilobyte) }
         }

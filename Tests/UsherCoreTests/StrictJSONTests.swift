@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import UsherCore
 
 /// JSON text is parsed by Foundation, then held to RFC 8259 where Foundation
@@ -23,7 +24,9 @@ import Testing
 
     @Test func duplicateNamesAreErrors() {
         #expect(message(#"{"a": 1, "a": 2}"#) == #"malformed JSON at line 1, column 10: member "a" given twice"#)
-        #expect(message("{\"q\": {\"x\": 1,\n \"y\": {}, \"x\": 3}}")?.hasPrefix("malformed JSON at line 2, column 11") == true)
+        #expect(
+            message("{\"q\": {\"x\": 1,\n \"y\": {}, \"x\": 3}}")?.hasPrefix("malformed JSON at line 2, column 11")
+                == true)
         // The same name however it is written: an escape, or another normal form.
         #expect(message(#"{"a": 1, "\u0061": 2}"#)?.contains(#"member "a" given twice"#) == true)
         #expect(message(#"{"é": 1, "e\u0301": 2}"#)?.contains("given twice") == true)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import UsherCore
 
 @Suite struct TimestampTests {
@@ -108,7 +109,8 @@ actor Tally: LockIsolatedActor {
 @Suite struct ResourceExecutorTests {
     @Test func synchronousAndAsyncCallersNeverInterleave() async {
         let tally = Tally()
-        let threads = 4, perThread = 2000
+        let threads = 4
+        let perThread = 2000
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<threads {
                 group.addTask {

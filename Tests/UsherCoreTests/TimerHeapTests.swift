@@ -1,7 +1,8 @@
 import Dispatch
-import Testing
-@testable import UsherCore
 import Locking
+import Testing
+
+@testable import UsherCore
 
 /// `TimerHeap` and the clocks built on it: order, cancellation that frees the
 /// closure at once, many timers, deadlines already past.

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// Window config and show requests as JSON.
@@ -14,11 +15,14 @@ import Testing
         let c = try parse("{}")
         #expect(c == WindowConfig(maxWaiting: 1000, displaySeconds: 0, dedup: .key))
         #expect(c.json().jsonString == #"{"max_waiting":1000,"display_seconds":0,"dedup":"key"}"#)
-        #expect(try parse(#"{"display_seconds": 2.5, "dedup": "off"}"#) == WindowConfig(displaySeconds: 2.5, dedup: .off))
+        #expect(
+            try parse(#"{"display_seconds": 2.5, "dedup": "off"}"#) == WindowConfig(displaySeconds: 2.5, dedup: .off))
     }
 
     @Test func badFieldsAreNamed() throws {
-        #expect(throws: FieldError(field: "display_second", message: "unknown field")) { try parse(#"{"display_second": 1}"#) }
+        #expect(throws: FieldError(field: "display_second", message: "unknown field")) {
+            try parse(#"{"display_second": 1}"#)
+        }
         #expect(throws: FieldError(field: "dedup", message: "must be \"key\", \"adjacent\" or \"off\"")) {
             try parse(#"{"dedup": "maybe"}"#)
         }
@@ -28,12 +32,17 @@ import Testing
     }
 
     @Test func showRequests() throws {
-        var r = try FieldReader(try JSONValue.parse(
-            #"{"id": "a", "key": "k", "title": "T", "message": "M", "payload": [1], "priority": 2, "display_seconds": 0}"#))
+        var r = try FieldReader(
+            try JSONValue.parse(
+                #"{"id": "a", "key": "k", "title": "T", "message": "M", "payload": [1], "priority": 2, "display_seconds": 0}"#
+            ))
         let s = try ShowRequest.parse(&r)
         try r.finish()
-        #expect(s == ShowRequest(id: "a", key: "k", title: "T", message: "M", payload: .array([.int(1)]), priority: 2,
-                                 displaySeconds: 0))
+        #expect(
+            s
+                == ShowRequest(
+                    id: "a", key: "k", title: "T", message: "M", payload: .array([.int(1)]), priority: 2,
+                    displaySeconds: 0))
         var bad = try FieldReader(try JSONValue.parse(#"{"titel": "x"}"#))
         _ = try ShowRequest.parse(&bad)
         #expect(throws: FieldError(field: "titel", message: "unknown field")) { try bad.finish() }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// `WindowSlot` on a `ManualClock`: one item shown, the rest queued, dismiss
@@ -49,8 +50,12 @@ import Testing
     @Test func serverIDsAndARetriedShowWithTheSameID() throws {
         let w = window()
         #expect(try show(w, ShowRequest()).id == "i1")
-        let (first, created) = try w.withIsolation { w throws(WindowError) in try w.show(ShowRequest(id: "x", title: "one")) }
-        let (again, createdAgain) = try w.withIsolation { w throws(WindowError) in try w.show(ShowRequest(id: "x", title: "two")) }
+        let (first, created) = try w.withIsolation { w throws(WindowError) in
+            try w.show(ShowRequest(id: "x", title: "one"))
+        }
+        let (again, createdAgain) = try w.withIsolation { w throws(WindowError) in
+            try w.show(ShowRequest(id: "x", title: "two"))
+        }
         #expect(created && !createdAgain)
         #expect(again == first && again.title == "one")
         #expect(w.withIsolation { $0.counts.receivedTotal } == 2)

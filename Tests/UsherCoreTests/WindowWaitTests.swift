@@ -1,4 +1,5 @@
 import Testing
+
 @testable import UsherCore
 
 /// The showing long-poll: how a screen learns what to display next.

@@ -85,7 +85,9 @@ public struct UsherConfig: Sendable {
     /// bad values are errors naming the field.
     public static func parse(_ value: JSONValue) throws(FieldError) -> UsherConfig {
         var config = UsherConfig()
-        guard case .object(let members) = value else { throw FieldError(field: "", message: "the config must be a JSON object") }
+        guard case .object(let members) = value else {
+            throw FieldError(field: "", message: "the config must be a JSON object")
+        }
         config.fileSettings = members.filter { ResourceKind(rawValue: $0.0) == nil }
         var r = try FieldReader(value)
         if let host = try r.string("host") {
@@ -128,7 +130,9 @@ public struct UsherConfig: Sendable {
                 guard Names.isValid(name) else {
                     throw FieldError(field: path, message: "is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)")
                 }
-                guard let value = definitions.value(name) else { throw FieldError(field: path, message: "must be an object") }
+                guard let value = definitions.value(name) else {
+                    throw FieldError(field: path, message: "must be an object")
+                }
                 config.definitions[name] = try MachineDefinition.parse(value, path: path)
             }
             try definitions.finish()
@@ -146,7 +150,9 @@ public struct UsherConfig: Sendable {
         }
         try r.finish()
         if config.declared.values.map(\.count).reduce(0, +) > config.maxResources {
-            throw FieldError(field: "max_resources", message: "the config declares more resources than max_resources (\(config.maxResources))")
+            throw FieldError(
+                field: "max_resources",
+                message: "the config declares more resources than max_resources (\(config.maxResources))")
         }
         return config
     }
@@ -168,7 +174,7 @@ public struct UsherConfig: Sendable {
         var out: [String] = []
         for (i, value) in values.enumerated() {
             guard case .string(let text) = value, !text.isEmpty, text.utf8.count <= 253,
-                  text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+                text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
             else { throw FieldError(field: "\(field)[\(i)]", message: "must be a non-empty string of visible ASCII") }
             out.append(text)
         }
@@ -195,7 +201,8 @@ public struct UsherConfig: Sendable {
         if let token = environment["USHER_TOKEN"] { authToken = try Self.checkedToken(token, field: "USHER_TOKEN") }
         if let bytes = environment["USHER_CONNECTION_MEMORY_BYTES"], !bytes.isEmpty {
             guard let b = Int(bytes), Self.connectionMemoryRange.contains(b) else {
-                throw FieldError(field: "USHER_CONNECTION_MEMORY_BYTES", message: "must be a number of bytes (4096-1048576)")
+                throw FieldError(
+                    field: "USHER_CONNECTION_MEMORY_BYTES", message: "must be a number of bytes (4096-1048576)")
             }
             connectionMemoryBytes = b
         }
@@ -217,7 +224,9 @@ public struct UsherConfig: Sendable {
             do { value = try JSONValue.parse(data) } catch {
                 throw FieldError(field: "", message: "config file \(path): \(error.message)")
             }
-            guard case .object = value else { throw FieldError(field: "", message: "config file \(path): must hold a JSON object") }
+            guard case .object = value else {
+                throw FieldError(field: "", message: "config file \(path): must hold a JSON object")
+            }
             config = try parse(value)
             config.dataDir = resolved(config.dataDir, besideFile: path)
         }
@@ -240,7 +249,9 @@ public struct UsherConfig: Sendable {
         let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         do { return try handle.readToEnd() ?? Data() } catch {
             let ns = error as NSError
-            let code = ns.domain == NSPOSIXErrorDomain ? Int32(ns.code)
+            let code =
+                ns.domain == NSPOSIXErrorDomain
+                ? Int32(ns.code)
                 : (ns.userInfo[NSUnderlyingErrorKey] as? NSError).map { Int32($0.code) } ?? EIO
             throw FieldError(field: "", message: "cannot read config file \(path): \(reason(code))")
         }
@@ -255,7 +266,8 @@ public struct UsherConfig: Sendable {
     /// `localhost` (the server's own check, so start-up and check-config agree).
     private static func checkHost(_ host: String, field: String) throws(FieldError) {
         do throws(HTTPServer.StartError) { try HTTPServer.checkHost(host) } catch {
-            throw FieldError(field: field, message: "must be an IPv4 or IPv6 address, or localhost (not a host name): \(host)")
+            throw FieldError(
+                field: field, message: "must be an IPv4 or IPv6 address, or localhost (not a host name): \(host)")
         }
     }
 }

@@ -25,11 +25,14 @@ enum DashboardRoutes {
     ]
 
     /// `GET /`.
-    static let page = HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", text: DashboardPage.html, headers: headers)
+    static let page = HTTPResponse(
+        status: 200, contentType: "text/html; charset=utf-8", text: DashboardPage.html, headers: headers)
     /// `GET /dashboard.js`.
-    static let script = HTTPResponse(status: 200, contentType: "text/javascript; charset=utf-8", text: DashboardScript.js, headers: headers)
+    static let script = HTTPResponse(
+        status: 200, contentType: "text/javascript; charset=utf-8", text: DashboardScript.js, headers: headers)
     /// `GET /dashboard.css`.
-    static let style = HTTPResponse(status: 200, contentType: "text/css; charset=utf-8", text: DashboardStyle.css, headers: headers)
+    static let style = HTTPResponse(
+        status: 200, contentType: "text/css; charset=utf-8", text: DashboardStyle.css, headers: headers)
 
     static func add(to router: inout Router<Route>) {
         router.add("GET", "/") { _ throws(APIError) in .respond(page) }

@@ -19,9 +19,10 @@ extension APIError {
         case .notFound(let what):
             self = .notFound("\(what) not found")
         case .notGranted(let current):
-            self = .conflict("not_granted", "Not granted",
-                             "the visitor does not hold a slot (it is \(current.rawValue))",
-                             extra: [("current_status", .string(current.rawValue))])
+            self = .conflict(
+                "not_granted", "Not granted",
+                "the visitor does not hold a slot (it is \(current.rawValue))",
+                extra: [("current_status", .string(current.rawValue))])
         case .full(let retryAfter):
             self = .tooMany("queue_full", "Queue is full", "the waiting line is at max_waiting", retryAfter: retryAfter)
         case .invalid(let field, let message):
@@ -44,12 +45,14 @@ extension APIError {
             self = .notFound("the machine's definition has no such event")
             extra = [("allowed_events", .array(allowed.map(JSONValue.string)))]
         case .invalidTransition(let state, let allowed):
-            self = .conflict("invalid_transition", "Invalid transition",
-                             "the event is not allowed in state \(state)",
-                             extra: [("state", .string(state)), ("allowed_events", .array(allowed.map(JSONValue.string)))])
+            self = .conflict(
+                "invalid_transition", "Invalid transition",
+                "the event is not allowed in state \(state)",
+                extra: [("state", .string(state)), ("allowed_events", .array(allowed.map(JSONValue.string)))])
         case .versionMismatch(let current):
-            self = .preconditionFailed("If-Match does not match the machine's version \(current)",
-                                       extra: [("version", .int(Int(current)))])
+            self = .preconditionFailed(
+                "If-Match does not match the machine's version \(current)",
+                extra: [("version", .int(Int(current)))])
         case .storageFull(let full):
             self = .storageFull(full)
         case .gone:

@@ -12,7 +12,9 @@ import Synchronization
 /// space is bounded too (the templates, "unmatched", a fixed set of methods).
 public final class HTTPMetrics: Sendable {
     /// Bucket upper bounds in seconds (long polls wait up to minutes).
-    static let bounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+    static let bounds: [Double] = [
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+    ]
 
     struct Key: Hashable {
         var route: String
@@ -102,7 +104,8 @@ public final class HTTPMetrics: Sendable {
         _ result: HTTPHandlerResult, slot: Int? = nil, route: String, method: String, since start: UInt64
     ) -> HTTPHandlerResult {
         if case .respond(let response) = result {
-            record(slot: slot, route: route, method: method, status: response.status, seconds: Self.seconds(since: start))
+            record(
+                slot: slot, route: route, method: method, status: response.status, seconds: Self.seconds(since: start))
             return result
         }
         if case .stream(let stream) = result {
@@ -115,7 +118,8 @@ public final class HTTPMetrics: Sendable {
         inFlight.add(1, ordering: .relaxed)
         return result.observingDeferred { [self] response in
             inFlight.subtract(1, ordering: .relaxed)
-            record(slot: slot, route: route, method: method, status: response.status, seconds: Self.seconds(since: start))
+            record(
+                slot: slot, route: route, method: method, status: response.status, seconds: Self.seconds(since: start))
         }
     }
 
@@ -145,21 +149,26 @@ public final class HTTPMetrics: Sendable {
     /// Writes `usher_http_requests_total` and `usher_http_request_duration_seconds`.
     func write(to out: inout PrometheusText) {
         let series = snapshot()
-        out.family("usher_http_requests_in_flight", "gauge", "Deferred requests (long-polls and waits) not yet answered.")
+        out.family(
+            "usher_http_requests_in_flight", "gauge", "Deferred requests (long-polls and waits) not yet answered.")
         out.sample("usher_http_requests_in_flight", [:], Double(inFlight.load(ordering: .relaxed)))
-        out.family("usher_http_requests_total", "counter",
-                   "HTTP requests answered, by route template (\"unmatched\" when no route matched), method and status.")
+        out.family(
+            "usher_http_requests_total", "counter",
+            "HTTP requests answered, by route template (\"unmatched\" when no route matched), method and status.")
         for (key, stats) in series {
             for (status, count) in stats.statuses.sorted(by: { $0.status < $1.status }) {
-                out.sample("usher_http_requests_total",
-                           [("route", key.route), ("method", key.method), ("status", String(status))], Double(count))
+                out.sample(
+                    "usher_http_requests_total",
+                    [("route", key.route), ("method", key.method), ("status", String(status))], Double(count))
             }
         }
-        out.family("usher_http_request_duration_seconds", "histogram",
-                   "Time from the handler call to the response being ready (deferred answers: when the deferred work ends).")
+        out.family(
+            "usher_http_request_duration_seconds", "histogram",
+            "Time from the handler call to the response being ready (deferred answers: when the deferred work ends).")
         for (key, stats) in series {
-            out.histogram("usher_http_request_duration_seconds", [("route", key.route), ("method", key.method)],
-                          bounds: Self.bounds, counts: stats.buckets, sum: stats.sum)
+            out.histogram(
+                "usher_http_request_duration_seconds", [("route", key.route), ("method", key.method)],
+                bounds: Self.bounds, counts: stats.buckets, sum: stats.sum)
         }
     }
 }

@@ -31,8 +31,8 @@ enum MetricsRoute {
     /// `process_open_fds` where /proc exists.
     static func writeProcess(to out: inout PrometheusText) {
         if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-           let kb = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kb = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         {
             out.family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.")
             out.sample("process_resident_memory_bytes", [:], kb * 1024)

@@ -70,7 +70,10 @@ extension LeasePool: MetricsSampled {
         withIsolation { p in
             guard let state = try? p.state(limit: 0) else { return nil }
             var s = ResourceSample(.pools, p.name)
-            s.gauges += [("size", state.size), ("available", state.available), ("leased", state.leased), ("waiting", state.waiting)]
+            s.gauges += [
+                ("size", state.size), ("available", state.available), ("leased", state.leased),
+                ("waiting", state.waiting),
+            ]
             s.add(state.counts.json())
             s.oldestSince = p.oldestWaitingSince
             s.wait = p.waitHistogram
@@ -85,8 +88,10 @@ extension Pipeline: MetricsSampled {
             let state = p.state(limit: 0)
             var s = ResourceSample(.pipelines, p.name)
             s.gauges += [
-                ("capacity", state.capacity), ("ready", state.ready), ("in_flight", state.inFlight), ("delayed", state.delayed),
-                ("dead", state.dead), ("waiting_consumers", state.waitingConsumers), ("waiting_producers", state.waitingProducers),
+                ("capacity", state.capacity), ("ready", state.ready), ("in_flight", state.inFlight),
+                ("delayed", state.delayed),
+                ("dead", state.dead), ("waiting_consumers", state.waitingConsumers),
+                ("waiting_producers", state.waitingProducers),
             ]
             s.add(state.counts.json())
             if let source = state.source {
@@ -135,7 +140,9 @@ enum ResourceMetrics {
         "usher_pipeline_waiting_producers": "Parked push long-polls (producers waiting for room).",
     ]
 
-    static func write(_ samples: [ResourceSample], counts: [ResourceKind: Int], now: Timestamp, to out: inout PrometheusText) {
+    static func write(
+        _ samples: [ResourceSample], counts: [ResourceKind: Int], now: Timestamp, to out: inout PrometheusText
+    ) {
         out.family("usher_resources", "gauge", "Resources that exist, by kind.")
         for kind in ResourceKind.allCases {
             out.sample("usher_resources", ["kind": kind.rawValue], Double(counts[kind] ?? 0))
@@ -156,27 +163,33 @@ enum ResourceMetrics {
             for row in rows[name] ?? [] { out.sample(name, row.labels, row.value) }
         }
 
-        out.family("usher_resource_events_total", "counter",
-                   "Lifetime counts of the state routes' *_total fields, by kind, name and event (the field without _total).")
+        out.family(
+            "usher_resource_events_total", "counter",
+            "Lifetime counts of the state routes' *_total fields, by kind, name and event (the field without _total).")
         for s in samples {
             for (event, value) in s.events {
                 out.sample("usher_resource_events_total", labels(s) + [("event", event)], Double(value))
             }
         }
 
-        out.family("usher_resource_oldest_waiting_age_seconds", "gauge",
-                   "Age of the oldest waiting visitor (queues), queued item (windows), waiting fetcher (pools) or ready item (pipelines, since push); 0 when none.")
+        out.family(
+            "usher_resource_oldest_waiting_age_seconds", "gauge",
+            "Age of the oldest waiting visitor (queues), queued item (windows), waiting fetcher (pools) or ready item (pipelines, since push); 0 when none."
+        )
         for s in samples where s.kind != .machines {
             let age = s.oldestSince.map { max(0, Double(now.micros - $0.micros) / 1_000_000) } ?? 0
             out.sample("usher_resource_oldest_waiting_age_seconds", labels(s), age)
         }
 
-        out.family("usher_resource_wait_seconds", "histogram",
-                   "Waits: entering the line to the grant (queues), to being shown (windows), fetch to lease (pools), push to first delivery (pipelines).")
+        out.family(
+            "usher_resource_wait_seconds", "histogram",
+            "Waits: entering the line to the grant (queues), to being shown (windows), fetch to lease (pools), push to first delivery (pipelines)."
+        )
         for s in samples {
             guard let wait = s.wait else { continue }
-            out.histogram("usher_resource_wait_seconds", labels(s), bounds: WaitHistogram.bounds,
-                          counts: wait.buckets, sum: Double(wait.sumMicros) / 1_000_000)
+            out.histogram(
+                "usher_resource_wait_seconds", labels(s), bounds: WaitHistogram.bounds,
+                counts: wait.buckets, sum: Double(wait.sumMicros) / 1_000_000)
         }
 
         let machines = samples.filter { $0.machine != nil }
@@ -186,8 +199,9 @@ enum ResourceMetrics {
         for s in machines { out.sample("usher_machine_version", labels(s), Double(s.machine!.version)) }
         out.family("usher_machine_state_age_seconds", "gauge", "Seconds since each machine entered its current state.")
         for s in machines {
-            out.sample("usher_machine_state_age_seconds", labels(s),
-                       max(0, Double(now.micros - s.machine!.enteredAt.micros) / 1_000_000))
+            out.sample(
+                "usher_machine_state_age_seconds", labels(s),
+                max(0, Double(now.micros - s.machine!.enteredAt.micros) / 1_000_000))
         }
     }
 

@@ -6,70 +6,124 @@ import UsherCore
 extension OpenAPIDocument {
     static var queueSchemas: [(String, JSONValue)] {
         typealias L = QueueConfig.Limits
-        let dedup = Schema.enumeration(DedupMode.allCases.map(\.rawValue),
-                                       "key: against every waiting visitor with the same key; adjacent: only the latest arrival; off: neither")
+        let dedup = Schema.enumeration(
+            DedupMode.allCases.map(\.rawValue),
+            "key: against every waiting visitor with the same key; adjacent: only the latest arrival; off: neither")
         let pair = Schema.array(Schema.key(), "two different actions that cancel each other")
         let configFields: [(String, JSONValue)] = [
-            ("capacity", Schema.integer(L.capacity, "slots; 0 closes the queue (nobody is granted, visitors still wait); default 1")),
-            ("max_waiting", Schema.integer(L.maxWaiting, "more waiting (and delayed) visitors: 429 queue_full; default 10000")),
-            ("hold_seconds", Schema.seconds(L.seconds, "a holder not completed by then expires; 0 = no limit; default 30")),
+            (
+                "capacity",
+                Schema.integer(
+                    L.capacity, "slots; 0 closes the queue (nobody is granted, visitors still wait); default 1")
+            ),
+            (
+                "max_waiting",
+                Schema.integer(L.maxWaiting, "more waiting (and delayed) visitors: 429 queue_full; default 10000")
+            ),
+            (
+                "hold_seconds",
+                Schema.seconds(L.seconds, "a holder not completed by then expires; 0 = no limit; default 30")
+            ),
             ("dedup", dedup),
-            ("opposites", Schema.array(pairSchema(pair), "pairs of actions that cancel, e.g. [[\"like\",\"unlike\"]]; default []")),
+            (
+                "opposites",
+                Schema.array(pairSchema(pair), "pairs of actions that cancel, e.g. [[\"like\",\"unlike\"]]; default []")
+            ),
             ("history", Schema.integer(L.history, "finished visitors kept visible; default 1000")),
         ]
         return [
-            ("QueueConfigRequest", Schema.request(configFields, "a queue's config; every field optional (defaults filled in)")),
-            ("QueueConfig", Schema.object([
-                ("capacity", Schema.count), ("max_waiting", Schema.count), ("hold_seconds", Schema.secondsOut),
-                ("dedup", dedup), ("opposites", Schema.array(pairSchema(Schema.array(Schema.string())))),
-                ("history", Schema.count),
-            ], "the config, every default filled in")),
-            ("QueueSummary", Schema.object([
-                ("name", Schema.name()), ("capacity", Schema.count), ("holding", Schema.count),
-                ("waiting", Schema.count), ("delayed", Schema.count),
-            ])),
-            ("VisitorRequest", Schema.request([
-                ("id", Schema.name("client-supplied id: a retried POST with a known id answers that visitor with 200")),
-                ("key", Schema.key("dedup key; keyless visitors are never merged or cancelled")),
-                ("action", Schema.key("compared for duplicates and opposites")),
-                ("payload", Schema.any("any JSON, echoed back")),
-                ("priority", Schema.integer(L.priority, "higher first, FIFO within a priority; default 0")),
-                ("hold_seconds", Schema.seconds(L.seconds, "a shorter hold than the queue's, never longer; 0 only when the queue has no limit")),
-                ("delay_seconds", Schema.seconds(L.seconds, "join the waiting line only after this many seconds")),
-            ])),
-            ("Visitor", Schema.object([
-                ("id", Schema.name()),
-                ("queue", Schema.name()),
-                ("key", Schema.nullable(Schema.string())),
-                ("action", Schema.nullable(Schema.string())),
-                ("payload", Schema.any()),
-                ("priority", Schema.integer()),
-                ("status", Schema.enumeration(VisitorStatus.allCases.map(\.rawValue))),
-                ("position", Schema.integer(1...Int.max, "1-based place in grant order; only while waiting")),
-                ("estimated_wait_seconds", Schema.nullable(Schema.secondsOut)),
-                ("enqueued_at", Schema.timestamp),
-                ("granted_at", Schema.nullable(Schema.timestamp)),
-                ("expires_at", Schema.nullable(Schema.timestamp)),
-                ("finished_at", Schema.nullable(Schema.timestamp)),
-                ("fence", Schema.nullable(Schema.fence)),
-                ("merged_into", Schema.name("merged: the waiting visitor it merged into")),
-                ("cancelled_with", Schema.name("cancelled by an opposite: the other visitor")),
-                ("reason", Schema.enumeration(
-                    ["opposite", "client", "disconnected", "undelivered"],
-                    "why it finished so: cancelled (opposite, client, disconnected) or released (undelivered)")),
-            ], optional: ["position", "estimated_wait_seconds", "merged_into", "cancelled_with", "reason"],
-               "a visitor; position and estimated_wait_seconds only while waiting")),
-            ("QueueCounts", Schema.object(
-                ["waiting", "holding", "delayed", "enqueued_total", "granted_total", "completed_total",
-                 "released_total", "expired_total", "cancelled_total", "merged_total"].map { ($0, Schema.count) })),
-            ("QueueState", Schema.object([
-                ("name", Schema.name()),
-                ("config", Schema.ref("QueueConfig")),
-                ("holding", Schema.array(Schema.ref("Visitor"), "holders in grant order")),
-                ("waiting", Schema.array(Schema.ref("Visitor"), "the first `limit` waiting visitors in grant order")),
-                ("counts", Schema.ref("QueueCounts")),
-                ("next_cursor", Schema.nextCursor),
-            ])),
+            (
+                "QueueConfigRequest",
+                Schema.request(configFields, "a queue's config; every field optional (defaults filled in)")
+            ),
+            (
+                "QueueConfig",
+                Schema.object(
+                    [
+                        ("capacity", Schema.count), ("max_waiting", Schema.count), ("hold_seconds", Schema.secondsOut),
+                        ("dedup", dedup), ("opposites", Schema.array(pairSchema(Schema.array(Schema.string())))),
+                        ("history", Schema.count),
+                    ], "the config, every default filled in")
+            ),
+            (
+                "QueueSummary",
+                Schema.object([
+                    ("name", Schema.name()), ("capacity", Schema.count), ("holding", Schema.count),
+                    ("waiting", Schema.count), ("delayed", Schema.count),
+                ])
+            ),
+            (
+                "VisitorRequest",
+                Schema.request([
+                    (
+                        "id",
+                        Schema.name("client-supplied id: a retried POST with a known id answers that visitor with 200")
+                    ),
+                    ("key", Schema.key("dedup key; keyless visitors are never merged or cancelled")),
+                    ("action", Schema.key("compared for duplicates and opposites")),
+                    ("payload", Schema.any("any JSON, echoed back")),
+                    ("priority", Schema.integer(L.priority, "higher first, FIFO within a priority; default 0")),
+                    (
+                        "hold_seconds",
+                        Schema.seconds(
+                            L.seconds,
+                            "a shorter hold than the queue's, never longer; 0 only when the queue has no limit")
+                    ),
+                    ("delay_seconds", Schema.seconds(L.seconds, "join the waiting line only after this many seconds")),
+                ])
+            ),
+            (
+                "Visitor",
+                Schema.object(
+                    [
+                        ("id", Schema.name()),
+                        ("queue", Schema.name()),
+                        ("key", Schema.nullable(Schema.string())),
+                        ("action", Schema.nullable(Schema.string())),
+                        ("payload", Schema.any()),
+                        ("priority", Schema.integer()),
+                        ("status", Schema.enumeration(VisitorStatus.allCases.map(\.rawValue))),
+                        ("position", Schema.integer(1...Int.max, "1-based place in grant order; only while waiting")),
+                        ("estimated_wait_seconds", Schema.nullable(Schema.secondsOut)),
+                        ("enqueued_at", Schema.timestamp),
+                        ("granted_at", Schema.nullable(Schema.timestamp)),
+                        ("expires_at", Schema.nullable(Schema.timestamp)),
+                        ("finished_at", Schema.nullable(Schema.timestamp)),
+                        ("fence", Schema.nullable(Schema.fence)),
+                        ("merged_into", Schema.name("merged: the waiting visitor it merged into")),
+                        ("cancelled_with", Schema.name("cancelled by an opposite: the other visitor")),
+                        (
+                            "reason",
+                            Schema.enumeration(
+                                ["opposite", "client", "disconnected", "undelivered"],
+                                "why it finished so: cancelled (opposite, client, disconnected) or released (undelivered)"
+                            )
+                        ),
+                    ], optional: ["position", "estimated_wait_seconds", "merged_into", "cancelled_with", "reason"],
+                    "a visitor; position and estimated_wait_seconds only while waiting")
+            ),
+            (
+                "QueueCounts",
+                Schema.object(
+                    [
+                        "waiting", "holding", "delayed", "enqueued_total", "granted_total", "completed_total",
+                        "released_total", "expired_total", "cancelled_total", "merged_total",
+                    ].map { ($0, Schema.count) })
+            ),
+            (
+                "QueueState",
+                Schema.object([
+                    ("name", Schema.name()),
+                    ("config", Schema.ref("QueueConfig")),
+                    ("holding", Schema.array(Schema.ref("Visitor"), "holders in grant order")),
+                    (
+                        "waiting",
+                        Schema.array(Schema.ref("Visitor"), "the first `limit` waiting visitors in grant order")
+                    ),
+                    ("counts", Schema.ref("QueueCounts")),
+                    ("next_cursor", Schema.nextCursor),
+                ])
+            ),
         ]
     }
 
@@ -84,67 +138,105 @@ extension OpenAPIDocument {
         let visitor = Parameter.path("id", "the visitor's id", example: "job-1")
         let state = Schema.ref("QueueState")
         let visitorJSON = Schema.ref("Visitor")
-        let configBody = RequestBody(schema: Schema.ref("QueueConfigRequest"), required: false,
-                                     example: .object([("capacity", .int(1)), ("hold_seconds", .int(60))]))
-        let notGranted = Response.problem(409, "the visitor holds no slot (e.g. it expired); `current_status` tells its status",
-                                          codes: ["not_granted"])
+        let configBody = RequestBody(
+            schema: Schema.ref("QueueConfigRequest"), required: false,
+            example: .object([("capacity", .int(1)), ("hold_seconds", .int(60))]))
+        let notGranted = Response.problem(
+            409, "the visitor holds no slot (e.g. it expired); `current_status` tells its status",
+            codes: ["not_granted"])
         return [
             PathItem("/v1/queues", [listOperation(.queues, id: "listQueues", summary: "QueueSummary")]),
-            PathItem("/v1/queues/{name}", [name], [
-                Operation("PUT", "createQueue", "Create a queue",
-                          description: "201 when created; the same config again (after defaults): 200; a different one: 409.",
-                          body: configBody,
-                          responses: [Response.json(201, "created", state), Response.json(200, "exists with the same config", state)]
-                              + Response.creationConflicts),
-                Operation("GET", "getQueue", "The queue's config, holders, the head of its line and counts",
-                          query: [Parameter.limit(0...10_000, default: 100, "waiting visitors (and holders)"), Parameter.cursor],
-                          responses: [Response.json(200, "the state", state)]),
-                Operation("PATCH", "patchQueue", "Change config fields; effective at once",
-                          description: "Raising capacity grants waiting visitors at once; lowering it takes no slot away.",
-                          body: RequestBody(schema: Schema.ref("QueueConfigRequest"), required: false,
-                                            example: .object([("capacity", .int(2))])),
-                          responses: [Response.json(200, "the state after the change", state)]),
-                deleteOperation(.queues, id: "deleteQueue"),
-            ]),
-            PathItem("/v1/queues/{name}/visitors", [name], [
-                Operation("POST", "enqueue", "Ask for a slot",
-                          description: """
-                              201 with the visitor (granted, waiting or delayed); 200 when it merged, was cancelled by an \
-                              opposite, or its id exists. With wait, the answer comes when it stops waiting or S passes.
-                              """,
-                          query: [
-                              Parameter.wait("answer when the visitor stops waiting"),
-                              Parameter.onDisconnect("the visitor is cancelled (reason disconnected)"),
-                          ],
-                          body: RequestBody(schema: Schema.ref("VisitorRequest"), required: false,
-                                            example: .object([("id", .string("job-1")), ("key", .string("report"))])),
-                          responses: [
-                              Response.json(201, "a new visitor: granted, waiting or delayed", visitorJSON),
-                              Response.json(200, "merged, cancelled by an opposite, or the visitor of a known id", visitorJSON),
-                              Response.problem(429, "more than max_waiting visitors wait", codes: ["queue_full"],
-                                               headers: [Response.retryAfter]),
-                          ] + Response.waitEnds),
-            ]),
-            PathItem("/v1/queues/{name}/visitors/{id}", [name, visitor], [
-                Operation("GET", "getVisitor", "A visitor; with wait, when its status changes",
-                          query: [Parameter.wait("answer when the visitor's status changes")],
-                          responses: [Response.json(200, "the visitor", visitorJSON)] + Response.waitEnds),
-                Operation("DELETE", "leaveQueue", "Leave: a waiting or delayed visitor is cancelled, a holder released",
-                          responses: [Response.json(200, "the visitor (a finished one as it is)", visitorJSON)]),
-            ]),
-            PathItem("/v1/queues/{name}/visitors/{id}/complete", [name, visitor], [
-                Operation("POST", "completeVisitor", "Finish a granted visitor",
-                          body: RequestBody(schema: Schema.request([]), required: false, example: nil),
-                          responses: [Response.json(200, "completed", visitorJSON), notGranted]),
-            ]),
-            PathItem("/v1/queues/{name}/visitors/{id}/extend", [name, visitor], [
-                Operation("POST", "extendVisitor", "Extend a hold: expires_at = the later of now + hold_seconds and the current expiry (never shorter)",
-                          body: RequestBody(schema: Schema.request([
-                              ("hold_seconds", Schema.seconds(QueueConfig.Limits.seconds,
-                                                              "default: the visitor's own hold; never longer than the queue's")),
-                          ]), required: false, example: .object([("hold_seconds", .int(30))])),
-                          responses: [Response.json(200, "the visitor with its new expires_at", visitorJSON), notGranted]),
-            ]),
+            PathItem(
+                "/v1/queues/{name}", [name],
+                [
+                    Operation(
+                        "PUT", "createQueue", "Create a queue",
+                        description:
+                            "201 when created; the same config again (after defaults): 200; a different one: 409.",
+                        body: configBody,
+                        responses: [
+                            Response.json(201, "created", state),
+                            Response.json(200, "exists with the same config", state),
+                        ]
+                            + Response.creationConflicts),
+                    Operation(
+                        "GET", "getQueue", "The queue's config, holders, the head of its line and counts",
+                        query: [
+                            Parameter.limit(0...10_000, default: 100, "waiting visitors (and holders)"),
+                            Parameter.cursor,
+                        ],
+                        responses: [Response.json(200, "the state", state)]),
+                    Operation(
+                        "PATCH", "patchQueue", "Change config fields; effective at once",
+                        description:
+                            "Raising capacity grants waiting visitors at once; lowering it takes no slot away.",
+                        body: RequestBody(
+                            schema: Schema.ref("QueueConfigRequest"), required: false,
+                            example: .object([("capacity", .int(2))])),
+                        responses: [Response.json(200, "the state after the change", state)]),
+                    deleteOperation(.queues, id: "deleteQueue"),
+                ]),
+            PathItem(
+                "/v1/queues/{name}/visitors", [name],
+                [
+                    Operation(
+                        "POST", "enqueue", "Ask for a slot",
+                        description: """
+                            201 with the visitor (granted, waiting or delayed); 200 when it merged, was cancelled by an \
+                            opposite, or its id exists. With wait, the answer comes when it stops waiting or S passes.
+                            """,
+                        query: [
+                            Parameter.wait("answer when the visitor stops waiting"),
+                            Parameter.onDisconnect("the visitor is cancelled (reason disconnected)"),
+                        ],
+                        body: RequestBody(
+                            schema: Schema.ref("VisitorRequest"), required: false,
+                            example: .object([("id", .string("job-1")), ("key", .string("report"))])),
+                        responses: [
+                            Response.json(201, "a new visitor: granted, waiting or delayed", visitorJSON),
+                            Response.json(
+                                200, "merged, cancelled by an opposite, or the visitor of a known id", visitorJSON),
+                            Response.problem(
+                                429, "more than max_waiting visitors wait", codes: ["queue_full"],
+                                headers: [Response.retryAfter]),
+                        ] + Response.waitEnds)
+                ]),
+            PathItem(
+                "/v1/queues/{name}/visitors/{id}", [name, visitor],
+                [
+                    Operation(
+                        "GET", "getVisitor", "A visitor; with wait, when its status changes",
+                        query: [Parameter.wait("answer when the visitor's status changes")],
+                        responses: [Response.json(200, "the visitor", visitorJSON)] + Response.waitEnds),
+                    Operation(
+                        "DELETE", "leaveQueue", "Leave: a waiting or delayed visitor is cancelled, a holder released",
+                        responses: [Response.json(200, "the visitor (a finished one as it is)", visitorJSON)]),
+                ]),
+            PathItem(
+                "/v1/queues/{name}/visitors/{id}/complete", [name, visitor],
+                [
+                    Operation(
+                        "POST", "completeVisitor", "Finish a granted visitor",
+                        body: RequestBody(schema: Schema.request([]), required: false, example: nil),
+                        responses: [Response.json(200, "completed", visitorJSON), notGranted])
+                ]),
+            PathItem(
+                "/v1/queues/{name}/visitors/{id}/extend", [name, visitor],
+                [
+                    Operation(
+                        "POST", "extendVisitor",
+                        "Extend a hold: expires_at = the later of now + hold_seconds and the current expiry (never shorter)",
+                        body: RequestBody(
+                            schema: Schema.request([
+                                (
+                                    "hold_seconds",
+                                    Schema.seconds(
+                                        QueueConfig.Limits.seconds,
+                                        "default: the visitor's own hold; never longer than the queue's")
+                                )
+                            ]), required: false, example: .object([("hold_seconds", .int(30))])),
+                        responses: [Response.json(200, "the visitor with its new expires_at", visitorJSON), notGranted])
+                ]),
         ]
     }
 }

@@ -6,64 +6,109 @@ import UsherCore
 extension OpenAPIDocument {
     static var windowSchemas: [(String, JSONValue)] {
         typealias L = QueueConfig.Limits
-        let dedup = Schema.enumeration(DedupMode.allCases.map(\.rawValue), "how a new item merges into a queued one with its key")
+        let dedup = Schema.enumeration(
+            DedupMode.allCases.map(\.rawValue), "how a new item merges into a queued one with its key")
         let item = Schema.ref("WindowItem")
         return [
-            ("WindowConfigRequest", Schema.request([
-                ("max_waiting", Schema.integer(L.maxWaiting, "more queued (and delayed) items: 429 queue_full; default 1000")),
-                ("display_seconds", Schema.seconds(L.seconds, "auto-dismiss after this long; 0 = until dismissed; default 0")),
-                ("dedup", dedup),
-            ], "a window's config; every field optional")),
-            ("WindowConfig", Schema.object([
-                ("max_waiting", Schema.count), ("display_seconds", Schema.secondsOut), ("dedup", dedup),
-            ], "the config, every default filled in")),
-            ("WindowSummary", Schema.object([
-                ("name", Schema.name()),
-                ("showing", Schema.nullable(Schema.name("the id of the item shown"))),
-                ("queued", Schema.count),
-            ])),
-            ("ShowRequest", Schema.request([
-                ("id", Schema.name("client-supplied id: a retried show with a known id answers that item with 200")),
-                ("key", Schema.key("a new item merges into a queued one with the same key")),
-                ("title", Schema.string()),
-                ("message", Schema.string()),
-                ("payload", Schema.any("any JSON, returned as given")),
-                ("priority", Schema.integer(L.priority, "higher first, FIFO within a priority; default 0")),
-                ("display_seconds", Schema.seconds(L.seconds, "overrides the window's; 0 pins the item until dismissed")),
-                ("delay_seconds", Schema.seconds(L.seconds, "queue the item only after this many seconds")),
-            ])),
-            ("WindowItem", Schema.object([
-                ("id", Schema.name()),
-                ("window", Schema.name()),
-                ("key", Schema.nullable(Schema.string())),
-                ("title", Schema.nullable(Schema.string())),
-                ("message", Schema.nullable(Schema.string())),
-                ("payload", Schema.any()),
-                ("priority", Schema.integer()),
-                ("status", Schema.enumeration(WindowItemStatus.allCases.map(\.rawValue))),
-                ("position", Schema.integer(1...Int.max, "1-based place in showing order; only while queued")),
-                ("queued_at", Schema.timestamp),
-                ("shown_at", Schema.nullable(Schema.timestamp)),
-                ("expires_at", Schema.nullable(Schema.timestamp)),
-                ("dismissed_at", Schema.nullable(Schema.timestamp)),
-                ("fence", Schema.nullable(Schema.fence)),
-                ("merged_into", Schema.name("merged: the queued item it merged into")),
-            ], optional: ["position", "merged_into"], "an item; position only while queued")),
-            ("WindowCounts", Schema.object(
-                ["showing", "queued", "delayed", "received_total", "shown_total", "dismissed_total", "expired_total",
-                 "merged_total"].map { ($0, Schema.count) })),
-            ("WindowState", Schema.object([
-                ("name", Schema.name()),
-                ("config", Schema.ref("WindowConfig")),
-                ("showing", Schema.nullable(item)),
-                ("queued", Schema.array(item, "the first `limit` queued items in showing order")),
-                ("counts", Schema.ref("WindowCounts")),
-                ("next_cursor", Schema.nextCursor),
-            ])),
-            ("Dismissal", Schema.object([
-                ("dismissed", item),
-                ("showing", Schema.nullable(item)),
-            ], "the item dismissed and the one shown now (the next one, in the same step)")),
+            (
+                "WindowConfigRequest",
+                Schema.request(
+                    [
+                        (
+                            "max_waiting",
+                            Schema.integer(
+                                L.maxWaiting, "more queued (and delayed) items: 429 queue_full; default 1000")
+                        ),
+                        (
+                            "display_seconds",
+                            Schema.seconds(L.seconds, "auto-dismiss after this long; 0 = until dismissed; default 0")
+                        ),
+                        ("dedup", dedup),
+                    ], "a window's config; every field optional")
+            ),
+            (
+                "WindowConfig",
+                Schema.object(
+                    [
+                        ("max_waiting", Schema.count), ("display_seconds", Schema.secondsOut), ("dedup", dedup),
+                    ], "the config, every default filled in")
+            ),
+            (
+                "WindowSummary",
+                Schema.object([
+                    ("name", Schema.name()),
+                    ("showing", Schema.nullable(Schema.name("the id of the item shown"))),
+                    ("queued", Schema.count),
+                ])
+            ),
+            (
+                "ShowRequest",
+                Schema.request([
+                    (
+                        "id",
+                        Schema.name("client-supplied id: a retried show with a known id answers that item with 200")
+                    ),
+                    ("key", Schema.key("a new item merges into a queued one with the same key")),
+                    ("title", Schema.string()),
+                    ("message", Schema.string()),
+                    ("payload", Schema.any("any JSON, returned as given")),
+                    ("priority", Schema.integer(L.priority, "higher first, FIFO within a priority; default 0")),
+                    (
+                        "display_seconds",
+                        Schema.seconds(L.seconds, "overrides the window's; 0 pins the item until dismissed")
+                    ),
+                    ("delay_seconds", Schema.seconds(L.seconds, "queue the item only after this many seconds")),
+                ])
+            ),
+            (
+                "WindowItem",
+                Schema.object(
+                    [
+                        ("id", Schema.name()),
+                        ("window", Schema.name()),
+                        ("key", Schema.nullable(Schema.string())),
+                        ("title", Schema.nullable(Schema.string())),
+                        ("message", Schema.nullable(Schema.string())),
+                        ("payload", Schema.any()),
+                        ("priority", Schema.integer()),
+                        ("status", Schema.enumeration(WindowItemStatus.allCases.map(\.rawValue))),
+                        ("position", Schema.integer(1...Int.max, "1-based place in showing order; only while queued")),
+                        ("queued_at", Schema.timestamp),
+                        ("shown_at", Schema.nullable(Schema.timestamp)),
+                        ("expires_at", Schema.nullable(Schema.timestamp)),
+                        ("dismissed_at", Schema.nullable(Schema.timestamp)),
+                        ("fence", Schema.nullable(Schema.fence)),
+                        ("merged_into", Schema.name("merged: the queued item it merged into")),
+                    ], optional: ["position", "merged_into"], "an item; position only while queued")
+            ),
+            (
+                "WindowCounts",
+                Schema.object(
+                    [
+                        "showing", "queued", "delayed", "received_total", "shown_total", "dismissed_total",
+                        "expired_total",
+                        "merged_total",
+                    ].map { ($0, Schema.count) })
+            ),
+            (
+                "WindowState",
+                Schema.object([
+                    ("name", Schema.name()),
+                    ("config", Schema.ref("WindowConfig")),
+                    ("showing", Schema.nullable(item)),
+                    ("queued", Schema.array(item, "the first `limit` queued items in showing order")),
+                    ("counts", Schema.ref("WindowCounts")),
+                    ("next_cursor", Schema.nextCursor),
+                ])
+            ),
+            (
+                "Dismissal",
+                Schema.object(
+                    [
+                        ("dismissed", item),
+                        ("showing", Schema.nullable(item)),
+                    ], "the item dismissed and the one shown now (the next one, in the same step)")
+            ),
             ("Showing", Schema.object([("showing", Schema.nullable(item))])),
         ]
     }
@@ -71,55 +116,79 @@ extension OpenAPIDocument {
     static var windowPaths: [PathItem] {
         let name = nameParameter(.windows, example: "alerts")
         let state = Schema.ref("WindowState")
-        let configBody = RequestBody(schema: Schema.ref("WindowConfigRequest"), required: false,
-                                     example: .object([("display_seconds", .int(0))]))
+        let configBody = RequestBody(
+            schema: Schema.ref("WindowConfigRequest"), required: false,
+            example: .object([("display_seconds", .int(0))]))
         return [
             PathItem("/v1/windows", [listOperation(.windows, id: "listWindows", summary: "WindowSummary")]),
-            PathItem("/v1/windows/{name}", [name], [
-                Operation("PUT", "createWindow", "Create a window",
-                          description: "201 when created; the same config again (after defaults): 200; a different one: 409.",
-                          body: configBody,
-                          responses: [Response.json(201, "created", state), Response.json(200, "exists with the same config", state)]
-                              + Response.creationConflicts),
-                Operation("GET", "getWindow", "The item shown, the queue behind it and counts",
-                          query: [Parameter.limit(0...10_000, default: 100, "queued items"), Parameter.cursor],
-                          responses: [Response.json(200, "the state", state)]),
-                Operation("PATCH", "patchWindow", "Change config fields; effective at once",
-                          body: configBody, responses: [Response.json(200, "the state after the change", state)]),
-                deleteOperation(.windows, id: "deleteWindow"),
-            ]),
-            PathItem("/v1/windows/{name}/show", [name], [
-                Operation("POST", "show", "Show an item, or queue it behind the one shown",
-                          body: RequestBody(schema: Schema.ref("ShowRequest"), required: false,
-                                            example: .object([("id", .string("alert-1")), ("title", .string("Disk full"))])),
-                          responses: [
-                              Response.json(201, "a new item: showing, queued or delayed", Schema.ref("WindowItem")),
-                              Response.json(200, "merged into a queued item with its key, or the item of a known id",
-                                            Schema.ref("WindowItem")),
-                              Response.problem(429, "more than max_waiting items are queued", codes: ["queue_full"],
-                                               headers: [Response.retryAfter]),
-                          ]),
-            ]),
-            PathItem("/v1/windows/{name}/dismiss", [name], [
-                Operation("POST", "dismiss", "Dismiss the item shown (or the given one); the next is shown in the same step",
-                          body: RequestBody(schema: Schema.request([
-                              ("id", Schema.name("the item to dismiss, queued or showing; default: the one shown")),
-                          ]), required: false, example: .object([("id", .string("alert-1"))])),
-                          responses: [
-                              Response.json(200, "the item dismissed and the one shown now", Schema.ref("Dismissal")),
-                              Response.problem(409, "nothing is showing and no id was given", codes: ["nothing_showing"]),
-                          ]),
-            ]),
-            PathItem("/v1/windows/{name}/showing", [name], [
-                Operation("GET", "showing", "The item shown; with wait, as soon as it is not `after`",
-                          description: "Without `after`, a wait lasts while nothing is showing.",
-                          query: [
-                              Parameter.query("after", Schema.name(), "the id of the item the client shows now"),
-                              Parameter.wait("answer when the item shown is not `after`"),
-                          ],
-                          responses: [Response.json(200, "the item shown now, or null", Schema.ref("Showing"))]
-                              + Response.waitEnds),
-            ]),
+            PathItem(
+                "/v1/windows/{name}", [name],
+                [
+                    Operation(
+                        "PUT", "createWindow", "Create a window",
+                        description:
+                            "201 when created; the same config again (after defaults): 200; a different one: 409.",
+                        body: configBody,
+                        responses: [
+                            Response.json(201, "created", state),
+                            Response.json(200, "exists with the same config", state),
+                        ]
+                            + Response.creationConflicts),
+                    Operation(
+                        "GET", "getWindow", "The item shown, the queue behind it and counts",
+                        query: [Parameter.limit(0...10_000, default: 100, "queued items"), Parameter.cursor],
+                        responses: [Response.json(200, "the state", state)]),
+                    Operation(
+                        "PATCH", "patchWindow", "Change config fields; effective at once",
+                        body: configBody, responses: [Response.json(200, "the state after the change", state)]),
+                    deleteOperation(.windows, id: "deleteWindow"),
+                ]),
+            PathItem(
+                "/v1/windows/{name}/show", [name],
+                [
+                    Operation(
+                        "POST", "show", "Show an item, or queue it behind the one shown",
+                        body: RequestBody(
+                            schema: Schema.ref("ShowRequest"), required: false,
+                            example: .object([("id", .string("alert-1")), ("title", .string("Disk full"))])),
+                        responses: [
+                            Response.json(201, "a new item: showing, queued or delayed", Schema.ref("WindowItem")),
+                            Response.json(
+                                200, "merged into a queued item with its key, or the item of a known id",
+                                Schema.ref("WindowItem")),
+                            Response.problem(
+                                429, "more than max_waiting items are queued", codes: ["queue_full"],
+                                headers: [Response.retryAfter]),
+                        ])
+                ]),
+            PathItem(
+                "/v1/windows/{name}/dismiss", [name],
+                [
+                    Operation(
+                        "POST", "dismiss",
+                        "Dismiss the item shown (or the given one); the next is shown in the same step",
+                        body: RequestBody(
+                            schema: Schema.request([
+                                ("id", Schema.name("the item to dismiss, queued or showing; default: the one shown"))
+                            ]), required: false, example: .object([("id", .string("alert-1"))])),
+                        responses: [
+                            Response.json(200, "the item dismissed and the one shown now", Schema.ref("Dismissal")),
+                            Response.problem(409, "nothing is showing and no id was given", codes: ["nothing_showing"]),
+                        ])
+                ]),
+            PathItem(
+                "/v1/windows/{name}/showing", [name],
+                [
+                    Operation(
+                        "GET", "showing", "The item shown; with wait, as soon as it is not `after`",
+                        description: "Without `after`, a wait lasts while nothing is showing.",
+                        query: [
+                            Parameter.query("after", Schema.name(), "the id of the item the client shows now"),
+                            Parameter.wait("answer when the item shown is not `after`"),
+                        ],
+                        responses: [Response.json(200, "the item shown now, or null", Schema.ref("Showing"))]
+                            + Response.waitEnds)
+                ]),
         ]
     }
 }

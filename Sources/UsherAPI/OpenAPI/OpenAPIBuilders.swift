@@ -61,16 +61,25 @@ extension OpenAPIDocument {
         /// A fencing token (or a machine's version): an integer that only grows.
         static let fence: JSONValue = .object([
             ("type", .string("integer")),
-            ("description", .string("fencing token: only grows within its resource; starts at its creation time in microseconds")),
+            (
+                "description",
+                .string("fencing token: only grows within its resource; starts at its creation time in microseconds")
+            ),
         ])
 
         /// Seconds as a JSON number (fractions allowed) within `range`, and
         /// not between 0 and `Durations.minimumSeconds` (0 itself is allowed).
         static func seconds(_ range: ClosedRange<Double>, _ description: String? = nil) -> JSONValue {
-            with(description, .object([
-                ("type", .string("number")), ("minimum", number(range.lowerBound)), ("maximum", number(range.upperBound)),
-                ("not", .object([("exclusiveMinimum", .int(0)), ("exclusiveMaximum", number(Durations.minimumSeconds))])),
-            ]))
+            with(
+                description,
+                .object([
+                    ("type", .string("number")), ("minimum", number(range.lowerBound)),
+                    ("maximum", number(range.upperBound)),
+                    (
+                        "not",
+                        .object([("exclusiveMinimum", .int(0)), ("exclusiveMaximum", number(Durations.minimumSeconds))])
+                    ),
+                ]))
         }
 
         /// Seconds in a response: a number >= 0.
@@ -96,14 +105,15 @@ extension OpenAPIDocument {
         /// `schema` or `null`.
         /// `next_cursor`: where the next page starts; null on the last page.
         static var nextCursor: JSONValue {
-            with("pass as cursor for the next page (the page ended at limit or at max_response_bytes); null on the last page",
-                 nullable(.object([("type", .string("string"))])))
+            with(
+                "pass as cursor for the next page (the page ended at limit or at max_response_bytes); null on the last page",
+                nullable(.object([("type", .string("string"))])))
         }
 
         static func nullable(_ schema: JSONValue) -> JSONValue {
             guard case .object(var m) = schema else { return schema }
             if let i = m.firstIndex(where: { $0.0 == "type" }), case .string(let type) = m[i].1,
-               !m.contains(where: { $0.0 == "enum" || $0.0 == "const" })
+                !m.contains(where: { $0.0 == "enum" || $0.0 == "const" })
             {
                 if type == "null" { return schema }
                 m[i].1 = .array([.string(type), .string("null")])
@@ -119,7 +129,9 @@ extension OpenAPIDocument {
 
         /// A response object: every property is always present unless listed in
         /// `optional`, and there are no others.
-        static func object(_ properties: [(String, JSONValue)], optional: Set<String> = [], _ description: String? = nil)
+        static func object(
+            _ properties: [(String, JSONValue)], optional: Set<String> = [], _ description: String? = nil
+        )
             -> JSONValue
         {
             closedObject(properties, required: properties.map(\.0).filter { !optional.contains($0) }, description)
@@ -128,7 +140,9 @@ extension OpenAPIDocument {
         /// A request body object: only `required` must be present; every other
         /// property may also be `null` (null means absent); unknown properties
         /// are rejected with 400, as the server does.
-        static func request(_ properties: [(String, JSONValue)], required: Set<String> = [], _ description: String? = nil)
+        static func request(
+            _ properties: [(String, JSONValue)], required: Set<String> = [], _ description: String? = nil
+        )
             -> JSONValue
         {
             let props = properties.map { (key, schema) in (key, required.contains(key) ? schema : nullable(schema)) }
@@ -146,7 +160,9 @@ extension OpenAPIDocument {
             return with(description, .object(m))
         }
 
-        private static func closedObject(_ properties: [(String, JSONValue)], required: [String], _ description: String?)
+        private static func closedObject(
+            _ properties: [(String, JSONValue)], required: [String], _ description: String?
+        )
             -> JSONValue
         {
             var m: [(String, JSONValue)] = [("type", .string("object"))]
@@ -181,13 +197,17 @@ extension OpenAPIDocument {
 
         /// `wait=S`: the long-poll, capped at `max_wait_seconds`.
         static func wait(_ what: String) -> JSONValue {
-            query("wait", .object([("type", .string("number")), ("minimum", .int(0))]),
-                  "long-poll: \(what); at most S seconds, capped at the server's max_wait_seconds (default 30); 0 = answer at once")
+            query(
+                "wait", .object([("type", .string("number")), ("minimum", .int(0))]),
+                "long-poll: \(what); at most S seconds, capped at the server's max_wait_seconds (default 30); 0 = answer at once"
+            )
         }
 
         /// `on_disconnect=withdraw|keep`: what a client that hangs up keeps.
         static func onDisconnect(_ what: String) -> JSONValue {
-            query("on_disconnect", Schema.enumeration(["withdraw", "keep"]), """
+            query(
+                "on_disconnect", Schema.enumeration(["withdraw", "keep"]),
+                """
                 withdraw (default): when the client hangs up while the request waits, \(what); an answer that \
                 could not be handed to the client is undone (reason undelivered). keep: a hang-up only ends the wait
                 """)
@@ -195,18 +215,24 @@ extension OpenAPIDocument {
 
         /// `limit=N`: how many entries a state lists.
         static func limit(_ range: ClosedRange<Int>, default value: Int, _ what: String) -> JSONValue {
-            query("limit", .object([
-                ("type", .string("integer")), ("minimum", .int(range.lowerBound)), ("maximum", .int(range.upperBound)),
-                ("default", .int(value)),
-            ]), "how many \(what) to list")
+            query(
+                "limit",
+                .object([
+                    ("type", .string("integer")), ("minimum", .int(range.lowerBound)),
+                    ("maximum", .int(range.upperBound)),
+                    ("default", .int(value)),
+                ]), "how many \(what) to list")
         }
 
         /// `cursor=C`: where a list resumes (a `next_cursor` from the page before).
-        static let cursor = query("cursor", .object([("type", .string("string"))]),
-                                  "resume after the previous page: its next_cursor")
+        static let cursor = query(
+            "cursor", .object([("type", .string("string"))]),
+            "resume after the previous page: its next_cursor")
 
         /// A path parameter: a name, with an example.
-        static func path(_ name: String, _ description: String, example: String, not excluded: String? = nil) -> JSONValue {
+        static func path(_ name: String, _ description: String, example: String, not excluded: String? = nil)
+            -> JSONValue
+        {
             var schema = Schema.name()
             if let excluded, case .object(let m) = schema {
                 schema = .object(m + [("not", .object([("const", .string(excluded))]))])
@@ -221,9 +247,10 @@ extension OpenAPIDocument {
     /// Responses.
     enum Response {
         /// A JSON response.
-        static func json(_ status: Int, _ description: String, _ schema: JSONValue,
-                         headers: [(String, JSONValue)] = []) -> (String, JSONValue)
-        {
+        static func json(
+            _ status: Int, _ description: String, _ schema: JSONValue,
+            headers: [(String, JSONValue)] = []
+        ) -> (String, JSONValue) {
             var m: [(String, JSONValue)] = [("description", .string(description))]
             if !headers.isEmpty { m.append(("headers", .object(headers))) }
             m.append(("content", .object([("application/json", .object([("schema", schema)]))])))
@@ -236,16 +263,27 @@ extension OpenAPIDocument {
         }
 
         /// A problem document (`application/problem+json`) whose `code` is one of `codes`.
-        static func problem(_ status: Int, _ description: String, codes: [String],
-                            headers: [(String, JSONValue)] = []) -> (String, JSONValue)
-        {
-            let schema: JSONValue = .object([("allOf", .array([
-                Schema.ref("Problem"),
-                .object([("properties", .object([
-                    ("status", .object([("const", .int(status))])),
-                    ("code", .object([("enum", .array(codes.map(JSONValue.string)))])),
-                ]))]),
-            ]))])
+        static func problem(
+            _ status: Int, _ description: String, codes: [String],
+            headers: [(String, JSONValue)] = []
+        ) -> (String, JSONValue) {
+            let schema: JSONValue = .object([
+                (
+                    "allOf",
+                    .array([
+                        Schema.ref("Problem"),
+                        .object([
+                            (
+                                "properties",
+                                .object([
+                                    ("status", .object([("const", .int(status))])),
+                                    ("code", .object([("enum", .array(codes.map(JSONValue.string)))])),
+                                ])
+                            )
+                        ]),
+                    ])
+                )
+            ])
             var m: [(String, JSONValue)] = [("description", .string(description))]
             if !headers.isEmpty { m.append(("headers", .object(headers))) }
             m.append(("content", .object([("application/problem+json", .object([("schema", schema)]))])))
@@ -260,17 +298,20 @@ extension OpenAPIDocument {
         }
 
         /// `ETag: "<version>"`.
-        static let etag = header("ETag", .object([("type", .string("string")), ("pattern", .string("^\"-?[0-9]+\"$"))]),
-                                 "the machine's version as a quoted strong tag, e.g. \"7\"", required: true)
+        static let etag = header(
+            "ETag", .object([("type", .string("string")), ("pattern", .string("^\"-?[0-9]+\"$"))]),
+            "the machine's version as a quoted strong tag, e.g. \"7\"", required: true)
 
         /// `Retry-After: <seconds>` on 429 answers where waiting can help.
-        static let retryAfter = header("Retry-After", .object([("type", .string("integer")), ("minimum", .int(1))]),
-                                       "seconds after which a retry may succeed", required: true)
+        static let retryAfter = header(
+            "Retry-After", .object([("type", .string("integer")), ("minimum", .int(1))]),
+            "seconds after which a retry may succeed", required: true)
 
         /// 409 `already_exists` and 429 `too_many_resources`: what `PUT` of a resource can meet.
         static let creationConflicts: [(String, JSONValue)] = [
-            problem(409, "a different config exists under this name (change it with PATCH, or delete it first)",
-                    codes: ["already_exists"]),
+            problem(
+                409, "a different config exists under this name (change it with PATCH, or delete it first)",
+                codes: ["already_exists"]),
             problem(429, "max_resources resources exist already", codes: ["too_many_resources"]),
         ]
 
@@ -279,9 +320,12 @@ extension OpenAPIDocument {
 
         /// 405 `method_not_allowed` for an item id that names a route of its own.
         static func methodNotAllowed(_ description: String) -> (String, JSONValue) {
-            problem(405, description, codes: ["method_not_allowed"], headers: [
-                header("Allow", .object([("type", .string("string"))]), "the methods the path allows", required: true),
-            ])
+            problem(
+                405, description, codes: ["method_not_allowed"],
+                headers: [
+                    header(
+                        "Allow", .object([("type", .string("string"))]), "the methods the path allows", required: true)
+                ])
         }
 
         /// A reference to one of `components`, answered as `status`.
@@ -291,31 +335,71 @@ extension OpenAPIDocument {
 
         /// The responses many operations share, by name (`components/responses`).
         static let components: [(String, JSONValue)] = [
-            ("BadRequest", problem(
-                400, "malformed JSON, a wrong type, an unknown field or query parameter, a bad name, a number out of range (`field` names it); or a malformed request (a path that is not canonical, a NUL or control character, ambiguous framing), answered before routing with the connection closed",
-                codes: ["bad_request"]).1),
-            ("Unauthorized", problem(
-                401, "a token is configured and the request's Authorization: Bearer is missing or wrong",
-                codes: ["unauthorized"],
-                headers: [header("WWW-Authenticate", .object([("const", .string("Bearer"))]), "the scheme", required: true)]).1),
-            ("OriginNotAllowed", problem(
-                403, "the request's Origin is neither the server's own nor in allowed_origins",
-                codes: ["origin_not_allowed"]).1),
-            ("HostNotAllowed", problem(
-                421, "the Host is not one this server answers to (allowed_hosts)", codes: ["host_not_allowed"]).1),
-            ("NotImplemented", problem(
-                501, "a Transfer-Encoding other than chunked; the connection is closed", codes: ["not_implemented"]).1),
-            ("NotFound", problem(404, "no such resource (or visitor, item, lease, element, filter)", codes: ["not_found"]).1),
-            ("PayloadTooLarge", problem(
-                413, "the body is larger than max_body_bytes (default 65536); the connection is closed",
-                codes: ["payload_too_large"]).1),
-            ("StorageFull", problem(
-                507, "storing this would pass max_stored_bytes; `used_bytes`, `limit_bytes`, `requested_bytes`",
-                codes: ["storage_full"]).1),
+            (
+                "BadRequest",
+                problem(
+                    400,
+                    "malformed JSON, a wrong type, an unknown field or query parameter, a bad name, a number out of range (`field` names it); or a malformed request (a path that is not canonical, a NUL or control character, ambiguous framing), answered before routing with the connection closed",
+                    codes: ["bad_request"]
+                ).1
+            ),
+            (
+                "Unauthorized",
+                problem(
+                    401, "a token is configured and the request's Authorization: Bearer is missing or wrong",
+                    codes: ["unauthorized"],
+                    headers: [
+                        header(
+                            "WWW-Authenticate", .object([("const", .string("Bearer"))]), "the scheme", required: true)
+                    ]
+                ).1
+            ),
+            (
+                "OriginNotAllowed",
+                problem(
+                    403, "the request's Origin is neither the server's own nor in allowed_origins",
+                    codes: ["origin_not_allowed"]
+                ).1
+            ),
+            (
+                "HostNotAllowed",
+                problem(
+                    421, "the Host is not one this server answers to (allowed_hosts)", codes: ["host_not_allowed"]
+                ).1
+            ),
+            (
+                "NotImplemented",
+                problem(
+                    501, "a Transfer-Encoding other than chunked; the connection is closed", codes: ["not_implemented"]
+                ).1
+            ),
+            (
+                "NotFound",
+                problem(404, "no such resource (or visitor, item, lease, element, filter)", codes: ["not_found"]).1
+            ),
+            (
+                "PayloadTooLarge",
+                problem(
+                    413, "the body is larger than max_body_bytes (default 65536); the connection is closed",
+                    codes: ["payload_too_large"]
+                ).1
+            ),
+            (
+                "StorageFull",
+                problem(
+                    507, "storing this would pass max_stored_bytes; `used_bytes`, `limit_bytes`, `requested_bytes`",
+                    codes: ["storage_full"]
+                ).1
+            ),
             ("Gone", problem(410, "the resource was deleted while the request waited", codes: ["gone"]).1),
-            ("ShuttingDown", problem(
-                503, "the server is shutting down (the answer to every parked long-poll then)", codes: ["shutting_down"],
-                headers: [header("Connection", .object([("const", .string("close"))]), "the connection is closed")]).1),
+            (
+                "ShuttingDown",
+                problem(
+                    503, "the server is shutting down (the answer to every parked long-poll then)",
+                    codes: ["shutting_down"],
+                    headers: [header("Connection", .object([("const", .string("close"))]), "the connection is closed")]
+                ).1
+            ),
         ]
     }
 
@@ -342,10 +426,11 @@ extension OpenAPIDocument {
         /// True for routes outside `/v1` (no bearer token, ever).
         var open = false
 
-        init(_ method: String, _ id: String, _ summary: String, description: String? = nil,
-             query: [JSONValue] = [], headers: [JSONValue] = [], body: RequestBody? = nil,
-             responses: [(String, JSONValue)], open: Bool = false)
-        {
+        init(
+            _ method: String, _ id: String, _ summary: String, description: String? = nil,
+            query: [JSONValue] = [], headers: [JSONValue] = [], body: RequestBody? = nil,
+            responses: [(String, JSONValue)], open: Bool = false
+        ) {
             self.method = method
             self.id = id
             self.summary = summary
@@ -388,13 +473,22 @@ extension OpenAPIDocument {
             if let body {
                 var media: [(String, JSONValue)] = [("schema", body.schema)]
                 if let example = body.example { media.append(("example", example)) }
-                m.append(("requestBody", .object([
-                    ("required", .bool(body.required)),
-                    ("description", .string(body.required
-                        ? "JSON (parsed as JSON whatever the Content-Type says)"
-                        : "JSON (parsed as JSON whatever the Content-Type says); may be empty: every field is optional")),
-                    ("content", .object([("application/json", .object(media))])),
-                ])))
+                m.append(
+                    (
+                        "requestBody",
+                        .object([
+                            ("required", .bool(body.required)),
+                            (
+                                "description",
+                                .string(
+                                    body.required
+                                        ? "JSON (parsed as JSON whatever the Content-Type says)"
+                                        : "JSON (parsed as JSON whatever the Content-Type says); may be empty: every field is optional"
+                                )
+                            ),
+                            ("content", .object([("application/json", .object(media))])),
+                        ])
+                    ))
             }
             m.append(("responses", .object(responses)))
             if open { m.append(("security", .array([]))) }

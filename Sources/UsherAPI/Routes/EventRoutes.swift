@@ -41,14 +41,18 @@ enum EventRoutes {
         let name = query.values["name"]
         var after: UInt64?
         if let raw = call.request.header("last-event-id")?.trimmingCharacters(in: .whitespaces), !raw.isEmpty {
-            guard let id = UInt64(raw) else { throw APIError.badRequest("Last-Event-ID must be an event id", field: "Last-Event-ID") }
+            guard let id = UInt64(raw) else {
+                throw APIError.badRequest("Last-Event-ID must be an event id", field: "Last-Event-ID")
+            }
             after = id
         }
         if call.app.isStopping { throw APIError.shuttingDown() }
 
         let stream = HTTPStream(
             status: 200,
-            headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"), ("X-Accel-Buffering", "no")],
+            headers: [
+                ("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"), ("X-Accel-Buffering", "no"),
+            ],
             bufferLimit: bufferLimit)
         let log = call.app.events
         let matches: @Sendable (ResourceEvent) -> Bool = { e in
@@ -56,22 +60,27 @@ enum EventRoutes {
         }
         // The opening comment, a reset when events were missed, and the
         // replay are written before any live event can be.
-        let subscription = log.subscribe(after: after, start: { sub in
-            var opening: [UInt8] = Array(": usher events\n\n".utf8)
-            if sub.gap {
-                let data = JSONValue.object([
-                    ("last_event_id", after.map { .int(Int(truncatingIfNeeded: $0)) } ?? .null),
-                    ("oldest_event_id", sub.replay.first.map { .int(Int(truncatingIfNeeded: $0.id)) } ?? .null),
-                ])
-                opening += Array("event: reset\ndata: ".utf8) + data.jsonBytes + Array("\n\n".utf8)
-            }
-            for event in sub.replay where matches(event) { opening += frame(event) }
-            stream.write(opening)
-        }) { event in
-            if matches(event) { stream.write(frame(event)) }
-        }
+        let subscription = log.subscribe(
+            after: after,
+            start: { sub in
+                var opening: [UInt8] = Array(": usher events\n\n".utf8)
+                if sub.gap {
+                    let data = JSONValue.object([
+                        ("last_event_id", after.map { .int(Int(truncatingIfNeeded: $0)) } ?? .null),
+                        ("oldest_event_id", sub.replay.first.map { .int(Int(truncatingIfNeeded: $0.id)) } ?? .null),
+                    ])
+                    opening += Array("event: reset\ndata: ".utf8) + data.jsonBytes + Array("\n\n".utf8)
+                }
+                for event in sub.replay where matches(event) { opening += frame(event) }
+                stream.write(opening)
+            },
+            deliver: { event in
+                if matches(event) { stream.write(frame(event)) }
+            })
 
-        let heartbeat = Heartbeat(every: heartbeatSeconds, on: heartbeatQueue) { stream.write(Array(": ping\n\n".utf8)) }
+        let heartbeat = Heartbeat(every: heartbeatSeconds, on: heartbeatQueue) {
+            stream.write(Array(": ping\n\n".utf8))
+        }
         let token = subscription.token
         stream.onEnd { _ in
             log.unsubscribe(token)

@@ -30,8 +30,9 @@ struct MachineSpec: Sendable, Equatable {
         var reader = try FieldReader(value, path: path)
         guard reader.has("definition") else {
             guard let value, reader.has("initial") else {
-                throw FieldError(field: reader.fieldPath("definition"),
-                                 message: "required: a definition name or an inline definition")
+                throw FieldError(
+                    field: reader.fieldPath("definition"),
+                    message: "required: a definition name or an inline definition")
             }
             return MachineSpec(definitionName: nil, definition: try MachineDefinition.parse(value, path: path))
         }
@@ -70,7 +71,8 @@ enum MachineRoutes: ResourceAPI {
             let fixed = "a machine's definition cannot change in place: DELETE the machine and reload to re-create it"
             return .patching(
                 current: { MachineSpec(definitionName: machine.definitionName, definition: machine.definition) },
-                wanted: spec, fixed: fixed) { () throws(APIError) in }
+                wanted: spec, fixed: fixed
+            ) { () throws(APIError) in }
         }
     }
 
@@ -78,7 +80,9 @@ enum MachineRoutes: ResourceAPI {
         router.add("GET", "/v1/machines") { call throws(APIError) in try ResourceRoutes.list(call, .machines) }
         router.add("PUT", "/v1/machines/{name}", put)
         router.add("GET", "/v1/machines/{name}", get)
-        router.add("DELETE", "/v1/machines/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .machines) }
+        router.add("DELETE", "/v1/machines/{name}") { call throws(APIError) in
+            try ResourceRoutes.delete(call, .machines)
+        }
         router.add("POST", "/v1/machines/{name}/events/{event}", fire)
     }
 
@@ -87,7 +91,9 @@ enum MachineRoutes: ResourceAPI {
         try app.registry.create(
             .machines, name,
             make: {
-                StateMachine(name: name, definitionName: spec.definitionName, definition: spec.definition, clock: app.clock, events: app.events,
+                StateMachine(
+                    name: name, definitionName: spec.definitionName, definition: spec.definition, clock: app.clock,
+                    events: app.events,
                     budget: app.storage)
             },
             matches: { $0.definitionName == spec.definitionName && $0.definition == spec.definition })
@@ -97,7 +103,9 @@ enum MachineRoutes: ResourceAPI {
         try call.app.registry.lookup(.machines, try call.name("name"), as: StateMachine.self)
     }
 
-    private static func reply(_ snapshot: MachineSnapshot, status: Int = 200, withDefinition: Bool = false) -> HTTPResponse {
+    private static func reply(_ snapshot: MachineSnapshot, status: Int = 200, withDefinition: Bool = false)
+        -> HTTPResponse
+    {
         // `?include=definition`: the normalized definition even when it has a
         // name (the dashboard draws it), as `definition_detail`.
         Reply.encoded(
@@ -110,7 +118,9 @@ enum MachineRoutes: ResourceAPI {
         let name = try call.name("name")
         let body = try call.bodyValue()
         let spec: MachineSpec
-        do throws(FieldError) { spec = try MachineSpec.parse(body, path: "", definitions: call.app.config.definitions) } catch {
+        do throws(FieldError) {
+            spec = try MachineSpec.parse(body, path: "", definitions: call.app.config.definitions)
+        } catch {
             throw APIError(error)
         }
         let (machine, created) = try create(name: name, spec: spec, in: call.app)
@@ -143,8 +153,9 @@ enum MachineRoutes: ResourceAPI {
         let seen = snapshot.version  // captured alone, not the whole snapshot
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(MachineError) {
-                return reply(try await machine.waitForVersion(other: seen, until: deadline),
-                             withDefinition: withDefinition)
+                return reply(
+                    try await machine.waitForVersion(other: seen, until: deadline),
+                    withDefinition: withDefinition)
             } catch { throw APIError(error) }
         }
     }
@@ -159,7 +170,8 @@ enum MachineRoutes: ResourceAPI {
             let result = try machine.withIsolation { m throws(MachineError) in
                 try m.fire(event: event, expectedVersion: expected, data: data)
             }
-            return .respond(Reply.encoded(TransitionResultBody(result: result), headers: [("ETag", "\"\(result.version)\"")]))
+            return .respond(
+                Reply.encoded(TransitionResultBody(result: result), headers: [("ETag", "\"\(result.version)\"")]))
         } catch { throw APIError(error) }
     }
 
@@ -167,7 +179,9 @@ enum MachineRoutes: ResourceAPI {
     static func ifMatch(_ header: String?) throws(APIError) -> Int64? {
         guard var value = header?.trimmingCharacters(in: .whitespaces), !value.isEmpty, value != "*" else { return nil }
         if value.hasPrefix("W/") { value.removeFirst(2) }
-        if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+        if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
+            value = String(value.dropFirst().dropLast())
+        }
         guard let version = Int64(value) else {
             throw APIError.badRequest("If-Match must be a version, quoted (\"7\") or bare (7)", field: "If-Match")
         }

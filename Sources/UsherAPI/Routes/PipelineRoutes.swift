@@ -48,9 +48,11 @@ enum PipelineRoutes: ResourceAPI {
             let patch = PipelinePatch(
                 capacity: wanted.capacity, maxInFlight: wanted.maxInFlight, ackSeconds: wanted.ackSeconds,
                 maxDeliveries: wanted.maxDeliveries, history: wanted.history)
-            let fixed = "filters and source cannot change in place: change filters through "
+            let fixed =
+                "filters and source cannot change in place: change filters through "
                 + "/v1/pipelines/\(name)/filters, or DELETE the pipeline and reload to re-create it"
-            return .patching(current: { pipeline.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) { () throws(APIError) in
+            return .patching(current: { pipeline.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) {
+                () throws(APIError) in
                 _ = try run(pipeline) { p throws(PipelineError) in try p.apply(patch) }
             }
         }
@@ -88,8 +90,12 @@ enum PipelineRoutes: ResourceAPI {
             http: HTTPSourceReader.factory(maxBodyBytes: app.config.maxBodyBytes, maxDepth: maxDepth))
         return try app.registry.create(
             .pipelines, name,
-            make: { Pipeline(name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events, budget: app.storage,
-                            maxTakeBytes: app.config.maxResponseBytes) },
+            make: {
+                Pipeline(
+                    name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events,
+                    budget: app.storage,
+                    maxTakeBytes: app.config.maxResponseBytes)
+            },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 
@@ -100,7 +106,8 @@ enum PipelineRoutes: ResourceAPI {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: dataDir, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw APIError.badRequest(
-                "data_dir \(dataDir) does not exist or is not a directory: a file source needs it", field: "source.path")
+                "data_dir \(dataDir) does not exist or is not a directory: a file source needs it", field: "source.path"
+            )
         }
     }
 
@@ -165,9 +172,13 @@ enum PipelineRoutes: ResourceAPI {
         let pipeline = try pipeline(call)
         let patch = try call.readBody { r throws(FieldError) in
             if r.has("filters") {
-                throw FieldError(field: "filters", message: "change filters with PUT or DELETE /v1/pipelines/{name}/filters/{filter}")
+                throw FieldError(
+                    field: "filters", message: "change filters with PUT or DELETE /v1/pipelines/{name}/filters/{filter}"
+                )
             }
-            if r.has("source") { throw FieldError(field: "source", message: "cannot change; delete and re-create the pipeline") }
+            if r.has("source") {
+                throw FieldError(field: "source", message: "cannot change; delete and re-create the pipeline")
+            }
             return try PipelinePatch.parse(&r)
         }
         let state = try run(pipeline) { p throws(PipelineError) in
@@ -274,7 +285,8 @@ enum PipelineRoutes: ResourceAPI {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let id = try call.name("id")
-        return .respond(Reply.encoded(PipelineItemBody(try run(pipeline) { p throws(PipelineError) in try p.item(id) })))
+        return .respond(
+            Reply.encoded(PipelineItemBody(try run(pipeline) { p throws(PipelineError) in try p.item(id) })))
     }
 
     private static func cancel(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -295,12 +307,15 @@ enum PipelineRoutes: ResourceAPI {
             return c
         }
         let pipeline = try pipeline(call)
-        let (count, page) = pipeline.withIsolation { p in (p.state(limit: 0).dead, p.deadPage(limit: limit, after: cursor)) }
+        let (count, page) = pipeline.withIsolation { p in
+            (p.state(limit: 0).dead, p.deadPage(limit: limit, after: cursor))
+        }
         let body = PipelineDeadBody(dead: count, items: page.items, nextCursor: nil)
-        return .respond(Paging.reply(
-            body, list: \.items, nextCursor: \.nextCursor, cursors: page.cursors, more: page.more,
-            maxBytes: call.app.config.maxResponseBytes, body: { $0 }
-        ) { Wire.bytes(PipelineItemBody($0)).count })
+        return .respond(
+            Paging.reply(
+                body, list: \.items, nextCursor: \.nextCursor, cursors: page.cursors, more: page.more,
+                maxBytes: call.app.config.maxResponseBytes, body: { $0 }
+            ) { Wire.bytes(PipelineItemBody($0)).count })
     }
 
     private static func redrive(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -329,7 +344,9 @@ enum PipelineRoutes: ResourceAPI {
         let name = try call.name("filter")
         let limits = call.app.config.jsonLimits
         let filter = try call.readBody { r throws(FieldError) in try PipelineFilter.parse(&r, limits: limits) }
-        let created = try run(pipeline, subject: "filter") { p throws(PipelineError) in try p.putFilter(name: name, filter) }
+        let created = try run(pipeline, subject: "filter") { p throws(PipelineError) in
+            try p.putFilter(name: name, filter)
+        }
         return .respond(Reply.encoded(PipelineFilterBody(name: name, filter: filter), status: created ? 201 : 200))
     }
 

@@ -35,9 +35,11 @@ enum PoolRoutes: ResourceAPI {
                 return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
             }
             let patch = PoolPatch(leaseSeconds: wanted.leaseSeconds, maxWaiting: wanted.maxWaiting, grow: wanted.grow)
-            let fixed = "elements (and removing grow) cannot change in place: change elements through "
+            let fixed =
+                "elements (and removing grow) cannot change in place: change elements through "
                 + "/v1/pools/\(name)/elements, or DELETE the pool and reload to re-create it"
-            return .patching(current: { pool.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) { () throws(APIError) in
+            return .patching(current: { pool.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) {
+                () throws(APIError) in
                 _ = try run(pool) { p throws(PoolError) in try p.apply(patch) }
             }
         }
@@ -125,7 +127,8 @@ enum PoolRoutes: ResourceAPI {
         let pool = try pool(call)
         let request: FetchRequest = try call.readBody { body throws(FieldError) in try FetchRequest.parse(&body) }
         guard let wait else {
-            return .respond(leased(try run(pool) { p throws(PoolError) in try p.fetch(request) }, from: pool, undo: undo))
+            return .respond(
+                leased(try run(pool) { p throws(PoolError) in try p.fetch(request) }, from: pool, undo: undo))
         }
         // Answer on the server thread when an element is free now; park only to wait.
         do throws(PoolError) {
@@ -176,7 +179,8 @@ enum PoolRoutes: ResourceAPI {
         let pool = try pool(call)
         let id = try call.name("id")
         let seconds: Double? = try call.readBody { body throws(FieldError) in try body.duration("lease_seconds") }
-        return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.extend(lease: id, leaseSeconds: seconds) }))
+        return .respond(
+            leaseReply(try run(pool) { p throws(PoolError) in try p.extend(lease: id, leaseSeconds: seconds) }))
     }
 
     private static func putElement(_ call: Call) throws(APIError) -> HTTPHandlerResult {

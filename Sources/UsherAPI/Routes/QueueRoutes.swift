@@ -36,7 +36,8 @@ enum QueueRoutes: ResourceAPI {
             let patch = QueuePatch(
                 capacity: wanted.capacity, maxWaiting: wanted.maxWaiting, holdSeconds: wanted.holdSeconds,
                 dedup: wanted.dedup, opposites: wanted.opposites, history: wanted.history)
-            return .patching(current: { queue.withIsolation { $0.config } }, wanted: wanted, fixed: "") { () throws(APIError) in
+            return .patching(current: { queue.withIsolation { $0.config } }, wanted: wanted, fixed: "") {
+                () throws(APIError) in
                 _ = try run(queue) { q throws(QueueError) in try q.apply(patch) }
             }
         }
@@ -69,7 +70,9 @@ enum QueueRoutes: ResourceAPI {
     static func create(name: String, config: QueueConfig, in app: UsherApp) throws(APIError) -> (VisitorQueue, Bool) {
         try app.registry.create(
             .queues, name,
-            make: { VisitorQueue(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage) },
+            make: {
+                VisitorQueue(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
+            },
             matches: { existing in existing.withIsolation { $0.config } == config })
     }
 
@@ -142,7 +145,8 @@ enum QueueRoutes: ResourceAPI {
     /// to its client, if the client asked for that (`undo`).
     /// 201 only for a visitor this request created that is still delayed,
     /// waiting or granted; a merged or cancelled one (or a known id) is 200.
-    private static func granting(_ view: VisitorView, created: Bool, in queue: VisitorQueue, undo: Bool) -> HTTPResponse {
+    private static func granting(_ view: VisitorView, created: Bool, in queue: VisitorQueue, undo: Bool) -> HTTPResponse
+    {
         let response = Reply.encoded(VisitorBody(view), status: created && !view.status.isFinished ? 201 : 200)
         guard undo, view.status == .granted, let fence = view.fence else { return response }
         let id = view.id
@@ -162,7 +166,8 @@ enum QueueRoutes: ResourceAPI {
         let status = view.status  // captured alone, not the whole view
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
-                return Reply.encoded(VisitorBody(try await queue.parkForChange(id: id, from: status, until: deadline).view()))
+                return Reply.encoded(
+                    VisitorBody(try await queue.parkForChange(id: id, from: status, until: deadline).view()))
             } catch { throw APIError(error) }
         }
     }

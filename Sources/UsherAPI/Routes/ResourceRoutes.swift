@@ -26,7 +26,8 @@ enum ResourceRoutes {
         let envelope = JSONValue.object([(kind.rawValue, .array([])), ("next_cursor", .null)])
         let next = Paging.cut(
             &items, cursors: page.resources.map(\.name), more: page.more, envelope: JSONSizeCounter.size(of: envelope),
-            maxBytes: call.app.config.maxResponseBytes) { JSONSizeCounter.size(of: $0) }
+            maxBytes: call.app.config.maxResponseBytes
+        ) { JSONSizeCounter.size(of: $0) }
         return .respond(Reply.encoded(ListBody(kind: kind, items: items, nextCursor: next)))
     }
 

@@ -31,8 +31,10 @@ enum WindowRoutes: ResourceAPI {
             guard let window = try? app.registry.lookup(.windows, name, as: WindowSlot.self) else {
                 return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
             }
-            let patch = WindowPatch(maxWaiting: wanted.maxWaiting, displaySeconds: wanted.displaySeconds, dedup: wanted.dedup)
-            return .patching(current: { window.withIsolation { $0.config } }, wanted: wanted, fixed: "") { () throws(APIError) in
+            let patch = WindowPatch(
+                maxWaiting: wanted.maxWaiting, displaySeconds: wanted.displaySeconds, dedup: wanted.dedup)
+            return .patching(current: { window.withIsolation { $0.config } }, wanted: wanted, fixed: "") {
+                () throws(APIError) in
                 _ = try run(window) { w throws(WindowError) in try w.apply(patch) }
             }
         }
@@ -43,7 +45,8 @@ enum WindowRoutes: ResourceAPI {
         router.add("PUT", "/v1/windows/{name}", put)
         router.add("GET", "/v1/windows/{name}", get)
         router.add("PATCH", "/v1/windows/{name}", patch)
-        router.add("DELETE", "/v1/windows/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .windows) }
+        router.add("DELETE", "/v1/windows/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .windows)
+        }
         router.add("POST", "/v1/windows/{name}/show", show)
         router.add("POST", "/v1/windows/{name}/dismiss", dismiss)
         router.add("GET", "/v1/windows/{name}/showing", showing)

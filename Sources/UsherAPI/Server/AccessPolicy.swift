@@ -59,7 +59,7 @@ struct AccessPolicy: Sendable {
             }
         }
         if let token, access == .token || access == .metrics && metricsRequireToken,
-           !Self.authorized(request.headers["authorization"], token: token)
+            !Self.authorized(request.headers["authorization"], token: token)
         {
             return .unauthorized()
         }
@@ -117,7 +117,10 @@ struct AccessPolicy: Sendable {
         if equalsIgnoringCase(name, "localhost") || equalsIgnoringCase(name, "::1") { return true }
         if name.count > 10, equalsIgnoringCase(name[(name.endIndex - 10)...], ".localhost") { return true }
         // 127.a.b.c, each part 0-255
-        var parts = 0, value = 0, digits = 0, first = -1
+        var parts = 0
+        var value = 0
+        var digits = 0
+        var first = -1
         for byte in name {
             if byte == UInt8(ascii: ".") {
                 guard digits > 0, value <= 255 else { return false }

@@ -46,8 +46,9 @@ public final class ConfigReloader {
         }
         report.needsRestart = Self.changedKeys(app.config.fileSettings, config.fileSettings)
         if !report.needsRestart.isEmpty {
-            logger.warn("config keys changed that need a restart; not applied",
-                        [("keys", .array(report.needsRestart.map { .string($0) }))])
+            logger.warn(
+                "config keys changed that need a restart; not applied",
+                [("keys", .array(report.needsRestart.map { .string($0) }))])
         }
         for kind in ResourceKind.allCases {
             let kept = Set((config.declared[kind] ?? []).map(\.name))
@@ -60,7 +61,9 @@ public final class ConfigReloader {
         }
         for (resource, before, after) in prepared {
             let id = "\(resource.kind.rawValue)/\(resource.name)"
-            var fields: [(String, JSONValue)] = [("kind", .string(resource.kind.rawValue)), ("name", .string(resource.name))]
+            var fields: [(String, JSONValue)] = [
+                ("kind", .string(resource.kind.rawValue)), ("name", .string(resource.name)),
+            ]
             if let before, case .object(let old) = before, case .object(let new) = after {
                 fields.append(("keys", .array(Self.changedKeys(old, new).map { .string($0) })))
             }
@@ -84,10 +87,13 @@ public final class ConfigReloader {
             }
         }
         declared = config.declared
-        logger.info("config reloaded", [
-            ("created", .int(report.created.count)), ("changed", .int(report.changed.count + report.partlyChanged.count)),
-            ("deleted", .int(report.deleted.count)), ("failed", .int(report.failed.count)),
-        ])
+        logger.info(
+            "config reloaded",
+            [
+                ("created", .int(report.created.count)),
+                ("changed", .int(report.changed.count + report.partlyChanged.count)),
+                ("deleted", .int(report.deleted.count)), ("failed", .int(report.failed.count)),
+            ])
         return report
     }
 
@@ -98,9 +104,11 @@ public final class ConfigReloader {
     {
         var prepared: [(resource: DeclaredResource, before: JSONValue?, after: JSONValue)] = []
         for kind in UsherApp.kinds {
-            let before = Dictionary((declared[kind.kind] ?? []).map { ($0.name, $0.config) }, uniquingKeysWith: { a, _ in a })
+            let before = Dictionary(
+                (declared[kind.kind] ?? []).map { ($0.name, $0.config) }, uniquingKeysWith: { a, _ in a })
             for (name, value) in config.declared[kind.kind] ?? [] where before[name] != value {
-                let resource = try kind.prepareDeclared(name: name, config: value, path: "\(kind.kind.rawValue).\(name)", in: app)
+                let resource = try kind.prepareDeclared(
+                    name: name, config: value, path: "\(kind.kind.rawValue).\(name)", in: app)
                 prepared.append((resource, before[name], value))
             }
         }

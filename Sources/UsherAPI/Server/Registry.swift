@@ -55,12 +55,15 @@ public final class Registry: Sendable {
     }
 
     /// The resource of this kind and name, as its concrete type, or 404.
-    public func lookup<R: ManagedResource>(_ kind: ResourceKind, _ name: String, as type: R.Type) throws(APIError) -> R {
+    public func lookup<R: ManagedResource>(_ kind: ResourceKind, _ name: String, as type: R.Type) throws(APIError) -> R
+    {
         guard let resource = state.withLock({ $0.resources[kind.index][name] }) else {
             throw APIError.notFound("\(kind.noun) \(name) not found")
         }
         // The exact class (always, in practice) without a dynamic cast.
-        if ObjectIdentifier(Swift.type(of: resource)) == ObjectIdentifier(R.self) { return unsafeDowncast(resource, to: R.self) }
+        if ObjectIdentifier(Swift.type(of: resource)) == ObjectIdentifier(R.self) {
+            return unsafeDowncast(resource, to: R.self)
+        }
         guard let typed = resource as? R else { throw APIError.notFound("\(kind.noun) \(name) not found") }
         return typed
     }
@@ -77,8 +80,9 @@ public final class Registry: Sendable {
                 return (typed, false)
             }
             guard s.count < maxResources else {
-                throw APIError.tooMany("too_many_resources", "Too many resources",
-                                       "at most \(maxResources) resources may exist (max_resources)", retryAfter: nil)
+                throw APIError.tooMany(
+                    "too_many_resources", "Too many resources",
+                    "at most \(maxResources) resources may exist (max_resources)", retryAfter: nil)
             }
             let resource = make()
             s.resources[kind.index][name] = resource
@@ -86,7 +90,8 @@ public final class Registry: Sendable {
             return (resource, true)
         }
         if outcome.created, let events, events.isRecording {
-            events.emit(ResourceEvent.Draft(kind: kind.noun, name: name, type: "created", data: outcome.resource.summary()))
+            events.emit(
+                ResourceEvent.Draft(kind: kind.noun, name: name, type: "created", data: outcome.resource.summary()))
         }
         return outcome
     }
@@ -101,7 +106,9 @@ public final class Registry: Sendable {
         guard let removed else { throw APIError.notFound("\(kind.noun) \(name) not found") }
         removed.markDeleted()
         if let events, events.isRecording {
-            events.emit(ResourceEvent.Draft(kind: kind.noun, name: name, type: "deleted", data: .object([("name", .string(name))])))
+            events.emit(
+                ResourceEvent.Draft(
+                    kind: kind.noun, name: name, type: "deleted", data: .object([("name", .string(name))])))
         }
     }
 
@@ -112,7 +119,8 @@ public final class Registry: Sendable {
 
     /// Up to `limit` resources of a kind whose names sort after `after`, by
     /// name, and whether more follow.
-    public func list(_ kind: ResourceKind, after: String?, limit: Int) -> (resources: [any ManagedResource], more: Bool) {
+    public func list(_ kind: ResourceKind, after: String?, limit: Int) -> (resources: [any ManagedResource], more: Bool)
+    {
         let all = state.withLock { $0.resources[kind.index] }
         let sorted = all.values.filter { r in after.map { r.name > $0 } ?? true }.sorted { $0.name < $1.name }
         return (Array(sorted.prefix(limit)), sorted.count > limit)

@@ -73,10 +73,15 @@ public enum Service {
             let names = app.registry.list(kind).map { JSONValue.string($0.name) }
             return names.isEmpty ? nil : (kind.rawValue, .array(names))
         }
-        logger.info("listening", [
-            ("address", .string("http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(server.port)")),
-            ("resources", .object(resources)),
-        ])
+        logger.info(
+            "listening",
+            [
+                (
+                    "address",
+                    .string("http://\(config.host.contains(":") ? "[\(config.host)]" : config.host):\(server.port)")
+                ),
+                ("resources", .object(resources)),
+            ])
         var set = signalSet()
         var signal: Int32 = 0
         let reloader = ConfigReloader(app: app)
@@ -90,8 +95,12 @@ public enum Service {
                 logger.info("SIGHUP ignored: no config file to reload", [])
             }
         }
-        logger.info("shutting down", [("signal", .string(signal == SIGTERM ? "SIGTERM" : "SIGINT")),
-                                      ("grace_seconds", .double(config.shutdownGraceSeconds))])
+        logger.info(
+            "shutting down",
+            [
+                ("signal", .string(signal == SIGTERM ? "SIGTERM" : "SIGINT")),
+                ("grace_seconds", .double(config.shutdownGraceSeconds)),
+            ])
         let drained = shutdown(app, server)
         logger.info("stopped", [("drained", .bool(drained))])
         return 0

@@ -15,7 +15,9 @@ public struct Route: Sendable {
 
 extension Router where Handler == Route {
     /// Adds a route whose code is `run`.
-    mutating func add(_ method: String, _ template: String, _ run: @escaping @Sendable (Call) throws(APIError) -> HTTPHandlerResult) {
+    mutating func add(
+        _ method: String, _ template: String, _ run: @escaping @Sendable (Call) throws(APIError) -> HTTPHandlerResult
+    ) {
         add(method, template, Route(slot: routes.count, access: RouteAccess(path: template), run: run))
     }
 }
@@ -46,7 +48,9 @@ public final class UsherApp: HTTPHandler {
     let router: Router<Route>
 
     /// Every resource kind's routes, in the order of `GET /v1`.
-    static let kinds: [any ResourceAPI.Type] = [QueueRoutes.self, WindowRoutes.self, PoolRoutes.self, PipelineRoutes.self, MachineRoutes.self]
+    static let kinds: [any ResourceAPI.Type] = [
+        QueueRoutes.self, WindowRoutes.self, PoolRoutes.self, PipelineRoutes.self, MachineRoutes.self,
+    ]
 
     /// Headers the server must copy out for the routes.
     public static let capturedHeaders = ["authorization", "if-match", "last-event-id", "host", "origin"]
@@ -107,12 +111,15 @@ public final class UsherApp: HTTPHandler {
         _ result: HTTPHandlerResult, request: HTTPRequest, route: String, since start: UInt64
     ) -> HTTPHandlerResult {
         let logger = self.logger
-        let method = request.method, path = request.path
+        let method = request.method
+        let path = request.path
         @Sendable func log(_ status: Int) {
-            logger.debug("request", [
-                ("method", .string(method)), ("path", .string(path)), ("route", .string(route)),
-                ("status", .int(status)), ("seconds", .double(HTTPMetrics.seconds(since: start))),
-            ])
+            logger.debug(
+                "request",
+                [
+                    ("method", .string(method)), ("path", .string(path)), ("route", .string(route)),
+                    ("status", .int(status)), ("seconds", .double(HTTPMetrics.seconds(since: start))),
+                ])
         }
         switch result {
         case .respond(let response):

@@ -18,7 +18,8 @@ public struct Call: Sendable {
     public func name(_ parameter: String) throws(APIError) -> String {
         let value = parameters[parameter] ?? ""
         guard Names.isValid(value) else {
-            throw APIError.badRequest("'\(value)' is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)", field: parameter)
+            throw APIError.badRequest(
+                "'\(value)' is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)", field: parameter)
         }
         return value
     }
@@ -32,7 +33,9 @@ public struct Call: Sendable {
                 let accepted = allowed.isEmpty ? "none" : allowed.sorted().joined(separator: ", ")
                 throw APIError.badRequest("unknown query parameter '\(name)' (accepted: \(accepted))", field: name)
             }
-            guard values[name] == nil else { throw APIError.badRequest("query parameter '\(name)' given twice", field: name) }
+            guard values[name] == nil else {
+                throw APIError.badRequest("query parameter '\(name)' given twice", field: name)
+            }
             values[name] = value
         }
         return Query(values: values, maxWaitSeconds: maxWaitSeconds)
@@ -99,7 +102,8 @@ public struct Query: Sendable {
     public func int(_ name: String, in range: ClosedRange<Int>) throws(APIError) -> Int? {
         guard let raw = values[name] else { return nil }
         guard let i = Int(raw), range.contains(i) else {
-            throw APIError.badRequest("\(name) must be an integer between \(range.lowerBound) and \(range.upperBound)", field: name)
+            throw APIError.badRequest(
+                "\(name) must be an integer between \(range.lowerBound) and \(range.upperBound)", field: name)
         }
         return i
     }
@@ -137,16 +141,22 @@ extension HTTPResponse {
 /// JSON responses.
 public enum Reply {
     /// `application/json; charset=utf-8` with the given status.
-    public static func json(_ value: JSONValue, status: Int = 200, headers: [(name: String, value: String)] = []) -> HTTPResponse {
+    public static func json(_ value: JSONValue, status: Int = 200, headers: [(name: String, value: String)] = [])
+        -> HTTPResponse
+    {
         HTTPResponse(status: status, headers: jsonHeaders(headers), body: value.jsonBytes)
     }
 
     /// A value that writes its own JSON (no `JSONValue` tree on the way).
-    public static func json(_ value: some JSONEncodable, status: Int = 200, headers: [(name: String, value: String)] = []) -> HTTPResponse {
+    public static func json(
+        _ value: some JSONEncodable, status: Int = 200, headers: [(name: String, value: String)] = []
+    ) -> HTTPResponse {
         HTTPResponse(status: status, headers: jsonHeaders(headers), body: value.encodedJSON)
     }
 
-    private static let contentType: [(name: String, value: String)] = [("Content-Type", "application/json; charset=utf-8")]
+    private static let contentType: [(name: String, value: String)] = [
+        ("Content-Type", "application/json; charset=utf-8")
+    ]
 
     /// The content type, then `extra` (the shared array when there is none: no allocation).
     static func jsonHeaders(_ extra: [(name: String, value: String)]) -> [(name: String, value: String)] {

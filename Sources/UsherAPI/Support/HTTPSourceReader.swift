@@ -29,7 +29,8 @@ struct HTTPSourceReader: PipelineSourceReader {
         let status: Int
         let body: [UInt8]
         do {
-            (status, body) = try await HTTPClient.get(url: url, timeoutSeconds: timeoutSeconds, maxBodyBytes: maxBodyBytes)
+            (status, body) = try await HTTPClient.get(
+                url: url, timeoutSeconds: timeoutSeconds, maxBodyBytes: maxBodyBytes)
         } catch {
             throw SourceError(message: "GET \(url): \(error)")
         }
@@ -56,7 +57,8 @@ struct HTTPSourceReader: PipelineSourceReader {
             guard case .http(let url) = config.kind else {
                 throw SourceError(message: "not an http source")
             }
-            return HTTPSourceReader(url: url, timeoutSeconds: timeoutSeconds, maxBodyBytes: maxBodyBytes, maxDepth: maxDepth)
+            return HTTPSourceReader(
+                url: url, timeoutSeconds: timeoutSeconds, maxBodyBytes: maxBodyBytes, maxDepth: maxDepth)
         }
     }
 }

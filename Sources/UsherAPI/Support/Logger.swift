@@ -27,9 +27,14 @@ public struct Logger: Sendable {
     /// Writes one line if `level` is enabled.
     public func log(_ level: LogLevel, _ message: String, _ fields: [(String, JSONValue)] = []) {
         guard level >= self.level else { return }
-        let line = JSONValue.object(
-            [("ts", .string(SystemClock().now().rfc3339)), ("level", .string(level.rawValue)), ("msg", .string(message))]
-                + fields).jsonString + "\n"
+        let line =
+            JSONValue.object(
+                [
+                    ("ts", .string(SystemClock().now().rfc3339)), ("level", .string(level.rawValue)),
+                    ("msg", .string(message)),
+                ]
+                    + fields
+            ).jsonString + "\n"
         FileHandle.standardOutput.write(Data(line.utf8))
     }
 

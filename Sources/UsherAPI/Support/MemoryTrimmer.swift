@@ -2,7 +2,7 @@ import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Gives freed heap memory back to the system after large frees (a resource
@@ -38,10 +38,10 @@ final class MemoryTrimmer: Sendable {
     /// Swift's Glibc module, and other C libraries do not have it.
     private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
         #if canImport(Glibc)
-        guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+            guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
+            return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
         #else
-        return nil
+            return nil
         #endif
     }()
 }

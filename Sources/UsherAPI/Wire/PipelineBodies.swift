@@ -254,7 +254,9 @@ struct PipelineStateBody: Encodable {
     }
 
     /// `kind, path | url, low_water`.
-    private static func write(_ source: PipelineSourceConfig, to container: inout KeyedEncodingContainer<SourceKeys>) throws {
+    private static func write(_ source: PipelineSourceConfig, to container: inout KeyedEncodingContainer<SourceKeys>)
+        throws
+    {
         switch source.kind {
         case .file(let path):
             try container.encode("file", forKey: .kind)

@@ -41,7 +41,8 @@ struct WindowItemBody: Encodable {
     }
 
     /// An item always present: `null` when there is none.
-    static func write<Key>(_ item: WindowItem?, forKey key: Key, to container: inout KeyedEncodingContainer<Key>) throws {
+    static func write<Key>(_ item: WindowItem?, forKey key: Key, to container: inout KeyedEncodingContainer<Key>) throws
+    {
         guard let item else { return try container.encodeNil(forKey: key) }
         var nested = container.nestedContainer(keyedBy: CodingKeys.self, forKey: key)
         try write(item, to: &nested)

@@ -58,7 +58,8 @@ extension MachineDefinition {
             var t = try FieldReader(element, path: "\(r.fieldPath("timeouts"))[\(k)]")
             let state = try t.name("state")
             // The range is checked with the rest of the definition, with one message.
-            let after = try t.number("after_seconds", in: -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude)
+            let after = try t.number(
+                "after_seconds", in: -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude)
             let event = try t.name("event")
             try t.finish()
             guard let state else { throw FieldError(field: t.fieldPath("state"), message: "is required") }

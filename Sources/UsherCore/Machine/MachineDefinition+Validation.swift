@@ -63,7 +63,8 @@ struct DefinitionValidator {
                     fromField(j),
                     owner == i
                         ? "lists state '\(from)' twice"
-                        : "duplicates transitions[\(owner)]: event '\(t.event)' from state '\(from)' is already defined")
+                        : "duplicates transitions[\(owner)]: event '\(t.event)' from state '\(from)' is already defined"
+                )
             }
             pairCount += 1
             if pairCount > MachineDefinition.maxPairs {
@@ -82,13 +83,16 @@ struct DefinitionValidator {
         let base = "timeouts[\(k)]"
         try checkName(t.state, "\(base).state")
         guard stateSet.contains(t.state) else { throw fail("\(base).state", "names unknown state '\(t.state)'") }
-        guard Durations.isAllowed(t.afterSeconds, zero: false), t.afterSeconds <= MachineDefinition.maxAfterSeconds else {
+        guard Durations.isAllowed(t.afterSeconds, zero: false), t.afterSeconds <= MachineDefinition.maxAfterSeconds
+        else {
             throw fail("\(base).after_seconds", Durations.range(zero: false))
         }
         try checkName(t.event, "\(base).event")
         guard let froms = targets[t.event] else { throw fail("\(base).event", "names unknown event '\(t.event)'") }
         guard froms[t.state] != nil else {
-            throw fail("\(base).event", "event '\(t.event)' is not allowed from state '\(t.state)', so the timeout could never fire")
+            throw fail(
+                "\(base).event",
+                "event '\(t.event)' is not allowed from state '\(t.state)', so the timeout could never fire")
         }
         timeoutsByState[t.state, default: []].append(k)
     }

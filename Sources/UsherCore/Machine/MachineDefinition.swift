@@ -136,20 +136,28 @@ public struct MachineDefinition: Sendable, Equatable {
         .object([
             ("initial", .string(initial)),
             ("states", .array(states.map(JSONValue.string))),
-            ("transitions", .array(transitions.map { t in
-                .object([
-                    ("event", .string(t.event)),
-                    ("from", .array(t.from.map(JSONValue.string))),
-                    ("to", .string(t.to)),
-                ])
-            })),
-            ("timeouts", .array(timeouts.map { t in
-                .object([
-                    ("state", .string(t.state)),
-                    ("after_seconds", Self.number(t.afterSeconds)),
-                    ("event", .string(t.event)),
-                ])
-            })),
+            (
+                "transitions",
+                .array(
+                    transitions.map { t in
+                        .object([
+                            ("event", .string(t.event)),
+                            ("from", .array(t.from.map(JSONValue.string))),
+                            ("to", .string(t.to)),
+                        ])
+                    })
+            ),
+            (
+                "timeouts",
+                .array(
+                    timeouts.map { t in
+                        .object([
+                            ("state", .string(t.state)),
+                            ("after_seconds", Self.number(t.afterSeconds)),
+                            ("event", .string(t.event)),
+                        ])
+                    })
+            ),
         ])
     }
 

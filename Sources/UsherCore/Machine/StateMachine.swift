@@ -35,7 +35,8 @@ public actor StateMachine: LockIsolatedActor {
 
     /// Creates a machine in the definition's initial state and starts that
     /// state's timeouts. Its version starts at the clock's time in microseconds.
-    public init(name: String, definitionName: String?, definition: MachineDefinition, clock: any UsherClock,
+    public init(
+        name: String, definitionName: String?, definition: MachineDefinition, clock: any UsherClock,
         events: EventLog? = nil, budget: StorageBudget = StorageBudget()
     ) {
         executor = ResourceExecutor(label: "usher.machine.\(name)")
@@ -96,8 +97,11 @@ public actor StateMachine: LockIsolatedActor {
         if let early = earlyAnswer(other: version, until: deadline) { return early }
         let id = nextWaiterID
         nextWaiterID &+= 1
-        return await parkCall { $0.register($1, id: id, other: version, until: deadline) }
-            onCancel: { $0.resumeWaiter(id) }
+        return await parkCall {
+            $0.register($1, id: id, other: version, until: deadline)
+        } onCancel: {
+            $0.resumeWaiter(id)
+        }
     }
 
     /// The answer when there is nothing to wait for (closed, the version

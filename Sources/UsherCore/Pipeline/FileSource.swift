@@ -2,9 +2,9 @@ import Foundation
 import Locking
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A `file` source: NDJSON (one JSON value per line) read lazily, a chunk at

@@ -17,13 +17,15 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
     ///   token, and `set` builds one object per missing one.
     /// - Throws: a message when the text is neither empty nor starts with `/`,
     ///   has too many segments, or a `~` is not followed by `0` or `1`.
-    public init(parsing text: String, maxSegments: Int = JSONLimits().maxPointerSegments) throws(JSONPointerSyntaxError) {
+    public init(parsing text: String, maxSegments: Int = JSONLimits().maxPointerSegments) throws(JSONPointerSyntaxError)
+    {
         if text.isEmpty {
             tokens = []
             return
         }
         guard text.hasPrefix("/") else {
-            throw JSONPointerSyntaxError(message: "must be a JSON Pointer: empty or starting with \"/\", e.g. \"/type\"")
+            throw JSONPointerSyntaxError(
+                message: "must be a JSON Pointer: empty or starting with \"/\", e.g. \"/type\"")
         }
         let segments = text.utf8.reduce(0) { $1 == 0x2F ? $0 + 1 : $0 }
         guard segments <= maxSegments else {
@@ -109,7 +111,9 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
     /// An array index token: `0` or digits without a leading zero.
     static func index(_ token: String) -> Int? {
         let utf8 = token.utf8
-        guard let first = utf8.first, utf8.count <= 18, utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        guard let first = utf8.first, utf8.count <= 18, utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            return nil
+        }
         guard first != 0x30 || utf8.count == 1 else { return nil }
         return Int(token)
     }

@@ -95,7 +95,8 @@ extension Pipeline {
     }
 
     private static func backOff(_ pump: inout SourcePump, now: Timestamp) {
-        pump.backoff = pump.backoff == 0
+        pump.backoff =
+            pump.backoff == 0
             ? backoffRange.lowerBound : min(pump.backoff * 2, backoffRange.upperBound)
         pump.status.nextRetryAt = now.adding(seconds: pump.backoff)
     }

@@ -21,8 +21,11 @@ extension Pipeline {
             return items
         }
         let id = consumers.reserveID()
-        return try await parkCall { $0.registerConsumer($1, id: id, max: max, ackSeconds: ackSeconds, until: deadline) }
-            onCancel: { $0.consumerLeft(id) }.get()
+        return try await parkCall {
+            $0.registerConsumer($1, id: id, max: max, ackSeconds: ackSeconds, until: deadline)
+        } onCancel: {
+            $0.consumerLeft(id)
+        }.get()
     }
 
     /// Parks a consumer (its task is not cancelled yet), then settles: the
@@ -63,8 +66,11 @@ extension Pipeline {
             guard clock.now() < deadline, producers.count < Self.maxWaiters else { throw .full(retryAfterSeconds: 1) }
         }
         let id = producers.reserveID()
-        return try await parkCall { $0.registerProducer($1, id: id, request: request, until: deadline) }
-            onCancel: { $0.producerLeft(id) }.get()
+        return try await parkCall {
+            $0.registerProducer($1, id: id, request: request, until: deadline)
+        } onCancel: {
+            $0.producerLeft(id)
+        }.get()
     }
 
     /// Parks a producer (its task is not cancelled yet), then settles.

@@ -205,7 +205,9 @@ public actor Pipeline: LockIsolatedActor {
 
     /// Up to `limit` dead items after `cursor`, oldest first, each with its
     /// cursor, and whether more follow.
-    public func deadPage(limit: Int, after cursor: PipelineCursor?) -> (items: [PipelineItem], cursors: [String], more: Bool) {
+    public func deadPage(limit: Int, after cursor: PipelineCursor?) -> (
+        items: [PipelineItem], cursors: [String], more: Bool
+    ) {
         engine.deadPage(limit: limit, after: cursor)
     }
 
@@ -367,7 +369,8 @@ extension Pipeline {
             ("redelivered", after.redeliveredTotal - before.redeliveredTotal),
             ("dead-lettered", after.deadTotal - before.deadTotal),
         ] where n > 0 {
-            events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, data: .object([("count", .int(n))])))
+            events.emit(
+                ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, data: .object([("count", .int(n))])))
         }
     }
 }

@@ -58,8 +58,7 @@ public struct PipelineConfig: Sendable, Equatable {
     ///   - limits: `max_json_depth` and `max_pointer_segments`, for the filters.
     public static func parse(
         _ reader: inout FieldReader, allowRemoteSources: Bool = false, limits: JSONLimits = JSONLimits()
-    ) throws(FieldError) -> PipelineConfig
-    {
+    ) throws(FieldError) -> PipelineConfig {
         var config = try PipelinePatch.parse(&reader).applied(to: PipelineConfig())
         if var f = try reader.object("filters") {
             guard f.keys.count <= PipelineFilter.Limits.count else {
@@ -67,7 +66,9 @@ public struct PipelineConfig: Sendable, Equatable {
             }
             for name in f.keys {
                 guard Names.isValid(name) else {
-                    throw FieldError(field: f.fieldPath(name), message: "filter names must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+                    throw FieldError(
+                        field: f.fieldPath(name), message: "filter names must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+                    )
                 }
                 var r = try FieldReader(f.value(name), path: f.fieldPath(name))
                 config.filters[name] = try PipelineFilter.parse(&r, limits: limits)

@@ -118,7 +118,9 @@ public struct PipelineEngine: Sendable {
     ///
     /// - Throws: `.full` when there is no room; `.invalid` for a bad id,
     ///   priority or delay.
-    public mutating func push(_ request: PipelinePushRequest, now: Timestamp) throws(PipelineError) -> PipelinePushResult {
+    public mutating func push(_ request: PipelinePushRequest, now: Timestamp) throws(PipelineError)
+        -> PipelinePushResult
+    {
         try Self.validate(request, field: "")
         expire(now: now)
         if let id = request.id, let existing = existingResult(id) { return existing }
@@ -140,7 +142,8 @@ public struct PipelineEngine: Sendable {
     {
         guard requests.count <= config.capacity else {
             throw .invalid(
-                field: "items", message: "the batch has \(requests.count) items, more than the capacity \(config.capacity)")
+                field: "items",
+                message: "the batch has \(requests.count) items, more than the capacity \(config.capacity)")
         }
         var newIDs = Set<String>()
         var needed = 0
@@ -231,7 +234,8 @@ public struct PipelineEngine: Sendable {
         }
         if config.ackSeconds == 0 { return requested }
         guard requested > 0 else {
-            throw .invalid(field: "ack_seconds", message: "0 (no limit) is only allowed when the pipeline's ack_seconds is 0")
+            throw .invalid(
+                field: "ack_seconds", message: "0 (no limit) is only allowed when the pipeline's ack_seconds is 0")
         }
         return Swift.min(requested, config.ackSeconds)
     }
@@ -244,7 +248,9 @@ public struct PipelineEngine: Sendable {
     /// - Throws: `.notFound`; `.notInFlight(current:)` when it is not in flight
     ///   (or `fence` belongs to an earlier hand-out).
     @discardableResult
-    public mutating func consume(_ id: String, fence: Int64? = nil, now: Timestamp) throws(PipelineError) -> PipelineItem {
+    public mutating func consume(_ id: String, fence: Int64? = nil, now: Timestamp) throws(PipelineError)
+        -> PipelineItem
+    {
         expire(now: now)
         let h = try inFlightHandle(id, fence: fence)
         var item = vacate(h)
@@ -462,7 +468,9 @@ public struct PipelineEngine: Sendable {
 
     /// Up to `limit` ready items in hand-out order after `cursor` (nil: from
     /// the first), each with its cursor, and whether more follow.
-    public func readyPage(limit: Int, after cursor: PipelineCursor?) -> (items: [PipelineItem], cursors: [String], more: Bool) {
+    public func readyPage(limit: Int, after cursor: PipelineCursor?) -> (
+        items: [PipelineItem], cursors: [String], more: Bool
+    ) {
         let limit = Swift.min(Swift.max(0, limit), Int.max - 1)
         let handles: [Int32]
         if case .ready(let priority, let seq) = cursor {
@@ -477,12 +485,15 @@ public struct PipelineEngine: Sendable {
                 let key = ready.key(of: h)
                 return PipelineCursor.ready(priority: key.priority, seq: key.seq).text
             },
-            handles.count > limit)
+            handles.count > limit
+        )
     }
 
     /// Up to `limit` dead items, oldest first, after `cursor` (nil: from the
     /// oldest), each with its cursor, and whether more follow.
-    public func deadPage(limit: Int, after cursor: PipelineCursor?) -> (items: [PipelineItem], cursors: [String], more: Bool) {
+    public func deadPage(limit: Int, after cursor: PipelineCursor?) -> (
+        items: [PipelineItem], cursors: [String], more: Bool
+    ) {
         var serial: Int64?
         if case .dead(let s) = cursor { serial = s }
         let page = dead.page(after: serial, limit: Swift.max(0, limit))

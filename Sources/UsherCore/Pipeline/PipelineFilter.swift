@@ -120,8 +120,12 @@ extension PipelineFilter {
         let action: Action
         switch actionName {
         case "drop":
-            if fieldText != nil { throw FieldError(field: reader.fieldPath("field"), message: "is not allowed for \"drop\"") }
-            if value != nil { throw FieldError(field: reader.fieldPath("value"), message: "is not allowed for \"drop\"") }
+            if fieldText != nil {
+                throw FieldError(field: reader.fieldPath("field"), message: "is not allowed for \"drop\"")
+            }
+            if value != nil {
+                throw FieldError(field: reader.fieldPath("value"), message: "is not allowed for \"drop\"")
+            }
             action = .drop
         case "set":
             let field = try pointer(fieldText, required: true, key: "field", reader: reader, limits: limits)!
@@ -141,9 +145,12 @@ extension PipelineFilter {
         case "remove":
             let field = try pointer(fieldText, required: true, key: "field", reader: reader, limits: limits)!
             guard !field.tokens.isEmpty else {
-                throw FieldError(field: reader.fieldPath("field"), message: "must point inside the payload, not be \"\"")
+                throw FieldError(
+                    field: reader.fieldPath("field"), message: "must point inside the payload, not be \"\"")
             }
-            if value != nil { throw FieldError(field: reader.fieldPath("value"), message: "is not allowed for \"remove\"") }
+            if value != nil {
+                throw FieldError(field: reader.fieldPath("value"), message: "is not allowed for \"remove\"")
+            }
             action = .remove(field: field)
         default:
             throw FieldError(field: reader.fieldPath("action"), message: "must be \"drop\", \"set\" or \"remove\"")
@@ -172,7 +179,10 @@ extension PipelineFilter {
         _ text: String?, required: Bool, key: String, reader: FieldReader, limits: JSONLimits
     ) throws(FieldError) -> JSONPointer? {
         guard let text else {
-            if required { throw FieldError(field: reader.fieldPath(key), message: "is required (a JSON Pointer such as \"/type\")") }
+            if required {
+                throw FieldError(
+                    field: reader.fieldPath(key), message: "is required (a JSON Pointer such as \"/type\")")
+            }
             return nil
         }
         do {

@@ -61,8 +61,12 @@ public struct PipelineSourceConfig: Sendable, Equatable {
             guard let path = try reader.string("path") else {
                 throw FieldError(field: reader.fieldPath("path"), message: "is required for a file source")
             }
-            if let problem = Self.pathProblem(path) { throw FieldError(field: reader.fieldPath("path"), message: problem) }
-            if reader.has("url") { throw FieldError(field: reader.fieldPath("url"), message: "is not allowed for a file source") }
+            if let problem = Self.pathProblem(path) {
+                throw FieldError(field: reader.fieldPath("path"), message: problem)
+            }
+            if reader.has("url") {
+                throw FieldError(field: reader.fieldPath("url"), message: "is not allowed for a file source")
+            }
             return PipelineSourceConfig(kind: .file(path: path), lowWater: lowWater)
         case "http":
             guard let url = try reader.string("url") else {
@@ -71,7 +75,9 @@ public struct PipelineSourceConfig: Sendable, Equatable {
             if let problem = Self.urlProblem(url, allowRemote: allowRemote) {
                 throw FieldError(field: reader.fieldPath("url"), message: problem)
             }
-            if reader.has("path") { throw FieldError(field: reader.fieldPath("path"), message: "is not allowed for an http source") }
+            if reader.has("path") {
+                throw FieldError(field: reader.fieldPath("path"), message: "is not allowed for an http source")
+            }
             return PipelineSourceConfig(kind: .http(url: url), lowWater: lowWater)
         default:
             throw FieldError(field: reader.fieldPath("kind"), message: "must be \"file\" or \"http\"")
@@ -115,7 +121,9 @@ public struct PipelineSourceConfig: Sendable, Equatable {
         guard octets.count == 4 else { return false }
         var values: [Int] = []
         for o in octets {
-            guard !o.isEmpty, o.count <= 3, o.allSatisfy({ $0 >= "0" && $0 <= "9" }), let v = Int(o), (0...255).contains(v) else { return false }
+            guard !o.isEmpty, o.count <= 3, o.allSatisfy({ $0 >= "0" && $0 <= "9" }), let v = Int(o),
+                (0...255).contains(v)
+            else { return false }
             values.append(v)
         }
         return values[0] == 127

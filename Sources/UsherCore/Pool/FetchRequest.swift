@@ -47,6 +47,8 @@ struct LeaseNote: Sendable, Equatable {
     }
 
     var stored: JSONValue {
-        .object([("holder", holder.map(JSONValue.string) ?? .null), ("element", element.map(JSONValue.string) ?? .null)])
+        .object([
+            ("holder", holder.map(JSONValue.string) ?? .null), ("element", element.map(JSONValue.string) ?? .null),
+        ])
     }
 }

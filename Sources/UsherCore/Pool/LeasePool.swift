@@ -255,12 +255,15 @@ public actor LeasePool: EngineHost {
     }
 
     func element(_ e: ElementTable.Element) -> PoolElement {
-        PoolElement(id: e.id, data: e.data, lease: e.lease.flatMap { engine.currentView(id: $0) }.map { Lease($0, data: e.data) })
+        PoolElement(
+            id: e.id, data: e.data,
+            lease: e.lease.flatMap { engine.currentView(id: $0) }.map { Lease($0, data: e.data) })
     }
 
     /// One engine operation through the host's frame, its errors in the pool's words.
     @discardableResult
-    func run<T>(_ lease: String?, _ body: (inout QueueEngine, Timestamp) throws(QueueError) -> T) throws(PoolError) -> T {
+    func run<T>(_ lease: String?, _ body: (inout QueueEngine, Timestamp) throws(QueueError) -> T) throws(PoolError) -> T
+    {
         do throws(QueueError) { return try perform(body) } catch { throw PoolError(error, lease: lease) }
     }
 }

@@ -66,7 +66,9 @@ public struct PoolConfig: Sendable, Equatable {
     public var grow: PoolGrow?
 
     /// A config; every argument defaults to the documented default.
-    public init(elements: [PoolElementSpec] = [], leaseSeconds: Double = 60, maxWaiting: Int = 1000, grow: PoolGrow? = nil) {
+    public init(
+        elements: [PoolElementSpec] = [], leaseSeconds: Double = 60, maxWaiting: Int = 1000, grow: PoolGrow? = nil
+    ) {
         self.elements = elements
         self.leaseSeconds = leaseSeconds
         self.maxWaiting = maxWaiting
@@ -97,8 +99,9 @@ public struct PoolConfig: Sendable, Equatable {
     /// The queue engine's config for a pool of `size` elements: one slot per
     /// element, the lease as the hold, no dedup (fetchers have no key).
     func queueConfig(size: Int) -> QueueConfig {
-        QueueConfig(capacity: size, maxWaiting: maxWaiting, holdSeconds: leaseSeconds, dedup: .off,
-                    opposites: [], history: LeasePool.history)
+        QueueConfig(
+            capacity: size, maxWaiting: maxWaiting, holdSeconds: leaseSeconds, dedup: .off,
+            opposites: [], history: LeasePool.history)
     }
 
     /// The config with every default filled in, keys in documented order.
@@ -126,16 +129,21 @@ public struct PoolConfig: Sendable, Equatable {
                 spec = PoolElementSpec(id: id)
             case .object:
                 var r = try FieldReader(entry, path: path)
-                guard let id = try r.string("id") else { throw FieldError(field: r.fieldPath("id"), message: "required") }
+                guard let id = try r.string("id") else {
+                    throw FieldError(field: r.fieldPath("id"), message: "required")
+                }
                 spec = PoolElementSpec(id: id, data: r.value("data"))
                 try r.finish()
             default:
                 throw FieldError(field: path, message: "must be an id or an object {\"id\", \"data\"}")
             }
             guard Names.isValid(spec.id) else {
-                throw FieldError(field: path, message: "'\(spec.id)' is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)")
+                throw FieldError(
+                    field: path, message: "'\(spec.id)' is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)")
             }
-            guard seen.insert(spec.id).inserted else { throw FieldError(field: path, message: "duplicate id '\(spec.id)'") }
+            guard seen.insert(spec.id).inserted else {
+                throw FieldError(field: path, message: "duplicate id '\(spec.id)'")
+            }
             specs.append(spec)
         }
         return specs

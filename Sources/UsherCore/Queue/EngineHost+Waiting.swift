@@ -79,8 +79,11 @@ extension EngineHost {
         }
         let token = takeToken()
         return await parkCall {
-            $0.register($1, token: token, subject: subject, until: condition, deadline: deadline, withdrawing: withdrawing)
-        } onCancel: { $0.cancelWait(token, withdrawing: withdrawing) }
+            $0.register(
+                $1, token: token, subject: subject, until: condition, deadline: deadline, withdrawing: withdrawing)
+        } onCancel: {
+            $0.cancelWait(token, withdrawing: withdrawing)
+        }
     }
 
     /// A fresh waiter token (out of line: `host`'s accessors stay out of `park`'s frame).
@@ -222,7 +225,9 @@ extension EngineHost {
     }
 
     func takeWaiter(_ token: UInt64, _ subject: WaitSubject) -> Waiter? {
-        guard var list = host.waiters[subject], let i = list.firstIndex(where: { $0.token == token }) else { return nil }
+        guard var list = host.waiters[subject], let i = list.firstIndex(where: { $0.token == token }) else {
+            return nil
+        }
         let w = list.remove(at: i)
         host.waiters[subject] = list.isEmpty ? nil : list
         return w

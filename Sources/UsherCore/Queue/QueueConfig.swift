@@ -60,10 +60,14 @@ public struct QueueConfig: Sendable, Equatable, JSONEncodable {
     /// The config with every default filled in, keys in documented order.
     public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
         sink.beginObject()
-        sink.key("capacity"); sink.int(capacity)
-        sink.key("max_waiting"); sink.int(maxWaiting)
-        sink.key("hold_seconds"); sink.value(.seconds(holdSeconds))
-        sink.key("dedup"); sink.string(dedup.rawValue)
+        sink.key("capacity")
+        sink.int(capacity)
+        sink.key("max_waiting")
+        sink.int(maxWaiting)
+        sink.key("hold_seconds")
+        sink.value(.seconds(holdSeconds))
+        sink.key("dedup")
+        sink.string(dedup.rawValue)
         sink.key("opposites")
         sink.beginArray()
         for pair in opposites {
@@ -72,7 +76,8 @@ public struct QueueConfig: Sendable, Equatable, JSONEncodable {
             sink.endArray()
         }
         sink.endArray()
-        sink.key("history"); sink.int(history)
+        sink.key("history")
+        sink.int(history)
         sink.endObject()
     }
 }

@@ -16,8 +16,12 @@ extension QueueEngine {
         if let id = r.id, !Names.isValid(id) {
             throw .invalid(field: "id", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
         }
-        if let key = r.key, !Names.isValidKey(key) { throw .invalid(field: "key", message: "must be 1 to 256 characters") }
-        if let a = r.action, !Names.isValidKey(a) { throw .invalid(field: "action", message: "must be 1 to 256 characters") }
+        if let key = r.key, !Names.isValidKey(key) {
+            throw .invalid(field: "key", message: "must be 1 to 256 characters")
+        }
+        if let a = r.action, !Names.isValidKey(a) {
+            throw .invalid(field: "action", message: "must be 1 to 256 characters")
+        }
         guard QueueConfig.Limits.priority.contains(r.priority) else {
             throw .invalid(field: "priority", message: "must be between -1000000 and 1000000")
         }

@@ -115,7 +115,9 @@ public struct QueueEngine: Sendable {
             return (view(h), true)
         }
         let outcome = dedup(key: r.key, action: r.action)
-        if case .enter = outcome, counts.holding >= config.capacity, counts.waiting + counts.delayed >= config.maxWaiting {
+        if case .enter = outcome, counts.holding >= config.capacity,
+            counts.waiting + counts.delayed >= config.maxWaiting
+        {
             throw full()
         }
         let h = try create(r, status: .waiting, now: now)

@@ -51,7 +51,8 @@ extension VisitorQueue {
     }
 
     /// `waitWhileWaiting`, boxed (see `VisitorWait`).
-    public func parkWhileWaiting(id: String, until deadline: Timestamp, withdrawing: Bool = false) async -> VisitorWait {
+    public func parkWhileWaiting(id: String, until deadline: Timestamp, withdrawing: Bool = false) async -> VisitorWait
+    {
         VisitorWait(await park(.visitor(id), until: .leftLine, deadline: deadline, withdrawing: withdrawing), id: id)
     }
 }

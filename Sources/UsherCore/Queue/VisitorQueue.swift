@@ -31,7 +31,8 @@ public actor VisitorQueue: EngineHost {
     var host = HostState()
 
     /// A new queue whose fences start at the clock's current time in µs.
-    public init(name: String, config: QueueConfig, clock: any UsherClock, events: EventLog? = nil,
+    public init(
+        name: String, config: QueueConfig, clock: any UsherClock, events: EventLog? = nil,
         budget: StorageBudget = StorageBudget()
     ) {
         self.name = name

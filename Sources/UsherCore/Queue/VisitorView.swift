@@ -77,25 +77,50 @@ public struct VisitorView: Sendable, Equatable, JSONEncodable {
     @_specialize(where Sink == JSONWriter)
     public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
         sink.beginObject()
-        sink.key("id"); sink.string(id)
-        sink.key("queue"); sink.string(queue)
-        sink.key("key"); sink.string(key)
-        sink.key("action"); sink.string(action)
-        sink.key("payload"); sink.value(payload)
-        sink.key("priority"); sink.int(priority)
-        sink.key("status"); sink.string(status.rawValue)
+        sink.key("id")
+        sink.string(id)
+        sink.key("queue")
+        sink.string(queue)
+        sink.key("key")
+        sink.string(key)
+        sink.key("action")
+        sink.string(action)
+        sink.key("payload")
+        sink.value(payload)
+        sink.key("priority")
+        sink.int(priority)
+        sink.key("status")
+        sink.string(status.rawValue)
         if status == .waiting {
-            if let position { sink.key("position"); sink.int(position) }
-            sink.key("estimated_wait_seconds"); sink.value(estimatedWaitSeconds.map(JSONValue.seconds))
+            if let position {
+                sink.key("position")
+                sink.int(position)
+            }
+            sink.key("estimated_wait_seconds")
+            sink.value(estimatedWaitSeconds.map(JSONValue.seconds))
         }
-        sink.key("enqueued_at"); sink.timestamp(enqueuedAt)
-        sink.key("granted_at"); sink.timestamp(grantedAt)
-        sink.key("expires_at"); sink.timestamp(expiresAt)
-        sink.key("finished_at"); sink.timestamp(finishedAt)
-        sink.key("fence"); sink.int(fence.map { Int($0) })
-        if let mergedInto { sink.key("merged_into"); sink.string(mergedInto) }
-        if let cancelledWith { sink.key("cancelled_with"); sink.string(cancelledWith) }
-        if let reason { sink.key("reason"); sink.string(reason) }
+        sink.key("enqueued_at")
+        sink.timestamp(enqueuedAt)
+        sink.key("granted_at")
+        sink.timestamp(grantedAt)
+        sink.key("expires_at")
+        sink.timestamp(expiresAt)
+        sink.key("finished_at")
+        sink.timestamp(finishedAt)
+        sink.key("fence")
+        sink.int(fence.map { Int($0) })
+        if let mergedInto {
+            sink.key("merged_into")
+            sink.string(mergedInto)
+        }
+        if let cancelledWith {
+            sink.key("cancelled_with")
+            sink.string(cancelledWith)
+        }
+        if let reason {
+            sink.key("reason")
+            sink.string(reason)
+        }
         sink.endObject()
     }
 }
@@ -132,16 +157,26 @@ public struct QueueCounts: Sendable, Equatable, JSONEncodable {
     /// `{waiting, holding, delayed, enqueued_total, …, merged_total}`.
     public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
         sink.beginObject()
-        sink.key("waiting"); sink.int(waiting)
-        sink.key("holding"); sink.int(holding)
-        sink.key("delayed"); sink.int(delayed)
-        sink.key("enqueued_total"); sink.int(enqueuedTotal)
-        sink.key("granted_total"); sink.int(grantedTotal)
-        sink.key("completed_total"); sink.int(completedTotal)
-        sink.key("released_total"); sink.int(releasedTotal)
-        sink.key("expired_total"); sink.int(expiredTotal)
-        sink.key("cancelled_total"); sink.int(cancelledTotal)
-        sink.key("merged_total"); sink.int(mergedTotal)
+        sink.key("waiting")
+        sink.int(waiting)
+        sink.key("holding")
+        sink.int(holding)
+        sink.key("delayed")
+        sink.int(delayed)
+        sink.key("enqueued_total")
+        sink.int(enqueuedTotal)
+        sink.key("granted_total")
+        sink.int(grantedTotal)
+        sink.key("completed_total")
+        sink.int(completedTotal)
+        sink.key("released_total")
+        sink.int(releasedTotal)
+        sink.key("expired_total")
+        sink.int(expiredTotal)
+        sink.key("cancelled_total")
+        sink.int(cancelledTotal)
+        sink.key("merged_total")
+        sink.int(mergedTotal)
         sink.endObject()
     }
 }
@@ -167,7 +202,8 @@ public struct QueueState: Sendable, Equatable, JSONEncodable {
     public var nextCursor: String?
 
     /// A state; normally made by the engine.
-    public init(name: String, config: QueueConfig, holding: [VisitorView], waiting: [VisitorView], counts: QueueCounts) {
+    public init(name: String, config: QueueConfig, holding: [VisitorView], waiting: [VisitorView], counts: QueueCounts)
+    {
         self.name = name
         self.config = config
         self.holding = holding
@@ -179,12 +215,18 @@ public struct QueueState: Sendable, Equatable, JSONEncodable {
     @_specialize(where Sink == JSONWriter)
     public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
         sink.beginObject()
-        sink.key("name"); sink.string(name)
-        sink.key("config"); sink.encode(config)
-        sink.key("holding"); sink.array(holding)
-        sink.key("waiting"); sink.array(waiting)
-        sink.key("counts"); sink.encode(counts)
-        sink.key("next_cursor"); sink.string(nextCursor)
+        sink.key("name")
+        sink.string(name)
+        sink.key("config")
+        sink.encode(config)
+        sink.key("holding")
+        sink.array(holding)
+        sink.key("waiting")
+        sink.array(waiting)
+        sink.key("counts")
+        sink.encode(counts)
+        sink.key("next_cursor")
+        sink.string(nextCursor)
         sink.endObject()
     }
 }

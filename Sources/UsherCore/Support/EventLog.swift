@@ -143,7 +143,7 @@ public final class EventLog: Sendable {
     /// Subscribes; `after` is the last id the client saw (nil: only new events).
     /// The replay and the live events that follow have no gap and no overlap.
     public func subscribe(after: UInt64?, _ handler: @escaping Handler) -> Subscription {
-        subscribe(after: after, start: { _ in }, handler)
+        subscribe(after: after, start: { _ in }, deliver: handler)
     }
 
     /// Subscribes, running `start` with the replay under the log's lock
@@ -151,7 +151,7 @@ public final class EventLog: Sendable {
     /// there, so nothing live can overtake it.
     @discardableResult
     public func subscribe(
-        after: UInt64?, start: (Subscription) -> Void, _ handler: @escaping Handler
+        after: UInt64?, start: (Subscription) -> Void, deliver handler: @escaping Handler
     ) -> Subscription {
         recording.store(true, ordering: .relaxed)
         return state.withLock { s in

@@ -57,7 +57,7 @@ enum ExactNumbers {
     static func isKept(_ text: String) -> Bool {
         if Int(text) != nil { return true }
         guard let double = Double(text), double.isFinite,
-              let sent = Decimal(string: text), let kept = Decimal(string: "\(double)")
+            let sent = Decimal(string: text), let kept = Decimal(string: "\(double)")
         else { return false }
         return sent == kept
     }

@@ -59,7 +59,9 @@ public struct FieldReader {
         switch value {
         case nil, .null?: members = []
         case .object(let m)?: members = m
-        default: throw FieldError(field: path, message: path.isEmpty ? "the body must be a JSON object" : "must be an object")
+        default:
+            throw FieldError(
+                field: path, message: path.isEmpty ? "the body must be a JSON object" : "must be an object")
         }
         if members.count > 64 { usedBeyond = [Bool](repeating: false, count: members.count - 64) }
     }
@@ -115,7 +117,9 @@ public struct FieldReader {
     /// A string of 1–256 characters (keys, actions).
     public mutating func key(_ key: String) throws(FieldError) -> String? {
         guard let s = try string(key) else { return nil }
-        guard Names.isValidKey(s) else { throw FieldError(field: fieldPath(key), message: "must be 1 to 256 characters") }
+        guard Names.isValidKey(s) else {
+            throw FieldError(field: fieldPath(key), message: "must be 1 to 256 characters")
+        }
         return s
     }
 
@@ -135,7 +139,8 @@ public struct FieldReader {
         default: throw FieldError(field: fieldPath(key), message: "must be an integer")
         }
         guard range.contains(i) else {
-            throw FieldError(field: fieldPath(key), message: "must be between \(range.lowerBound) and \(range.upperBound)")
+            throw FieldError(
+                field: fieldPath(key), message: "must be between \(range.lowerBound) and \(range.upperBound)")
         }
         return i
     }

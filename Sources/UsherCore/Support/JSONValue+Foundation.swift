@@ -27,12 +27,14 @@ extension JSONValue {
             throw JSONSyntaxError(message: StrictJSON.describe(error as NSError, in: data))
         }
         guard let value = JSONValue(foundation: object, levelsLeft: maxDepth) else {
-            throw JSONSyntaxError(message: "JSON nested deeper than \(maxDepth) levels (max_json_depth)", isTooDeep: true)
+            throw JSONSyntaxError(
+                message: "JSON nested deeper than \(maxDepth) levels (max_json_depth)", isTooDeep: true)
         }
         try StrictJSON.check(data, parsed: value)
         if value.containsDouble, let inexact = data.withUnsafeBytes({ ExactNumbers.firstInexact($0) }) {
             throw JSONSyntaxError(
-                message: "\(inexact.field): the number \(inexact.text) cannot be kept exactly (at most a 64-bit integer, or a number a double holds without change)",
+                message:
+                    "\(inexact.field): the number \(inexact.text) cannot be kept exactly (at most a 64-bit integer, or a number a double holds without change)",
                 field: inexact.field)
         }
         return value
@@ -147,11 +149,21 @@ extension JSONValue {
     private static func writeEscaped(_ s: String, to out: inout [UInt8]) {
         for b in s.utf8 {
             switch b {
-            case 0x22: out.append(0x5C); out.append(0x22)
-            case 0x5C: out.append(0x5C); out.append(0x5C)
-            case 0x0A: out.append(0x5C); out.append(0x6E)
-            case 0x0D: out.append(0x5C); out.append(0x72)
-            case 0x09: out.append(0x5C); out.append(0x74)
+            case 0x22:
+                out.append(0x5C)
+                out.append(0x22)
+            case 0x5C:
+                out.append(0x5C)
+                out.append(0x5C)
+            case 0x0A:
+                out.append(0x5C)
+                out.append(0x6E)
+            case 0x0D:
+                out.append(0x5C)
+                out.append(0x72)
+            case 0x09:
+                out.append(0x5C)
+                out.append(0x74)
             case 0..<0x20:
                 out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hexDigits[Int(b >> 4)], hexDigits[Int(b & 0xF)]])
             default: out.append(b)

@@ -20,13 +20,13 @@ public enum JSONValue: Sendable, Hashable {
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
-        case let (.bool(a), .bool(b)): return a == b
-        case let (.int(a), .int(b)): return a == b
-        case let (.double(a), .double(b)): return a == b
-        case let (.int(a), .double(b)), let (.double(b), .int(a)): return Double(a) == b
-        case let (.string(a), .string(b)): return a == b
-        case let (.array(a), .array(b)): return a == b
-        case let (.object(a), .object(b)):
+        case (.bool(let a), .bool(let b)): return a == b
+        case (.int(let a), .int(let b)): return a == b
+        case (.double(let a), .double(let b)): return a == b
+        case (.int(let a), .double(let b)), (.double(let b), .int(let a)): return Double(a) == b
+        case (.string(let a), .string(let b)): return a == b
+        case (.array(let a), .array(let b)): return a == b
+        case (.object(let a), .object(let b)):
             guard a.count == b.count else { return false }
             let bd = Dictionary(b, uniquingKeysWith: { x, _ in x })
             return a.allSatisfy { k, v in bd[k] == v }

@@ -324,13 +324,17 @@ public struct JSONTreeBuilder: JSONSink {
     }
 
     public mutating func endObject() {
-        guard case .object(let members, let key)? = stack.popLast() else { preconditionFailure("endObject without beginObject") }
+        guard case .object(let members, let key)? = stack.popLast() else {
+            preconditionFailure("endObject without beginObject")
+        }
         pendingKey = key
         add(.object(members))
     }
 
     public mutating func endArray() {
-        guard case .array(let elements, let key)? = stack.popLast() else { preconditionFailure("endArray without beginArray") }
+        guard case .array(let elements, let key)? = stack.popLast() else {
+            preconditionFailure("endArray without beginArray")
+        }
         pendingKey = key
         add(.array(elements))
     }

@@ -26,7 +26,7 @@ public final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
         #if os(Linux)
-        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
         #endif
         pthread_mutex_init(mutex, &attributes)
         pthread_mutexattr_destroy(&attributes)
@@ -69,9 +69,9 @@ public final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
 
     private static var currentThread: UInt {
         #if os(Linux)
-        return UInt(pthread_self())
+            return UInt(pthread_self())
         #else
-        return UInt(bitPattern: pthread_self())
+            return UInt(bitPattern: pthread_self())
         #endif
     }
 }

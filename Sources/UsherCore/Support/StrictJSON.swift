@@ -18,7 +18,9 @@ enum StrictJSON {
         let duplicate = data.withUnsafeBytes { firstDuplicate($0) }
         guard let duplicate else { throw JSONSyntaxError(message: "malformed JSON: a member name is given twice") }
         throw JSONSyntaxError(
-            message: "malformed JSON at \(position(of: duplicate.offset, in: data)): member \"\(duplicate.name)\" given twice")
+            message:
+                "malformed JSON at \(position(of: duplicate.offset, in: data)): member \"\(duplicate.name)\" given twice"
+        )
     }
 
     struct Scan {
@@ -125,7 +127,8 @@ enum StrictJSON {
 
     /// `line L, column C` (both from 1; columns count characters) of a byte offset.
     static func position(of offset: Int, in data: Data) -> String {
-        var line = 1, column = 1
+        var line = 1
+        var column = 1
         for b in data.prefix(offset) {
             if b == 0x0A {
                 line += 1
@@ -145,7 +148,7 @@ enum StrictJSON {
         text = text.prefix(1).lowercased() + text.dropFirst()
         for marker in [" around character ", " at "] {
             guard let range = text.range(of: marker, options: .backwards),
-                  let offset = Int(text[range.upperBound...]), offset >= 0, offset <= data.count
+                let offset = Int(text[range.upperBound...]), offset >= 0, offset <= data.count
             else { continue }
             return "malformed JSON at \(position(of: offset, in: data)): \(text[..<range.lowerBound])"
         }

@@ -50,7 +50,8 @@ public struct ShowRequest: Sendable, Equatable {
     /// its hold, and what to show packed into the visitor's payload.
     var visitorRequest: VisitorRequest {
         VisitorRequest(
-            id: id, key: key, action: nil, payload: WindowContent(title: title, message: message, payload: payload).stored,
+            id: id, key: key, action: nil,
+            payload: WindowContent(title: title, message: message, payload: payload).stored,
             priority: priority, holdSeconds: displaySeconds, delaySeconds: delaySeconds)
     }
 }

@@ -25,8 +25,9 @@ public struct WindowConfig: Sendable, Equatable {
     /// The queue engine's config for this window: one slot, the display time
     /// as the hold, no opposites.
     var queueConfig: QueueConfig {
-        QueueConfig(capacity: 1, maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup,
-                    opposites: [], history: WindowSlot.history)
+        QueueConfig(
+            capacity: 1, maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup,
+            opposites: [], history: WindowSlot.history)
     }
 
     /// The config with every default filled in, keys in documented order.

@@ -43,7 +43,8 @@ public actor WindowSlot: EngineHost {
     public private(set) var config: WindowConfig
 
     /// A new, empty window whose fences start at the clock's current time in µs.
-    public init(name: String, config: WindowConfig, clock: any UsherClock, events: EventLog? = nil,
+    public init(
+        name: String, config: WindowConfig, clock: any UsherClock, events: EventLog? = nil,
         budget: StorageBudget = StorageBudget()
     ) {
         self.name = name
@@ -52,7 +53,8 @@ public actor WindowSlot: EngineHost {
         self.config = config
         self.executor = ResourceExecutor(label: "usher.window.\(name)")
         self.engine = QueueEngine(
-            name: name, config: config.queueConfig, createdAt: clock.now(), holdPolicy: .ownOverrides, idPrefix: "i", budget: budget)
+            name: name, config: config.queueConfig, createdAt: clock.now(), holdPolicy: .ownOverrides, idPrefix: "i",
+            budget: budget)
     }
 
     deinit { host.timer?.cancel() }
@@ -153,7 +155,8 @@ public actor WindowSlot: EngineHost {
     func item(_ v: VisitorView) -> WindowItem { WindowItem(v, window: name) }
 
     /// One engine operation through the host's frame, its errors in the window's words.
-    func run<T>(_ id: String?, _ body: (inout QueueEngine, Timestamp) throws(QueueError) -> T) throws(WindowError) -> T {
+    func run<T>(_ id: String?, _ body: (inout QueueEngine, Timestamp) throws(QueueError) -> T) throws(WindowError) -> T
+    {
         do throws(QueueError) { return try perform(body) } catch { throw WindowError(error, item: id) }
     }
 }
