@@ -45,7 +45,7 @@ let package = Package(
         // `Locked`: a value behind a pthread mutex, which ThreadSanitizer can see.
         .target(name: "Locking"),
         // The managers (actors) and their value-type engines. No HTTP, no C.
-        .target(name: "UsherCore", dependencies: ["Locking"]),
+        .target(name: "UsherCore", dependencies: ["Locking"], exclude: ["Concurrency/README.md"]),
         // Routes, JSON shapes, the error table, configuration.
         .target(name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking"]),
         // Thin executable: read config, trap signals, serve; `usher health` uses the HTTP client.

@@ -14,20 +14,20 @@ import Foundation
 /// The blocking socket work runs on a Dispatch queue, never on the Swift
 /// cooperative pool, and every step (resolve, connect, send, each read) is
 /// bounded by one overall deadline.
-public enum HTTPClient {
+package enum HTTPClient {
     /// Why a request failed: a bad URL, an unreachable host, a timeout, a
     /// malformed or oversized response.
-    public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
+    package struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
         /// What went wrong.
-        public var message: String
+        package var message: String
         /// A failure with this message.
-        public init(_ message: String) { self.message = message }
+        package init(_ message: String) { self.message = message }
         /// The message.
-        public var description: String { message }
+        package var description: String { message }
     }
 
     /// Longest response head (status line and headers) accepted.
-    public static let maxHeadBytes = 16 * 1024
+    static let maxHeadBytes = 16 * 1024
 
     /// `GET url` and the whole response.
     ///
@@ -40,7 +40,7 @@ public enum HTTPClient {
     /// - Returns: the status (after any 1xx interim responses) and the body,
     ///   de-chunked; empty for 204 and 304.
     /// - Throws: `Failure`.
-    public static func get(url: String, timeoutSeconds: Double, maxBodyBytes: Int) async throws
+    package static func get(url: String, timeoutSeconds: Double, maxBodyBytes: Int) async throws
         -> (status: Int, body: [UInt8])
     {
         let target = try Target(url: url)

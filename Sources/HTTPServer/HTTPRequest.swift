@@ -2,20 +2,20 @@ import Foundation
 
 /// A request as the application sees it: plain Swift values copied out of
 /// libmicrohttpd inside its callback, so nothing unsafe leaves this target.
-public struct HTTPRequest: Sendable {
+package struct HTTPRequest: Sendable {
     /// The method, e.g. `GET`.
-    public var method: String
+    package var method: String
     /// The path without the query string, percent-decoded by libmicrohttpd.
-    public var path: String
+    package var path: String
     /// Query arguments in the order given.
-    public var query: [(name: String, value: String)]
+    package var query: [(name: String, value: String)]
     /// The headers named in `HTTPServer.Configuration.capturedHeaders`,
     /// by lower-cased name.
-    public var headers: CapturedHeaders
+    package var headers: CapturedHeaders
     /// The whole request body (at most `maxBodyBytes`).
-    public var body: Data
+    package var body: Data
 
-    public init(
+    package init(
         method: String, path: String, query: [(name: String, value: String)] = [],
         headers: CapturedHeaders = [:], body: Data = Data()
     ) {
@@ -27,17 +27,17 @@ public struct HTTPRequest: Sendable {
     }
 
     /// The value of a header captured by the server (name in any case).
-    public func header(_ name: String) -> String? { headers[name] }
+    package func header(_ name: String) -> String? { headers[name] }
 }
 
 /// The few headers the server captures, in a short list: a request has a
 /// handful, so a scan beats building and hashing a dictionary per request.
-public struct CapturedHeaders: Sendable, ExpressibleByDictionaryLiteral {
+package struct CapturedHeaders: Sendable, ExpressibleByDictionaryLiteral {
     private var entries: [(name: String, value: String)] = []
 
-    public init() {}
+    package init() {}
 
-    public init(dictionaryLiteral elements: (String, String)...) {
+    package init(dictionaryLiteral elements: (String, String)...) {
         for (name, value) in elements { add(name.lowercased(), value) }
     }
 
@@ -48,7 +48,7 @@ public struct CapturedHeaders: Sendable, ExpressibleByDictionaryLiteral {
     }
 
     /// The value of the header `name` (in any case).
-    public subscript(name: String) -> String? {
+    package subscript(name: String) -> String? {
         for entry in entries where entry.name.utf8.count == name.utf8.count {
             let same = entry.name.utf8.elementsEqual(name.utf8) { $0 == ($1 >= 0x41 && $1 <= 0x5A ? $1 | 0x20 : $1) }
             if same { return entry.value }
@@ -57,5 +57,5 @@ public struct CapturedHeaders: Sendable, ExpressibleByDictionaryLiteral {
     }
 
     /// How many headers were captured.
-    public var count: Int { entries.count }
+    package var count: Int { entries.count }
 }

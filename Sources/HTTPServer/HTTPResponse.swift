@@ -1,27 +1,27 @@
 import Foundation
 
 /// A complete response: status, headers and body.
-public struct HTTPResponse: Sendable {
+package struct HTTPResponse: Sendable {
     /// The status code, e.g. 200.
-    public var status: Int
+    package var status: Int
     /// Extra headers, in order. `Content-Type` goes here too.
-    public var headers: [(name: String, value: String)]
+    package var headers: [(name: String, value: String)]
     /// The body bytes.
-    public var body: [UInt8]
+    package var body: [UInt8]
     /// Called when this answer to a deferred request could not be handed to
     /// its client (the client hung up first, or libmicrohttpd reported the
     /// answer failed): undoes what the answer gave away (a grant, a lease,
     /// a delivery).
-    public var undelivered: (@Sendable () -> Void)?
+    package var undelivered: (@Sendable () -> Void)?
 
-    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+    package init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
     }
 
     /// A response with a UTF-8 text body and the given content type.
-    public init(status: Int, contentType: String, text: String, headers: [(name: String, value: String)] = []) {
+    package init(status: Int, contentType: String, text: String, headers: [(name: String, value: String)] = []) {
         self.status = status
         self.headers = [("Content-Type", contentType)] + headers
         self.body = Array(text.utf8)
@@ -29,7 +29,7 @@ public struct HTTPResponse: Sendable {
 }
 
 /// What a handler does with a request.
-public enum HTTPHandlerResult: Sendable {
+package enum HTTPHandlerResult: Sendable {
     /// Answer now, on the server thread (no suspend/resume).
     case respond(HTTPResponse)
     /// Answer later: the connection is suspended (no server thread is held)
@@ -43,7 +43,7 @@ public enum HTTPHandlerResult: Sendable {
 
     /// `self` with `observer` also told the response of a deferred answer
     /// (after any earlier observer); other results are returned as they are.
-    public func observingDeferred(_ observer: @escaping @Sendable (HTTPResponse) -> Void) -> HTTPHandlerResult {
+    package func observingDeferred(_ observer: @escaping @Sendable (HTTPResponse) -> Void) -> HTTPHandlerResult {
         guard case .deferred(let work, let earlier) = self else { return self }
         guard let earlier else { return .deferred(work, finished: observer) }
         return .deferred(
@@ -59,7 +59,7 @@ public enum HTTPHandlerResult: Sendable {
 }
 
 /// The application side of the server.
-public protocol HTTPHandler: Sendable {
+package protocol HTTPHandler: Sendable {
     /// Called on a server thread once the whole body has arrived.
     /// Must not block: return `.deferred` for anything that waits.
     func handle(_ request: HTTPRequest) -> HTTPHandlerResult
@@ -71,7 +71,7 @@ public protocol HTTPHandler: Sendable {
 
 extension HTTPHandler {
     /// A plain-text refusal, for handlers that need no other.
-    public func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
+    package func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
         let detail =
             switch refusal {
             case .badRequest(let reason), .notImplemented(let reason): reason

@@ -8,39 +8,39 @@ import Synchronization
 /// must wait holds no server thread.
 ///
 /// This target is the only code that touches C.
-public final class HTTPServer: @unchecked Sendable {
+package final class HTTPServer: @unchecked Sendable {
     /// Settings for the daemon. Every field has a default.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// Address to bind (IPv4 or IPv6 literal, or `localhost`).
-        public var host: String = "127.0.0.1"
+        package var host: String = "127.0.0.1"
         /// Port to bind; 0 picks a free one (see `HTTPServer.port`).
-        public var port: UInt16 = 8080
+        package var port: UInt16 = 8080
         /// Larger bodies are refused with the handler's 413 without being buffered.
-        public var maxBodyBytes: Int = 65_536
+        package var maxBodyBytes: Int = 65_536
         /// Most connections open at once (libmicrohttpd's own default is only 1,020).
-        public var connectionLimit: Int = 10_000
+        package var connectionLimit: Int = 10_000
         /// Idle connections are closed after this many seconds.
-        public var idleTimeoutSeconds: Int = 90
+        package var idleTimeoutSeconds: Int = 90
         /// A request head not complete this long after the connection was
         /// accepted (or its request line arrived) closes the connection.
-        public var requestHeadTimeoutSeconds: Double = 10
+        package var requestHeadTimeoutSeconds: Double = 10
         /// A body not complete this long after its head closes the connection.
-        public var requestBodyTimeoutSeconds: Double = 30
+        package var requestBodyTimeoutSeconds: Double = 30
         /// Most connections from one client address; 0: no limit.
-        public var maxConnectionsPerAddress: Int = 0
+        package var maxConnectionsPerAddress: Int = 0
         /// Server threads, each with its own epoll loop.
-        public var threads: Int = 2
+        package var threads: Int = 2
         /// Per-connection memory pool in bytes (libmicrohttpd's default is 32 KiB).
-        public var connectionMemoryLimit: Int = 32 * 1024
+        package var connectionMemoryLimit: Int = 32 * 1024
         /// Request headers copied into `HTTPRequest.headers` (lower-case names).
-        public var capturedHeaders: [String] = []
+        package var capturedHeaders: [String] = []
 
-        public init() {}
+        package init() {}
     }
 
     /// Why the server could not start.
-    public struct StartError: Error, CustomStringConvertible {
-        public let description: String
+    package struct StartError: Error, CustomStringConvertible {
+        package let description: String
     }
 
     private let configuration: Configuration
@@ -66,7 +66,7 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     /// Creates a server; nothing is bound until `start()`.
-    public init(configuration: Configuration, handler: any HTTPHandler) {
+    package init(configuration: Configuration, handler: any HTTPHandler) {
         self.configuration = configuration
         self.handler = handler
         self.capturedHeaderNames = configuration.capturedHeaders.map { (Array($0.lowercased().utf8), $0.lowercased()) }
@@ -83,26 +83,26 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     /// The bound port (after `start()`).
-    public var port: UInt16 { boundPort }
+    package var port: UInt16 { boundPort }
 
     /// Requests that have arrived and not finished.
-    public var activeRequests: Int { counters.withLock { $0.active } }
+    var activeRequests: Int { counters.withLock { $0.active } }
 
     /// Requests parked while their deferred answer is produced.
-    public var suspendedRequests: Int {
+    package var suspendedRequests: Int {
         counters.withLock { $0.suspended } + streams.withLock { $0.values.count { $0.isSuspended } }
     }
 
     /// Streamed responses still open.
-    public var openStreams: Int { streams.withLock { $0.count } }
+    var openStreams: Int { streams.withLock { $0.count } }
 
     /// Ends every open stream after what it has buffered.
-    public func finishStreams() {
+    func finishStreams() {
         for stream in streams.withLock({ Array($0.values) }) { stream.finish() }
     }
 
     /// Binds and starts serving. Throws when the address cannot be bound.
-    public func start() throws(StartError) {
+    package func start() throws(StartError) {
         precondition(daemon == nil, "already started")
         let address = try SocketAddress(host: configuration.host, port: configuration.port)
         var flags =
@@ -147,7 +147,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// with `MHD_quiesce_daemon`, which in 0.9.75 with a thread pool on epoll
     /// can race its own workers and abort ("Failed to remove listen FD from
     /// epoll set").
-    public func quiesce() {
+    package func quiesce() {
         accepting.store(false, ordering: .releasing)
         finishStreams()
     }
@@ -155,7 +155,7 @@ public final class HTTPServer: @unchecked Sendable {
     fileprivate var isAccepting: Bool { accepting.load(ordering: .acquiring) }
 
     /// Waits until no request is in progress, or until `deadline`. True when drained.
-    public func waitUntilIdle(deadline: Date) -> Bool {
+    package func waitUntilIdle(deadline: Date) -> Bool {
         while Date() < deadline {
             if counters.withLock({ $0.active == 0 && $0.suspended == 0 }) && openStreams == 0 { return true }
             usleep(5_000)
@@ -165,7 +165,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Stops the daemon and closes every connection. Call after parked requests
     /// were answered (stopping with suspended connections is not allowed).
-    public func stop() {
+    package func stop() {
         hangUps.stop()
         connections.stop()
         guard let daemon else { return }

@@ -13,16 +13,16 @@ import Locking
 /// `bufferLimit` ends the stream at once (the connection is closed) and
 /// discards the buffer. `finish` ends it after the buffered bytes are sent;
 /// the server finishes every open stream when it quiesces or stops.
-public final class HTTPStream: Sendable {
+package final class HTTPStream: Sendable {
     /// The status line's code.
-    public let status: Int
+    package let status: Int
     /// Extra headers (e.g. `Content-Type: text/event-stream`).
-    public let headers: [(name: String, value: String)]
+    package let headers: [(name: String, value: String)]
     /// Most bytes buffered for a client that does not read; then it is dropped.
-    public let bufferLimit: Int
+    package let bufferLimit: Int
 
     /// Why a stream ended.
-    public enum EndReason: Sendable, Equatable {
+    package enum EndReason: Sendable, Equatable {
         /// `finish()` (or the server stopping) and the buffer was sent.
         case finished
         /// The buffer limit was passed: the client was too slow.
@@ -51,7 +51,7 @@ public final class HTTPStream: Sendable {
     private let state = Locked(State())
 
     /// A stream that starts with `status` and `headers`; `bufferLimit` bytes at most wait for the client.
-    public init(status: Int = 200, headers: [(name: String, value: String)] = [], bufferLimit: Int = 1 << 20) {
+    package init(status: Int = 200, headers: [(name: String, value: String)] = [], bufferLimit: Int = 1 << 20) {
         self.status = status
         self.headers = headers
         self.bufferLimit = max(1, bufferLimit)
@@ -60,7 +60,7 @@ public final class HTTPStream: Sendable {
     /// Appends bytes for the client. False when the stream has ended (or ends
     /// now because the client is too slow): stop writing then.
     @discardableResult
-    public func write(_ bytes: [UInt8]) -> Bool {
+    package func write(_ bytes: [UInt8]) -> Bool {
         guard !bytes.isEmpty else { return isOpen }
         return state.withLock { s in
             guard s.ending == .none, !s.released else { return false }
@@ -88,7 +88,7 @@ public final class HTTPStream: Sendable {
     }
 
     /// Ends the stream once the buffered bytes are sent.
-    public func finish() {
+    package func finish() {
         state.withLock { s in
             guard s.ending == .none, !s.released else { return }
             s.ending = .finish
@@ -97,14 +97,14 @@ public final class HTTPStream: Sendable {
     }
 
     /// True until the stream ends (finished, dropped or the client left).
-    public var isOpen: Bool { state.withLock { $0.ending == .none && !$0.released } }
+    var isOpen: Bool { state.withLock { $0.ending == .none && !$0.released } }
 
     /// Bytes waiting for the client.
-    public var bufferedBytes: Int { state.withLock { $0.buffer.count - $0.offset } }
+    package var bufferedBytes: Int { state.withLock { $0.buffer.count - $0.offset } }
 
     /// Runs `handler` once, when libmicrohttpd has released the response (at
     /// once if that already happened). It may run on a server thread: keep it short.
-    public func onEnd(_ handler: @escaping @Sendable (EndReason) -> Void) {
+    package func onEnd(_ handler: @escaping @Sendable (EndReason) -> Void) {
         let already: EndReason? = state.withLock { s in
             if let reason = s.endReason { return reason }
             s.onEnd.append(handler)

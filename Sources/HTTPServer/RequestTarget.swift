@@ -7,18 +7,18 @@
 /// visible ASCII; an empty, `.` or `..` segment (also percent-encoded); an
 /// encoded `/`; a NUL or control character anywhere after decoding; a bad
 /// `%` escape; text that is not UTF-8.
-public struct RequestTarget: Sendable {
+package struct RequestTarget: Sendable {
     /// The canonical path: `/` and the decoded segments joined by `/`.
-    public let path: String
+    package let path: String
     /// Query arguments in order; `+` is a space, as in HTML forms.
     /// A name without `=` has an empty value.
-    public let query: [(name: String, value: String)]
+    package let query: [(name: String, value: String)]
 
     /// The decoded path segments (none for `/`).
-    public var segments: [String] { path.split(separator: "/").map(String.init) }
+    package var segments: [String] { path.split(separator: "/").map(String.init) }
 
     /// Parses the raw target bytes as the client sent them.
-    public init(raw: [UInt8]) throws(HTTPRefusal) {
+    package init(raw: [UInt8]) throws(HTTPRefusal) {
         guard raw.first == UInt8(ascii: "/") else {
             throw .badRequest("the request target must be a path starting with /")
         }
@@ -125,7 +125,7 @@ public struct RequestTarget: Sendable {
 /// Why the server refused a request before any handler saw it; the handler
 /// turns it into the answer (`HTTPHandler.refusal(_:)`), and the connection
 /// is closed after it.
-public enum HTTPRefusal: Error, Sendable, Equatable {
+package enum HTTPRefusal: Error, Sendable, Equatable {
     /// 400: a malformed target, head or framing.
     case badRequest(String)
     /// 413: the body is larger than `maxBodyBytes`.
@@ -134,7 +134,7 @@ public enum HTTPRefusal: Error, Sendable, Equatable {
     case notImplemented(String)
 
     /// The status code of the answer.
-    public var status: Int {
+    package var status: Int {
         switch self {
         case .badRequest: 400
         case .payloadTooLarge: 413

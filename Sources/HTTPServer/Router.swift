@@ -5,9 +5,9 @@ import Foundation
 /// Lookup walks a tree of path segments over the path's UTF-8 bytes, so its
 /// cost grows with the depth of the path, not the number of routes, and it
 /// allocates only the parameter values.
-public struct Router<Handler: Sendable>: Sendable {
+package struct Router<Handler: Sendable>: Sendable {
     /// The outcome of a lookup.
-    public enum Match: Sendable {
+    package enum Match: Sendable {
         /// A route matched: its handler, template (e.g. `/v1/queues/{name}`) and parameters.
         case found(Handler, template: String, parameters: PathParameters)
         /// The path exists but not for this method; `allowed` is for the `Allow` header.
@@ -23,13 +23,13 @@ public struct Router<Handler: Sendable>: Sendable {
     @usableFromInline var handlers: [Handler] = []
 
     /// Every route added, as (method, template), in the order added.
-    public private(set) var routes: [(method: String, template: String)] = []
+    package private(set) var routes: [(method: String, template: String)] = []
 
-    public init() {}
+    package init() {}
 
     /// Adds a route. Templates look like `/v1/queues/{name}/visitors/{id}`.
     /// Call only while setting up, before the router is shared.
-    public mutating func add(_ method: String, _ template: String, _ handler: Handler) {
+    package mutating func add(_ method: String, _ template: String, _ handler: Handler) {
         table.add(method, template, index: handlers.count)
         handlers.append(handler)
         routes.append((method, template))
@@ -38,7 +38,7 @@ public struct Router<Handler: Sendable>: Sendable {
     /// Finds the route for a method and path. `HEAD` falls back to `GET`.
     /// Inlinable so that callers get a copy specialised for their handler type.
     @inlinable
-    public func match(_ method: String, _ path: String) -> Match {
+    package func match(_ method: String, _ path: String) -> Match {
         switch table.lookup(method, path) {
         case .found(let index, let template, let parameters):
             return .found(handlers[index], template: template, parameters: parameters)
@@ -53,9 +53,9 @@ public struct Router<Handler: Sendable>: Sendable {
 /// The route tree behind `Router`, with handlers as indices. A value type
 /// with its nodes in one array: reading it needs no reference counting or
 /// dynamic exclusivity checks (which class properties would cost per step).
-public struct RouteTable: Sendable {
+package struct RouteTable: Sendable {
     /// A lookup's outcome, with the handler's index.
-    public enum Lookup {
+    package enum Lookup {
         case found(Int, template: String, parameters: PathParameters)
         case methodNotAllowed(allowed: [String])
         case notFound
@@ -114,7 +114,7 @@ public struct RouteTable: Sendable {
     }
 
     /// Walks the tree over the path's UTF-8 bytes.
-    public func lookup(_ method: String, _ path: String) -> Lookup {
+    package func lookup(_ method: String, _ path: String) -> Lookup {
         var path = path
         return path.withUTF8 { lookup(method, $0) }
     }
@@ -156,14 +156,14 @@ public struct RouteTable: Sendable {
 
 /// The `{name}` segments of a matched path, in path order. A route has one or
 /// two, kept inline (no allocation); more go to an array.
-public struct PathParameters: Sendable, Equatable, ExpressibleByDictionaryLiteral {
+package struct PathParameters: Sendable, Equatable, ExpressibleByDictionaryLiteral {
     private var first: (name: String, value: String)?
     private var second: (name: String, value: String)?
     private var rest: [(name: String, value: String)] = []
 
-    public init() {}
+    package init() {}
 
-    public init(dictionaryLiteral elements: (String, String)...) {
+    package init(dictionaryLiteral elements: (String, String)...) {
         for (name, value) in elements { append(name, value) }
     }
 
@@ -178,23 +178,23 @@ public struct PathParameters: Sendable, Equatable, ExpressibleByDictionaryLitera
     }
 
     /// The value of the parameter `name`, if the route has it.
-    public subscript(name: String) -> String? {
+    package subscript(name: String) -> String? {
         if let first, first.name == name { return first.value }
         if let second, second.name == name { return second.value }
         for pair in rest where pair.name == name { return pair.value }
         return nil
     }
 
-    public var count: Int { (first == nil ? 0 : 1) + (second == nil ? 0 : 1) + rest.count }
+    package var count: Int { (first == nil ? 0 : 1) + (second == nil ? 0 : 1) + rest.count }
 
-    public var isEmpty: Bool { first == nil }
+    package var isEmpty: Bool { first == nil }
 
     private var pairs: [(name: String, value: String)] {
         [first, second].compactMap { $0 } + rest
     }
 
     /// Same names with the same values, in any order.
-    public static func == (lhs: PathParameters, rhs: PathParameters) -> Bool {
+    package static func == (lhs: PathParameters, rhs: PathParameters) -> Bool {
         lhs.count == rhs.count && lhs.pairs.allSatisfy { rhs[$0.name] == $0.value }
     }
 }

@@ -70,7 +70,7 @@ struct SocketAddress {
 extension HTTPServer {
     /// Throws what `start()` throws for a `host` that is not an address it can
     /// bind (an IPv4 or IPv6 literal, or `localhost`), without binding.
-    public static func checkHost(_ host: String) throws(StartError) {
+    package static func checkHost(_ host: String) throws(StartError) {
         _ = try SocketAddress(host: host, port: 0)
     }
 }

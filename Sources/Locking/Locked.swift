@@ -10,14 +10,14 @@
 /// On Linux `Mutex` locks with raw futex calls that ThreadSanitizer cannot see,
 /// so it reports races on every value a `Mutex` guards; it intercepts
 /// `pthread_mutex_lock`, so the same code behind `Locked` is checked for real.
-public struct Locked<Value: ~Copyable>: ~Copyable, @unchecked Sendable {
+package struct Locked<Value: ~Copyable>: ~Copyable, @unchecked Sendable {
     /// The mutex, then the value, in one allocation that never moves.
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline let value: UnsafeMutablePointer<Value>
 
     /// Puts `value` behind a new lock.
     @inlinable
-    public init(_ value: consuming sending Value) {
+    package init(_ value: consuming sending Value) {
         let offset = Self.valueOffset
         let bytes = UnsafeMutableRawPointer.allocate(
             byteCount: offset + MemoryLayout<Value>.size,
@@ -45,7 +45,7 @@ public struct Locked<Value: ~Copyable>: ~Copyable, @unchecked Sendable {
 
     /// Runs `body` with exclusive access to the value.
     @inlinable
-    public borrowing func withLock<Result: ~Copyable, E: Error>(
+    package borrowing func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
         pthread_mutex_lock(mutex)

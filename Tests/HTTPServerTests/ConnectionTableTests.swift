@@ -1,7 +1,7 @@
-import Locking
 import Testing
 
 @testable import HTTPServer
+@testable import Locking
 
 /// The table's decisions with a hand-driven clock and a recorded `close`.
 @Suite struct ConnectionTableTests {

@@ -1,8 +1,8 @@
 import Foundation
-import Locking
 import Testing
 
 @testable import HTTPServer
+@testable import Locking
 
 /// A TCP server on loopback that answers every connection with the same
 /// canned bytes (or with nothing, to test timeouts), and records the

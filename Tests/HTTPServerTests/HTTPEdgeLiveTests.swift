@@ -1,7 +1,8 @@
 import Foundation
-import HTTPServer
 import HTTPTestClient
 import Testing
+
+@testable import HTTPServer
 
 /// The server's edge with hostile heads and framings: each is refused at
 /// once, with the connection closed, and the server serves on.

@@ -1,6 +1,7 @@
-import HTTPServer
-import Locking
 import Testing
+
+@testable import HTTPServer
+@testable import Locking
 
 @Suite struct HTTPHandlerResultTests {
     @Test func observersSeeTheDeferredResponseInOrder() async {

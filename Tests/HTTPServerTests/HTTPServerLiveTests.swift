@@ -1,9 +1,10 @@
 import Foundation
-import HTTPServer
 import HTTPTestClient
-import Locking
 import Synchronization
 import Testing
+
+@testable import HTTPServer
+@testable import Locking
 
 /// A handler for exercising the server: answers at once, echoes, or defers.
 final class ToyHandler: HTTPHandler {

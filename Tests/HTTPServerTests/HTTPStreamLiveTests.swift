@@ -1,8 +1,9 @@
 import Foundation
-import HTTPServer
 import HTTPTestClient
-import Locking
 import Testing
+
+@testable import HTTPServer
+@testable import Locking
 
 /// Answers `/stream` with a new `HTTPStream` the test writes to.
 final class StreamHandler: HTTPHandler {

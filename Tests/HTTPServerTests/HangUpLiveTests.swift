@@ -1,7 +1,8 @@
 import Foundation
-import HTTPServer
 import HTTPTestClient
 import Testing
+
+@testable import HTTPServer
 
 /// The wiring of hang-up detection: a parked request whose client leaves is
 /// cancelled and its connection freed at once; an answer it cannot take is undone.

@@ -1,7 +1,7 @@
-import Locking
 import Testing
 
 @testable import HTTPServer
+@testable import Locking
 
 /// Counts undo calls.
 private final class Counter: Sendable {

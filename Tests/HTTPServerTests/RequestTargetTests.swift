@@ -1,5 +1,6 @@
-import HTTPServer
 import Testing
+
+@testable import HTTPServer
 
 @Suite struct RequestTargetTests {
     private func parse(_ raw: String) throws(HTTPRefusal) -> RequestTarget {

@@ -1,5 +1,6 @@
-import HTTPServer
 import Testing
+
+@testable import HTTPServer
 
 @Suite struct RouterTests {
     private func router() -> Router<String> {

@@ -1,9 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-import UsherCore
 
 @testable import UsherAPI
+@testable import UsherCore
 
 /// `max_stored_bytes` (507 `storage_full`) and `max_response_bytes` (pages
 /// with `next_cursor`) on the real server.

@@ -1,8 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-import UsherAPI
-import UsherCore
+
+@testable import UsherAPI
+@testable import UsherCore
 
 /// `usher check-config` runs what start-up runs short of binding: the same bad
 /// configs fail both, with the same message.

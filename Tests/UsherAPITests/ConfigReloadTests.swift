@@ -1,9 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-import UsherCore
 
 @testable import UsherAPI
+@testable import UsherCore
 
 /// SIGHUP re-reads the config file: declared resources follow the file,
 /// resources created through the API are left alone, a bad file changes nothing.

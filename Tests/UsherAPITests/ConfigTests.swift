@@ -1,9 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-import UsherCore
 
 @testable import UsherAPI
+@testable import UsherCore
 
 @Suite struct ConfigTests {
     private func parse(_ text: String) throws -> UsherConfig {

@@ -1,10 +1,10 @@
 import Foundation
-import HTTPServer
 import HTTPTestClient
 import Testing
-import UsherCore
 
+@testable import HTTPServer
 @testable import UsherAPI
+@testable import UsherCore
 
 /// `depth` nested arrays around `1`: `[[1]]` is 2 deep.
 private func nested(_ depth: Int) -> String {

@@ -1,7 +1,8 @@
 import Foundation
 import HTTPTestClient
 import Testing
-import UsherAPI
+
+@testable import UsherAPI
 
 /// Clients that die mid-wait keep nothing, over real sockets (issue 14 part 1).
 @Suite(.serialized) struct DisconnectLiveTests {

@@ -1,7 +1,7 @@
 import Foundation
-import HTTPServer
 import Testing
 
+@testable import HTTPServer
 @testable import UsherAPI
 @testable import UsherCore
 

@@ -1,7 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-import UsherCore
+
+@testable import HTTPServer
+@testable import UsherCore
 
 /// A Server-Sent Events reader over a raw socket.
 final class SSEReader {

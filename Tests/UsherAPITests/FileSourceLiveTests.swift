@@ -1,8 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-import UsherAPI
-import UsherCore
+
+@testable import UsherAPI
+@testable import UsherCore
 
 /// Pipelines' file sources: where `data_dir` is, what creation refuses, and
 /// when `last_error` clears.

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
-import Locking
+
+@testable import Locking
 
 extension LiveServer {
     /// Runs `request` on its own thread (the client blocks) and answers a

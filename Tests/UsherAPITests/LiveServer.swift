@@ -1,8 +1,9 @@
 import Foundation
-import HTTPServer
 import HTTPTestClient
-import UsherAPI
-import UsherCore
+
+@testable import HTTPServer
+@testable import UsherAPI
+@testable import UsherCore
 
 /// The real server on port 0 with a given config, for live tests.
 final class LiveServer: Sendable {

@@ -1,7 +1,8 @@
 import Foundation
 import HTTPTestClient
-import Locking
 import Testing
+
+@testable import Locking
 
 @Suite struct MachineLiveTests {
     static let config = #"""

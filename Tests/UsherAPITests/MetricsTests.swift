@@ -1,8 +1,8 @@
 import Foundation
-import HTTPServer
 import HTTPTestClient
 import Testing
 
+@testable import HTTPServer
 @testable import UsherAPI
 
 /// `GET /metrics` (docs/metrics.md): the text format, HTTP counts by route

@@ -1,9 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-import UsherCore
 
 @testable import UsherAPI
+@testable import UsherCore
 
 /// Keeps `GET /openapi.json` true to the server: the same routes, every
 /// reference resolved, every problem code known. `scripts/openapi-check`

@@ -1,12 +1,12 @@
 import Foundation
-import HTTPServer
 import HTTPTestClient
-import Locking
 import Synchronization
 import Testing
-import UsherCore
 
+@testable import HTTPServer
+@testable import Locking
 @testable import UsherAPI
+@testable import UsherCore
 
 /// No answer came in time.
 private struct NoAnswer: Error {}

@@ -1,8 +1,8 @@
 import Foundation
 import HTTPTestClient
-import Locking
 import Testing
 
+@testable import Locking
 @testable import UsherAPI
 
 /// Pools over HTTP: every route and error code (SPEC §4).

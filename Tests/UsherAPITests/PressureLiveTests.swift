@@ -1,7 +1,8 @@
 import Foundation
 import HTTPTestClient
 import Testing
-import UsherAPI
+
+@testable import UsherAPI
 
 /// Probes answer while every connection slot is taken by idle or slow
 /// clients; stalled heads and bodies are closed (issue 14 part 3).

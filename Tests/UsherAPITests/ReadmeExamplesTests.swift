@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-import UsherAPI
+
+@testable import UsherAPI
 
 /// Runs the README's "Try it" commands, exactly as written, against the real
 /// server with the shipped config, and checks each prints what the README says.

@@ -1,8 +1,9 @@
 import Foundation
 import HTTPTestClient
 import Testing
-import UsherAPI
-import UsherCore
+
+@testable import UsherAPI
+@testable import UsherCore
 
 /// The findings of the security probe (issue 13), each as its repro.
 @Suite(.serialized) struct SecurityLiveTests {

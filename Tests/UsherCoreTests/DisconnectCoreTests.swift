@@ -1,6 +1,6 @@
-import Locking
 import Testing
 
+@testable import Locking
 @testable import UsherCore
 
 /// What a client's hang-up takes back, in the managers: a cancelled task

@@ -1,6 +1,6 @@
-import Locking
 import Testing
 
+@testable import Locking
 @testable import UsherCore
 
 @Suite struct EventLogTests {

@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
-import Locking
 import Testing
 
+@testable import Locking
 @testable import UsherCore
 
 /// Many tasks and plain threads firing at one machine at once: every event is

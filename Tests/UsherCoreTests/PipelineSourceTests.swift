@@ -1,8 +1,8 @@
 import Foundation
-import Locking
 import Synchronization
 import Testing
 
+@testable import Locking
 @testable import UsherCore
 
 /// Pull sources: the file reader, path confinement, the low-water pump, back-off.

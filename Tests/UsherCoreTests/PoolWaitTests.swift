@@ -1,7 +1,7 @@
 import Foundation
-import Locking
 import Testing
 
+@testable import Locking
 @testable import UsherCore
 
 /// Fetchers that wait: the queue engine's FIFO line, `max_waiting`, and the

@@ -1,7 +1,7 @@
 import Foundation
-import Locking
 import Testing
 
+@testable import Locking
 @testable import UsherCore
 
 /// The `VisitorQueue` actor on a `ManualClock`: long-polls, the one timer, lifecycle.

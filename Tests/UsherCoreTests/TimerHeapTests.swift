@@ -1,7 +1,7 @@
 import Dispatch
-import Locking
 import Testing
 
+@testable import Locking
 @testable import UsherCore
 
 /// `TimerHeap` and the clocks built on it: order, cancellation that frees the

@@ -4,86 +4,86 @@ import UsherCore
 
 /// The whole configuration: the config file's keys (SPEC §1 "Config file"),
 /// then the environment's overrides. Every field has its documented default.
-public struct UsherConfig: Sendable {
+package struct UsherConfig: Sendable {
     /// Address to listen on (`USHER_HOST` overrides). Default `127.0.0.1`.
-    public var host = "127.0.0.1"
+    package var host = "127.0.0.1"
     /// Port to listen on, 0 for any free one (`USHER_PORT` overrides). Default 8080.
-    public var port = 8080
+    package var port = 8080
     /// Bearer token required on `/v1` (and `/metrics` with
     /// `metricsRequireToken`) when set (`USHER_TOKEN` overrides). Default none.
-    public var authToken: String?
+    var authToken: String?
     /// Whether `GET /metrics` requires the token too. Default false.
-    public var metricsRequireToken = false
+    var metricsRequireToken = false
     /// Origins, besides the server's own, whose pages may send requests
     /// (`"*"`: any). Default none.
-    public var allowedOrigins: [String] = []
+    var allowedOrigins: [String] = []
     /// Host names accepted in `Host` besides loopback ones (`"*"`: any).
     /// Default none: loopback names only when bound to loopback, any otherwise.
-    public var allowedHosts: [String] = []
+    var allowedHosts: [String] = []
     /// Larger request bodies are answered 413. Default 65536.
-    public var maxBodyBytes = 65_536
+    package var maxBodyBytes = 65_536
     /// Cap on every `wait` query parameter, in seconds. Default 30.
-    public var maxWaitSeconds = 30.0
+    var maxWaitSeconds = 30.0
     /// Cap on resources of all kinds together. Default 1000.
-    public var maxResources = 1000
+    var maxResources = 1000
     /// Most open HTTP connections. Default 10000.
-    public var maxConnections = 10_000
+    package var maxConnections = 10_000
     /// Idle HTTP connections are closed after this many seconds. Default 90.
-    public var idleTimeoutSeconds = 90
+    package var idleTimeoutSeconds = 90
     /// A request head not complete this long after the connection opened
     /// (or its request line arrived) closes the connection. Default 10.
-    public var requestHeadTimeoutSeconds = 10.0
+    package var requestHeadTimeoutSeconds = 10.0
     /// A request body not complete this long after its head closes the
     /// connection. Default 30.
-    public var requestBodyTimeoutSeconds = 30.0
+    package var requestBodyTimeoutSeconds = 30.0
     /// Most open connections from one client address; 0: no limit. Default 0.
-    public var maxConnectionsPerIP = 0
+    var maxConnectionsPerIP = 0
     /// Memory libmicrohttpd reserves per connection for the request line,
     /// headers and the response headers (`USHER_CONNECTION_MEMORY_BYTES`
     /// overrides). Requests whose headers do not fit are answered 431.
     /// Default 8192 (libmicrohttpd's own is 32768, nearly all of it resident
     /// once a connection has answered: the cost of a parked long-poll).
-    public var connectionMemoryBytes = 8192
+    var connectionMemoryBytes = 8192
     /// Longest time from SIGTERM/SIGINT to exit, in seconds. Default 10.
-    public var shutdownGraceSeconds = 10.0
+    var shutdownGraceSeconds = 10.0
     /// Root directory for pipeline file sources. Default `data`; relative to
     /// the config file's folder when one is loaded, else to the working directory.
-    public var dataDir = "data"
+    package var dataDir = "data"
     /// Whether pipeline HTTP sources may reach beyond loopback. Default false.
-    public var allowRemoteSources = false
+    package var allowRemoteSources = false
     /// `max_json_depth` (500) and `max_pointer_segments` (32): how deep request
     /// bodies and source items may nest, how long a filter's JSON Pointer may be.
-    public var jsonLimits = JSONLimits()
+    var jsonLimits = JSONLimits()
     /// Machine definitions by name; `player` is built in (the config may replace it).
-    public var definitions: [String: MachineDefinition] = ["player": .player]
+    package var definitions: [String: MachineDefinition] = ["player": .player]
     /// Resources created at start-up: per kind, `(name, config)` in the order
     /// given. Each kind's routes read its config (`ResourceAPI.createDeclared`),
     /// so a bad one still stops start-up before the port is bound.
-    public var declared: [ResourceKind: [(name: String, config: JSONValue)]] = [:]
+    package var declared: [ResourceKind: [(name: String, config: JSONValue)]] = [:]
     // Memory budget (docs/operations.md "Memory budget").
     /// Most bytes clients may store in all resources together (payloads,
     /// ids, keys, items, history, buffered events); a write beyond it is
     /// answered 507 `storage_full`. Default 268435456 (256 MiB).
-    public var maxStoredBytes = 256 << 20
+    var maxStoredBytes = 256 << 20
     /// Largest answer body: lists end their page early and return
     /// `next_cursor`. Default 8388608 (8 MiB).
-    public var maxResponseBytes = 8 << 20
+    var maxResponseBytes = 8 << 20
     /// The accepted `max_stored_bytes`.
-    public static let maxStoredBytesRange = (1 << 20)...(1 << 40)
+    static let maxStoredBytesRange = (1 << 20)...(1 << 40)
     /// The accepted `max_response_bytes`: at least a full request body's worth.
-    public static let maxResponseBytesRange = (64 << 10)...(1 << 30)
+    static let maxResponseBytesRange = (64 << 10)...(1 << 30)
 
     /// Log level (`USHER_LOG_LEVEL`): debug, info, warn or error. Default info.
-    public var logLevel = LogLevel.info
+    package var logLevel = LogLevel.info
     /// The file's members other than resources, as written: a reload
     /// (SIGHUP) compares them to name the keys that need a restart.
-    public var fileSettings: [(String, JSONValue)] = []
+    var fileSettings: [(String, JSONValue)] = []
 
-    public init() {}
+    package init() {}
 
     /// Reads a config object (usually the file's contents). Unknown keys and
     /// bad values are errors naming the field.
-    public static func parse(_ value: JSONValue) throws(FieldError) -> UsherConfig {
+    package static func parse(_ value: JSONValue) throws(FieldError) -> UsherConfig {
         var config = UsherConfig()
         guard case .object(let members) = value else {
             throw FieldError(field: "", message: "the config must be a JSON object")
@@ -183,11 +183,11 @@ public struct UsherConfig: Sendable {
 
     /// The accepted `connection_memory_bytes`: below 4 KiB a request with a
     /// few ordinary headers would not fit.
-    public static let connectionMemoryRange = 4096...(1 << 20)
+    static let connectionMemoryRange = 4096...(1 << 20)
 
     /// Applies `USHER_HOST`, `USHER_PORT`, `USHER_TOKEN`, `USHER_LOG_LEVEL`
     /// and `USHER_CONNECTION_MEMORY_BYTES`.
-    public mutating func applyEnvironment(_ environment: [String: String]) throws(FieldError) {
+    mutating func applyEnvironment(_ environment: [String: String]) throws(FieldError) {
         if let host = environment["USHER_HOST"], !host.isEmpty {
             try Self.checkHost(host, field: "USHER_HOST")
             self.host = host
@@ -216,7 +216,7 @@ public struct UsherConfig: Sendable {
 
     /// Reads the file at `path` (or no file: defaults) and the environment.
     /// Start-up, `check-config` and SIGHUP all read the config through this.
-    public static func load(path: String?, environment: [String: String]) throws(FieldError) -> UsherConfig {
+    package static func load(path: String?, environment: [String: String]) throws(FieldError) -> UsherConfig {
         var config = UsherConfig()
         if let path {
             let data = try readFile(path)

@@ -4,17 +4,17 @@ import UsherCore
 
 extension APIError {
     /// A field that failed validation.
-    public init(_ error: FieldError) {
+    package init(_ error: FieldError) {
         self = .badRequest(error.description, field: error.field.isEmpty ? nil : error.field)
     }
 
     /// A body that is not JSON, or nests deeper than `max_json_depth`.
-    public init(_ error: JSONSyntaxError) {
+    package init(_ error: JSONSyntaxError) {
         self = .badRequest(error.message, field: error.field)
     }
 
     /// A queue operation that failed.
-    public init(_ error: QueueError) {
+    package init(_ error: QueueError) {
         switch error {
         case .notFound(let what):
             self = .notFound("\(what) not found")
@@ -39,7 +39,7 @@ extension APIError {
 
 extension APIError {
     /// A machine operation that failed.
-    public init(_ error: MachineError) {
+    package init(_ error: MachineError) {
         switch error {
         case .unknownEvent(let allowed):
             self = .notFound("the machine's definition has no such event")

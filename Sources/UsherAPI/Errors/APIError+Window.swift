@@ -2,7 +2,7 @@ import UsherCore
 
 extension APIError {
     /// A window operation that failed.
-    public init(_ error: WindowError) {
+    package init(_ error: WindowError) {
         switch error {
         case .notFound(let what):
             self = .notFound("\(what) not found")

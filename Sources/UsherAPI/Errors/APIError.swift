@@ -3,21 +3,21 @@ import UsherCore
 
 /// An error as the client sees it: an HTTP status and a stable machine code,
 /// rendered as RFC 9457 problem details (`application/problem+json`).
-public struct APIError: Error, Sendable {
+package struct APIError: Error, Sendable {
     /// The HTTP status.
-    public var status: Int
+    package var status: Int
     /// The stable machine code, e.g. `queue_full`.
-    public var code: String
+    package var code: String
     /// A short human title for the code.
-    public var title: String
+    package var title: String
     /// What happened in this case.
-    public var detail: String
+    package var detail: String
     /// Extra members that help the client (e.g. `current_status`).
-    public var extra: [(String, JSONValue)] = []
+    package var extra: [(String, JSONValue)] = []
     /// Extra response headers (e.g. `Retry-After`, `Allow`).
-    public var headers: [(name: String, value: String)] = []
+    package var headers: [(name: String, value: String)] = []
 
-    public init(
+    package init(
         status: Int, code: String, title: String, detail: String,
         extra: [(String, JSONValue)] = [], headers: [(name: String, value: String)] = []
     ) {
@@ -30,7 +30,7 @@ public struct APIError: Error, Sendable {
     }
 
     /// The HTTP response carrying the problem.
-    public var response: HTTPResponse {
+    package var response: HTTPResponse {
         HTTPResponse(
             status: status, headers: [("Content-Type", "application/problem+json")] + headers,
             body: Wire.bytes(ProblemBody(self)))
@@ -39,67 +39,67 @@ public struct APIError: Error, Sendable {
 
 // The error table: every code the API answers with, in one place.
 extension APIError {
-    public static func badRequest(_ detail: String, field: String? = nil) -> APIError {
+    package static func badRequest(_ detail: String, field: String? = nil) -> APIError {
         APIError(
             status: 400, code: "bad_request", title: "Bad request", detail: detail,
             extra: field.map { [("field", JSONValue.string($0))] } ?? [])
     }
-    public static func unauthorized() -> APIError {
+    static func unauthorized() -> APIError {
         APIError(
             status: 401, code: "unauthorized", title: "Unauthorized",
             detail: "this server requires Authorization: Bearer <token>",
             headers: [("WWW-Authenticate", "Bearer")])
     }
-    public static func originNotAllowed(_ origin: String) -> APIError {
+    static func originNotAllowed(_ origin: String) -> APIError {
         APIError(
             status: 403, code: "origin_not_allowed", title: "Origin not allowed",
             detail: "requests from pages at \(origin) are not allowed (allowed_origins)")
     }
-    public static func hostNotAllowed(_ host: String) -> APIError {
+    static func hostNotAllowed(_ host: String) -> APIError {
         APIError(
             status: 421, code: "host_not_allowed", title: "Host not allowed",
             detail: "Host \(host) is not served here (allowed_hosts)")
     }
-    public static func notFound(_ detail: String) -> APIError {
+    package static func notFound(_ detail: String) -> APIError {
         APIError(status: 404, code: "not_found", title: "Not found", detail: detail)
     }
-    public static func methodNotAllowed(_ method: String, allowed: [String]) -> APIError {
+    package static func methodNotAllowed(_ method: String, allowed: [String]) -> APIError {
         APIError(
             status: 405, code: "method_not_allowed", title: "Method not allowed",
             detail: "\(method) is not allowed here; allowed: \(allowed.joined(separator: ", "))",
             headers: [("Allow", allowed.joined(separator: ", "))])
     }
-    public static func conflict(_ code: String, _ title: String, _ detail: String, extra: [(String, JSONValue)] = [])
+    static func conflict(_ code: String, _ title: String, _ detail: String, extra: [(String, JSONValue)] = [])
         -> APIError
     {
         APIError(status: 409, code: code, title: title, detail: detail, extra: extra)
     }
-    public static func alreadyExists(_ kind: String, _ name: String) -> APIError {
+    static func alreadyExists(_ kind: String, _ name: String) -> APIError {
         conflict(
             "already_exists", "Already exists",
             "\(kind) \(name) exists with a different config; change it with PATCH or delete it first")
     }
-    public static func gone(_ detail: String) -> APIError {
+    package static func gone(_ detail: String) -> APIError {
         APIError(status: 410, code: "gone", title: "Gone", detail: detail)
     }
-    public static func preconditionFailed(_ detail: String, extra: [(String, JSONValue)] = []) -> APIError {
+    static func preconditionFailed(_ detail: String, extra: [(String, JSONValue)] = []) -> APIError {
         APIError(status: 412, code: "precondition_failed", title: "Precondition failed", detail: detail, extra: extra)
     }
-    public static func payloadTooLarge(limit: Int) -> APIError {
+    package static func payloadTooLarge(limit: Int) -> APIError {
         APIError(
             status: 413, code: "payload_too_large", title: "Payload too large",
             detail: "request bodies are limited to \(limit) bytes (max_body_bytes)")
     }
-    public static func tooMany(_ code: String, _ title: String, _ detail: String, retryAfter: Int?) -> APIError {
+    static func tooMany(_ code: String, _ title: String, _ detail: String, retryAfter: Int?) -> APIError {
         APIError(
             status: 429, code: code, title: title, detail: detail,
             extra: retryAfter.map { [("retry_after_seconds", JSONValue.int($0))] } ?? [],
             headers: retryAfter.map { [("Retry-After", String($0))] } ?? [])
     }
-    public static func notImplemented(_ detail: String) -> APIError {
+    package static func notImplemented(_ detail: String) -> APIError {
         APIError(status: 501, code: "not_implemented", title: "Not implemented", detail: detail)
     }
-    public static func storageFull(_ full: StorageFull) -> APIError {
+    package static func storageFull(_ full: StorageFull) -> APIError {
         APIError(
             status: 507, code: "storage_full", title: "Storage full",
             detail: "\(full.description); delete something or raise max_stored_bytes",
@@ -108,12 +108,12 @@ extension APIError {
                 ("requested_bytes", .int(full.requested)),
             ])
     }
-    public static func shuttingDown() -> APIError {
+    package static func shuttingDown() -> APIError {
         APIError(
             status: 503, code: "shutting_down", title: "Shutting down",
             detail: "the server is shutting down", headers: [("Connection", "close")])
     }
-    public static func internalError(_ detail: String) -> APIError {
+    static func internalError(_ detail: String) -> APIError {
         APIError(status: 500, code: "internal_error", title: "Internal error", detail: detail)
     }
 }

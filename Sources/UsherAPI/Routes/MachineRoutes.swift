@@ -2,7 +2,7 @@ import HTTPServer
 import UsherCore
 
 extension StateMachine: ManagedResource {
-    public nonisolated func summary() -> JSONValue {
+    package nonisolated func summary() -> JSONValue {
         let snapshot = withIsolation { $0.snapshot() }
         return .object([
             ("name", .string(name)),
@@ -13,8 +13,8 @@ extension StateMachine: ManagedResource {
         ])
     }
 
-    public nonisolated func markDeleted() { withIsolation { $0.close() } }
-    public nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+    package nonisolated func markDeleted() { withIsolation { $0.close() } }
+    package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
 /// What a machine is made from: a named definition or an inline one.

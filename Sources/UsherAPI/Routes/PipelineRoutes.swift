@@ -3,7 +3,7 @@ import HTTPServer
 import UsherCore
 
 extension Pipeline: ManagedResource {
-    public nonisolated func summary() -> JSONValue {
+    package nonisolated func summary() -> JSONValue {
         withIsolation { pipeline in
             let state = pipeline.state(limit: 0)
             return .object([
@@ -17,8 +17,8 @@ extension Pipeline: ManagedResource {
         }
     }
 
-    public nonisolated func markDeleted() { withIsolation { $0.close() } }
-    public nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+    package nonisolated func markDeleted() { withIsolation { $0.close() } }
+    package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
 /// `/v1/pipelines`: lifecycle, push, take, acknowledgement, the dead list and

@@ -2,7 +2,7 @@ import HTTPServer
 import UsherCore
 
 extension LeasePool: ManagedResource {
-    public nonisolated func summary() -> JSONValue {
+    package nonisolated func summary() -> JSONValue {
         withIsolation { pool in
             let state = try? pool.state(limit: 0)
             return .object([
@@ -15,8 +15,8 @@ extension LeasePool: ManagedResource {
         }
     }
 
-    public nonisolated func markDeleted() { withIsolation { $0.close() } }
-    public nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+    package nonisolated func markDeleted() { withIsolation { $0.close() } }
+    package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
 /// `/v1/pools`: lifecycle, fetch (with the long-poll), recycle, extend and

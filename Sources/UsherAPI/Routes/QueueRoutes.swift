@@ -2,7 +2,7 @@ import HTTPServer
 import UsherCore
 
 extension VisitorQueue: ManagedResource {
-    public nonisolated func summary() -> JSONValue {
+    package nonisolated func summary() -> JSONValue {
         withIsolation { queue in
             let counts = queue.counts
             return .object([
@@ -15,8 +15,8 @@ extension VisitorQueue: ManagedResource {
         }
     }
 
-    public nonisolated func markDeleted() { withIsolation { $0.close() } }
-    public nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+    package nonisolated func markDeleted() { withIsolation { $0.close() } }
+    package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
 /// `/v1/queues`: lifecycle and visitors (SPEC §2).

@@ -2,7 +2,7 @@ import HTTPServer
 import UsherCore
 
 extension WindowSlot: ManagedResource {
-    public nonisolated func summary() -> JSONValue {
+    package nonisolated func summary() -> JSONValue {
         withIsolation { window in
             let showing = (try? window.showing()) ?? nil
             return .object([
@@ -13,8 +13,8 @@ extension WindowSlot: ManagedResource {
         }
     }
 
-    public nonisolated func markDeleted() { withIsolation { $0.close() } }
-    public nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+    package nonisolated func markDeleted() { withIsolation { $0.close() } }
+    package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
 /// `/v1/windows`: lifecycle, show, dismiss and the showing long-poll (SPEC §3).

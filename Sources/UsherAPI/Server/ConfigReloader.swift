@@ -5,33 +5,33 @@ import UsherCore
 /// changed as a `PATCH` would, removed ones are deleted; resources created
 /// through the API are left alone. Server keys need a restart and are only
 /// reported. A file that does not validate changes nothing.
-public final class ConfigReloader {
+package final class ConfigReloader {
     /// What one reload did, by `kind/name` (and key, for `needsRestart`).
-    public struct Report: Sendable, Equatable {
-        public var created: [String] = []
-        public var changed: [String] = []
-        public var deleted: [String] = []
+    package struct Report: Sendable, Equatable {
+        package var created: [String] = []
+        package var changed: [String] = []
+        package var deleted: [String] = []
         /// Changed as far as a `PATCH` can; the rest needs re-creating.
-        public var partlyChanged: [String] = []
-        public var failed: [String] = []
+        var partlyChanged: [String] = []
+        package var failed: [String] = []
         /// Server keys whose new value is not in force until a restart.
-        public var needsRestart: [String] = []
+        var needsRestart: [String] = []
         /// Why the file was refused (nothing changed), or nil.
-        public var error: String?
+        package var error: String?
     }
 
     private let app: UsherApp
     /// The declarations last applied: what the next file is compared with.
     private var declared: [ResourceKind: [(name: String, config: JSONValue)]]
 
-    public init(app: UsherApp) {
+    package init(app: UsherApp) {
         self.app = app
         self.declared = app.config.declared
     }
 
     /// Reads the config with `load` and applies it, logging what changed.
     @discardableResult
-    public func reload(_ load: () throws(FieldError) -> UsherConfig) -> Report {
+    func reload(_ load: () throws(FieldError) -> UsherConfig) -> Report {
         let logger = app.logger
         var report = Report()
         let config: UsherConfig

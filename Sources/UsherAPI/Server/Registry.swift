@@ -2,11 +2,11 @@ import Locking
 import UsherCore
 
 /// The resource kinds, as they appear in paths.
-public enum ResourceKind: String, Sendable, CaseIterable {
+package enum ResourceKind: String, Sendable, CaseIterable {
     case queues, windows, pools, pipelines, machines
 
     /// The singular noun, for messages.
-    public var noun: String { String(rawValue.dropLast()) }
+    var noun: String { String(rawValue.dropLast()) }
 
     /// Its place in `allCases` (the registry's table index: no hashing).
     var index: Int {
@@ -21,7 +21,7 @@ public enum ResourceKind: String, Sendable, CaseIterable {
 }
 
 /// What the registry needs from every resource manager.
-public protocol ManagedResource: AnyObject, Sendable {
+package protocol ManagedResource: AnyObject, Sendable {
     /// The resource's name.
     var name: String { get }
     /// A short summary for list routes.
@@ -36,7 +36,7 @@ public protocol ManagedResource: AnyObject, Sendable {
 ///
 /// A mutex, not an actor: a lookup happens on every request and is a
 /// dictionary read that never waits.
-public final class Registry: Sendable {
+package final class Registry: Sendable {
     private struct State {
         /// By `ResourceKind.index`, then by name.
         var resources = [[String: any ManagedResource]](repeating: [:], count: ResourceKind.allCases.count)
@@ -45,17 +45,17 @@ public final class Registry: Sendable {
 
     private let state = Locked(State())
     /// The cap on resources of all kinds.
-    public let maxResources: Int
+    let maxResources: Int
     /// Where `created` and `deleted` are emitted (nil: nowhere).
     private let events: EventLog?
 
-    public init(maxResources: Int, events: EventLog? = nil) {
+    package init(maxResources: Int, events: EventLog? = nil) {
         self.maxResources = maxResources
         self.events = events
     }
 
     /// The resource of this kind and name, as its concrete type, or 404.
-    public func lookup<R: ManagedResource>(_ kind: ResourceKind, _ name: String, as type: R.Type) throws(APIError) -> R
+    package func lookup<R: ManagedResource>(_ kind: ResourceKind, _ name: String, as type: R.Type) throws(APIError) -> R
     {
         guard let resource = state.withLock({ $0.resources[kind.index][name] }) else {
             throw APIError.notFound("\(kind.noun) \(name) not found")
@@ -71,7 +71,7 @@ public final class Registry: Sendable {
     /// Creates a resource unless one of that name exists. For an existing one,
     /// `matches` decides between 200 (same config) and 409 `already_exists`.
     /// Answers the resource and whether it was created.
-    public func create<R: ManagedResource>(
+    package func create<R: ManagedResource>(
         _ kind: ResourceKind, _ name: String, make: () -> R, matches: (R) -> Bool
     ) throws(APIError) -> (resource: R, created: Bool) {
         let outcome = try state.withLock { (s: inout State) throws(APIError) -> (resource: R, created: Bool) in
@@ -97,7 +97,7 @@ public final class Registry: Sendable {
     }
 
     /// Removes a resource and closes it (its waiters get 410), or 404.
-    public func remove(_ kind: ResourceKind, _ name: String) throws(APIError) {
+    package func remove(_ kind: ResourceKind, _ name: String) throws(APIError) {
         let removed = state.withLock { s -> (any ManagedResource)? in
             guard let r = s.resources[kind.index].removeValue(forKey: name) else { return nil }
             s.count -= 1
@@ -113,28 +113,29 @@ public final class Registry: Sendable {
     }
 
     /// The resources of a kind, sorted by name.
-    public func list(_ kind: ResourceKind) -> [any ManagedResource] {
+    package func list(_ kind: ResourceKind) -> [any ManagedResource] {
         state.withLock { s in s.resources[kind.index].values.sorted { $0.name < $1.name } }
     }
 
     /// Up to `limit` resources of a kind whose names sort after `after`, by
     /// name, and whether more follow.
-    public func list(_ kind: ResourceKind, after: String?, limit: Int) -> (resources: [any ManagedResource], more: Bool)
-    {
+    package func list(_ kind: ResourceKind, after: String?, limit: Int) -> (
+        resources: [any ManagedResource], more: Bool
+    ) {
         let all = state.withLock { $0.resources[kind.index] }
         let sorted = all.values.filter { r in after.map { r.name > $0 } ?? true }.sorted { $0.name < $1.name }
         return (Array(sorted.prefix(limit)), sorted.count > limit)
     }
 
     /// How many resources of each kind exist.
-    public func counts() -> [ResourceKind: Int] {
+    package func counts() -> [ResourceKind: Int] {
         state.withLock { s in
             Dictionary(uniqueKeysWithValues: ResourceKind.allCases.map { ($0, s.resources[$0.index].count) })
         }
     }
 
     /// Every resource of every kind.
-    public func all() -> [any ManagedResource] {
+    package func all() -> [any ManagedResource] {
         state.withLock { s in s.resources.flatMap(\.values) }
     }
 }

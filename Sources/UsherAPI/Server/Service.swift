@@ -3,10 +3,10 @@ import HTTPServer
 import UsherCore
 
 /// Runs Usher: binds, serves until SIGTERM/SIGINT, then shuts down gracefully.
-public enum Service {
+package enum Service {
     /// Blocks SIGINT, SIGTERM and SIGHUP in this thread and every thread
     /// started after, so that only `run` sees them. Call first thing in `main`.
-    public static func blockSignals() {
+    package static func blockSignals() {
         var set = signalSet()
         pthread_sigmask(SIG_BLOCK, &set, nil)
     }
@@ -21,7 +21,7 @@ public enum Service {
     }
 
     /// The server settings that follow from the config.
-    public static func serverConfiguration(for config: UsherConfig) -> HTTPServer.Configuration {
+    static func serverConfiguration(for config: UsherConfig) -> HTTPServer.Configuration {
         var http = HTTPServer.Configuration()
         http.host = config.host
         http.port = UInt16(config.port)
@@ -37,7 +37,7 @@ public enum Service {
     }
 
     /// Starts the app's server. Throws when the address cannot be bound.
-    public static func start(_ app: UsherApp) throws(HTTPServer.StartError) -> HTTPServer {
+    package static func start(_ app: UsherApp) throws(HTTPServer.StartError) -> HTTPServer {
         let server = HTTPServer(configuration: serverConfiguration(for: app.config), handler: app)
         try server.start()
         return server
@@ -47,7 +47,7 @@ public enum Service {
     /// answered 503, no new connections, in-flight requests finished, then
     /// the daemon stopped. True when everything drained in time.
     @discardableResult
-    public static func shutdown(_ app: UsherApp, _ server: HTTPServer) -> Bool {
+    package static func shutdown(_ app: UsherApp, _ server: HTTPServer) -> Bool {
         let deadline = Date().addingTimeInterval(app.config.shutdownGraceSeconds)
         app.beginShutdown()
         server.quiesce()
@@ -61,7 +61,7 @@ public enum Service {
     /// Serves `app` until SIGTERM or SIGINT, then shuts down; on SIGHUP,
     /// applies the config `reload` reads (`ConfigReloader`). Returns the exit
     /// status (1 when the address cannot be bound).
-    public static func run(_ app: UsherApp, reload: (() throws(FieldError) -> UsherConfig)? = nil) -> Int32 {
+    package static func run(_ app: UsherApp, reload: (() throws(FieldError) -> UsherConfig)? = nil) -> Int32 {
         let config = app.config
         let logger = app.logger
         let server: HTTPServer

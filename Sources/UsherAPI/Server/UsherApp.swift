@@ -4,13 +4,13 @@ import Synchronization
 import UsherCore
 
 /// A route's code: answers now, or defers work that waits.
-public struct Route: Sendable {
+package struct Route: Sendable {
     /// Its index in the router (`Router.routes`): its slot in `HTTPMetrics`.
-    public let slot: Int
+    package let slot: Int
     /// Who may call it.
     let access: RouteAccess
     /// Handles a routed call.
-    public let run: @Sendable (Call) throws(APIError) -> HTTPHandlerResult
+    package let run: @Sendable (Call) throws(APIError) -> HTTPHandlerResult
 }
 
 extension Router where Handler == Route {
@@ -24,19 +24,19 @@ extension Router where Handler == Route {
 
 /// The application: routes every request, checks auth, maps errors to
 /// problems. Holds the registry of resources and the shared settings.
-public final class UsherApp: HTTPHandler {
+package final class UsherApp: HTTPHandler {
     /// The settings in force.
-    public let config: UsherConfig
+    package let config: UsherConfig
     /// Every resource.
-    public let registry: Registry
+    let registry: Registry
     /// The source of time for every manager.
-    public let clock: any UsherClock
+    package let clock: any UsherClock
     /// The structured logger.
-    public let logger: Logger
+    package let logger: Logger
     /// Every state change, for `GET /v1/events`; injected into each manager.
-    public let events: EventLog
+    package let events: EventLog
     /// What clients store, against `max_stored_bytes`; injected into each manager.
-    public let storage: StorageBudget
+    package let storage: StorageBudget
     /// Returns freed memory to the system after a resource is deleted.
     let trimmer = MemoryTrimmer()
     private let stopping = Atomic<Bool>(false)
@@ -53,10 +53,10 @@ public final class UsherApp: HTTPHandler {
     ]
 
     /// Headers the server must copy out for the routes.
-    public static let capturedHeaders = ["authorization", "if-match", "last-event-id", "host", "origin"]
+    package static let capturedHeaders = ["authorization", "if-match", "last-event-id", "host", "origin"]
 
     /// Builds the app and creates the resources the config declares.
-    public init(config: UsherConfig, clock: any UsherClock = SystemClock(), logger: Logger? = nil) throws(APIError) {
+    package init(config: UsherConfig, clock: any UsherClock = SystemClock(), logger: Logger? = nil) throws(APIError) {
         self.config = config
         self.clock = clock
         self.logger = logger ?? Logger(level: config.logLevel)
@@ -84,18 +84,18 @@ public final class UsherApp: HTTPHandler {
     }
 
     /// True once shutdown has begun.
-    public var isStopping: Bool { stopping.load(ordering: .relaxed) }
+    var isStopping: Bool { stopping.load(ordering: .relaxed) }
 
     /// Begins shutdown: readiness turns 503, and every parked long-poll is
     /// answered 503 `shutting_down`; new waits are refused the same way.
-    public func beginShutdown() {
+    func beginShutdown() {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         for resource in registry.all() { resource.markShuttingDown() }
     }
 
     // MARK: HTTPHandler
 
-    public func handle(_ request: HTTPRequest) -> HTTPHandlerResult {
+    package func handle(_ request: HTTPRequest) -> HTTPHandlerResult {
         let start = HTTPMetrics.now()
         var template = "unmatched"
         var slot: Int?
@@ -160,7 +160,7 @@ public final class UsherApp: HTTPHandler {
         }
     }
 
-    public func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
+    package func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
         switch refusal {
         case .badRequest(let detail): APIError.badRequest(detail).response
         case .payloadTooLarge(let limit): APIError.payloadTooLarge(limit: limit).response

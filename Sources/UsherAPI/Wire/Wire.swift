@@ -92,7 +92,7 @@ extension KeyedEncodingContainer {
 /// Any JSON value (payloads, `data`, summaries): a non-finite number, which
 /// JSON cannot carry, is `null`.
 extension JSONValue: Encodable {
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         switch self {
         case .object(let members):
             var container = encoder.container(keyedBy: WireKey.self)

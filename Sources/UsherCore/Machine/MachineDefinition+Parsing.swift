@@ -5,7 +5,7 @@ extension MachineDefinition {
     /// timeout `{"state", "after_seconds", "event"}`. Missing lists read as
     /// empty. Unknown fields are rejected; every error names its field with
     /// `path` in front (`definitions.player.transitions[1].from`).
-    public static func parse(_ value: JSONValue, path: String) throws(FieldError) -> MachineDefinition {
+    package static func parse(_ value: JSONValue, path: String) throws(FieldError) -> MachineDefinition {
         var r = try FieldReader(value, path: path)
         let initial = try r.name("initial")
         let statesJSON = try r.array("states")

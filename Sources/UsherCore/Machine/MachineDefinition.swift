@@ -7,40 +7,40 @@
 ///   out, the states that `initial` and the transitions name, in order of first
 ///   mention (`initial`, then each transition's `from` states, then its `to`);
 /// - `from` is always a list, even when the input gave a single state.
-public struct MachineDefinition: Sendable, Equatable {
+package struct MachineDefinition: Sendable, Equatable {
     /// `event` moves the machine from any state in `from` to `to`.
-    public struct Transition: Sendable, Equatable {
+    package struct Transition: Sendable, Equatable {
         /// The event's name.
-        public var event: String
+        package var event: String
         /// The states the event is allowed from (at least one).
-        public var from: [String]
+        package var from: [String]
         /// The state the event leads to.
-        public var to: String
+        package var to: String
 
         /// A transition allowed from several states.
-        public init(event: String, from: [String], to: String) {
+        package init(event: String, from: [String], to: String) {
             self.event = event
             self.from = from
             self.to = to
         }
 
         /// A transition allowed from one state.
-        public init(event: String, from: String, to: String) {
+        package init(event: String, from: String, to: String) {
             self.init(event: event, from: [from], to: to)
         }
     }
 
     /// Fires `event` when the machine has stayed in `state` for `afterSeconds`.
-    public struct Timeout: Sendable, Equatable {
+    package struct Timeout: Sendable, Equatable {
         /// The state whose entry starts the timer.
-        public var state: String
+        package var state: String
         /// The delay, in seconds (at least `Durations.minimumSeconds`, at most `maxAfterSeconds`).
-        public var afterSeconds: Double
+        package var afterSeconds: Double
         /// The event to fire; it must be allowed from `state`.
-        public var event: String
+        package var event: String
 
         /// Creates a timeout entry.
-        public init(state: String, afterSeconds: Double, event: String) {
+        package init(state: String, afterSeconds: Double, event: String) {
             self.state = state
             self.afterSeconds = afterSeconds
             self.event = event
@@ -48,26 +48,26 @@ public struct MachineDefinition: Sendable, Equatable {
     }
 
     /// Most states a definition may have.
-    public static let maxStates = 1000
+    package static let maxStates = 1000
     /// Most entries in `transitions`.
-    public static let maxTransitions = 1000
+    package static let maxTransitions = 1000
     /// Most entries in `timeouts`.
-    public static let maxTimeouts = 1000
+    package static let maxTimeouts = 1000
     /// Most (event, from) pairs over all transitions.
-    public static let maxPairs = 10_000
+    static let maxPairs = 10_000
     /// Longest timeout: one year.
-    public static let maxAfterSeconds: Double = 31_536_000
+    package static let maxAfterSeconds: Double = 31_536_000
 
     /// The state a new machine starts in.
-    public let initial: String
+    package let initial: String
     /// Every state, in normalized order (see the type's documentation).
-    public let states: [String]
+    package let states: [String]
     /// The transitions, in definition order, each `from` a list.
-    public let transitions: [Transition]
+    package let transitions: [Transition]
     /// The timeouts, in definition order.
-    public let timeouts: [Timeout]
+    package let timeouts: [Timeout]
     /// Every event, in order of first mention in `transitions`.
-    public let events: [String]
+    package let events: [String]
 
     /// event → from → to.
     private let targets: [String: [String: String]]
@@ -79,7 +79,7 @@ public struct MachineDefinition: Sendable, Equatable {
     /// Validates and builds a definition. Without `states`, the states are
     /// those that `initial` and the transitions name. Errors name the field as
     /// it would appear in JSON (`transitions[1].from[0]`).
-    public init(
+    package init(
         initial: String, states: [String]? = nil, transitions: [Transition], timeouts: [Timeout] = []
     ) throws(FieldError) {
         try self.init(
@@ -89,7 +89,7 @@ public struct MachineDefinition: Sendable, Equatable {
 
     /// The built-in `player` definition (seed 004):
     /// NotReady → prepare → Ready → start → Running → teardown → NotReady, no timeouts.
-    public static let player: MachineDefinition = {
+    package static let player: MachineDefinition = {
         do throws(FieldError) {
             return try MachineDefinition(
                 initial: "NotReady",
@@ -105,17 +105,17 @@ public struct MachineDefinition: Sendable, Equatable {
 
     /// The events allowed from `state`, in definition order (the order of the
     /// transitions that allow them); empty for an unknown state.
-    public func allowedEvents(in state: String) -> [String] {
+    package func allowedEvents(in state: String) -> [String] {
         eventsByState[state] ?? []
     }
 
     /// True when some transition uses `event`.
-    public func knows(event: String) -> Bool {
+    func knows(event: String) -> Bool {
         targets[event] != nil
     }
 
     /// The state `event` leads to from `state`, or nil when it is not allowed there.
-    public func target(of event: String, from state: String) -> String? {
+    package func target(of event: String, from state: String) -> String? {
         targets[event]?[state]
     }
 
@@ -124,7 +124,7 @@ public struct MachineDefinition: Sendable, Equatable {
         timeoutsByState[state] ?? []
     }
 
-    public static func == (lhs: MachineDefinition, rhs: MachineDefinition) -> Bool {
+    package static func == (lhs: MachineDefinition, rhs: MachineDefinition) -> Bool {
         lhs.initial == rhs.initial && lhs.states == rhs.states
             && lhs.transitions == rhs.transitions && lhs.timeouts == rhs.timeouts
     }
@@ -132,7 +132,7 @@ public struct MachineDefinition: Sendable, Equatable {
     /// The normalized definition as JSON:
     /// `{"initial", "states": [...], "transitions": [{"event", "from": [...], "to"}],
     /// "timeouts": [{"state", "after_seconds", "event"}]}`.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("initial", .string(initial)),
             ("states", .array(states.map(JSONValue.string))),

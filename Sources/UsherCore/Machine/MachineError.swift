@@ -1,6 +1,6 @@
 /// Why a machine refused a request. The core decides; the API layer maps each
 /// case to a status and a problem code.
-public enum MachineError: Error, Sendable, Equatable {
+package enum MachineError: Error, Sendable, Equatable {
     /// The definition does not know the event (404); lists what the current state allows.
     case unknownEvent(allowedEvents: [String])
     /// The event is known but not allowed from `state` (409 `invalid_transition`).
@@ -17,7 +17,7 @@ public enum MachineError: Error, Sendable, Equatable {
     case invalid(field: String, message: String)
 
     /// Wraps a field error from parsing a definition or request.
-    public init(_ error: FieldError) {
+    package init(_ error: FieldError) {
         self = .invalid(field: error.field, message: error.message)
     }
 }

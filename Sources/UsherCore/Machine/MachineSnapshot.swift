@@ -1,26 +1,26 @@
 /// A machine's state at one moment, as `GET /v1/machines/{name}` shows it.
-public struct MachineSnapshot: Sendable, Equatable {
+package struct MachineSnapshot: Sendable, Equatable {
     /// The machine's name.
-    public let name: String
+    package let name: String
     /// The configured definition's name, or nil for an inline definition.
-    public let definitionName: String?
+    package let definitionName: String?
     /// The definition itself.
-    public let definition: MachineDefinition
+    package let definition: MachineDefinition
     /// The current state.
-    public let state: String
+    package let state: String
     /// The current version (the `ETag`).
-    public let version: Int64
+    package let version: Int64
     /// The events allowed from `state`, in definition order.
-    public let allowedEvents: [String]
+    package let allowedEvents: [String]
     /// When the machine entered `state`.
-    public let enteredAt: Timestamp
+    package let enteredAt: Timestamp
     /// The last transitions (at most 50), oldest first.
-    public let history: [MachineTransition]
+    package let history: [MachineTransition]
 
     /// `{"name", "definition", "state", "version", "allowed_events", "entered_at", "history"}`.
     /// `definition` is the definition's name when it came from the config,
     /// otherwise the normalized inline definition object.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("name", .string(name)),
             ("definition", definitionName.map(JSONValue.string) ?? definition.json()),

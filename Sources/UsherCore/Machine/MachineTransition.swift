@@ -1,7 +1,7 @@
 /// One transition in a machine's history.
-public struct MachineTransition: Sendable, Equatable {
+package struct MachineTransition: Sendable, Equatable {
     /// What made the transition happen.
-    public enum Cause: String, Sendable {
+    package enum Cause: String, Sendable {
         /// A client fired the event.
         case event
         /// A state's timeout fired the event.
@@ -9,22 +9,22 @@ public struct MachineTransition: Sendable, Equatable {
     }
 
     /// The event that was applied.
-    public let event: String
+    package let event: String
     /// The state the machine left.
-    public let from: String
+    package let from: String
     /// The state the machine entered (may equal `from`).
-    public let to: String
+    package let to: String
     /// The machine's version after the transition: the transition's fence.
-    public let version: Int64
+    package let version: Int64
     /// When it happened.
-    public let at: Timestamp
+    package let at: Timestamp
     /// A client's event or a timeout.
-    public let cause: Cause
+    package let cause: Cause
     /// The `data` the client sent with the event, if any (never for a timeout).
-    public let data: JSONValue?
+    package let data: JSONValue?
 
     /// `{"event", "from", "to", "version", "at", "cause", "data"?}`; `data` is left out when absent.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("event", .string(event)),
             ("from", .string(from)),

@@ -5,17 +5,17 @@
 /// It runs on its own `ResourceExecutor`: async callers `await` it, and an HTTP
 /// thread that needs no waiting runs isolated to it with `withIsolation { }`.
 /// Timeouts and long-poll deadlines go through the injected clock.
-public actor StateMachine: LockIsolatedActor {
+package actor StateMachine: LockIsolatedActor {
     /// The executor the actor's jobs run on, also taken by `withIsolation`.
-    public nonisolated let executor: ResourceExecutor
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    package nonisolated let executor: ResourceExecutor
+    package nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     /// The machine's name.
-    public nonisolated let name: String
+    package nonisolated let name: String
     /// The configured definition's name, or nil for an inline definition.
-    public nonisolated let definitionName: String?
+    package nonisolated let definitionName: String?
     /// The definition the machine runs.
-    public nonisolated let definition: MachineDefinition
+    package nonisolated let definition: MachineDefinition
 
     private enum Lifecycle { case open, closed, shuttingDown }
 
@@ -24,7 +24,7 @@ public actor StateMachine: LockIsolatedActor {
 
     private let clock: any UsherClock
     /// Where transitions are emitted (nil: nowhere).
-    public nonisolated let events: EventLog?
+    package nonisolated let events: EventLog?
     private var engine: MachineEngine
     private var lifecycle = Lifecycle.open
     /// The current state entry's timeout timers.
@@ -35,7 +35,7 @@ public actor StateMachine: LockIsolatedActor {
 
     /// Creates a machine in the definition's initial state and starts that
     /// state's timeouts. Its version starts at the clock's time in microseconds.
-    public init(
+    package init(
         name: String, definitionName: String?, definition: MachineDefinition, clock: any UsherClock,
         events: EventLog? = nil, budget: StorageBudget = StorageBudget()
     ) {
@@ -60,7 +60,7 @@ public actor StateMachine: LockIsolatedActor {
     ///   `.invalidTransition` when the current state does not allow it (checked
     ///   in that order); `.gone` after `close()`; `.shuttingDown` after `shutdown()`.
     @discardableResult
-    public func fire(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil)
+    package func fire(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil)
         throws(MachineError) -> TransitionResult
     {
         try checkOpen()
@@ -71,12 +71,12 @@ public actor StateMachine: LockIsolatedActor {
     }
 
     /// The machine as it is now (also after `close()` or `shutdown()`).
-    public func snapshot() -> MachineSnapshot {
+    package func snapshot() -> MachineSnapshot {
         engine.snapshot(name: name, definitionName: definitionName)
     }
 
     /// How many `waitForVersion` calls are parked.
-    public var waitingCount: Int { waiters.count }
+    var waitingCount: Int { waiters.count }
 
     /// Returns the snapshot as soon as the version differs from `version`:
     /// at once if it already does (or `deadline` has passed), otherwise at the
@@ -84,7 +84,7 @@ public actor StateMachine: LockIsolatedActor {
     /// task gets the current snapshot back.
     ///
     /// - Throws: `.gone` if the machine is or gets deleted, `.shuttingDown` at shutdown.
-    public func waitForVersion(other version: Int64, until deadline: Timestamp) async throws(MachineError)
+    package func waitForVersion(other version: Int64, until deadline: Timestamp) async throws(MachineError)
         -> MachineSnapshot
     {
         try await park(other: version, until: deadline).get()
@@ -132,14 +132,14 @@ public actor StateMachine: LockIsolatedActor {
 
     /// Deletes the machine: parked waiters get `.gone`, timers stop, and every
     /// later call throws `.gone`.
-    public func close() {
+    package func close() {
         end(.closed, error: .gone)
         engine.releaseStorage()
     }
 
     /// Shutdown: parked waiters get `.shuttingDown`, timers stop, and later
     /// calls throw `.shuttingDown` (or `.gone` once closed).
-    public func shutdown() {
+    package func shutdown() {
         guard lifecycle == .open else { return }
         end(.shuttingDown, error: .shuttingDown)
     }

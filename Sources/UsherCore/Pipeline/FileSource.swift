@@ -19,17 +19,17 @@ import Locking
 ///   as a `SourceRecordError`.
 /// - At the end of the file (a last line without a newline still counts) the
 ///   file is closed and every later pull answers `.exhausted`.
-public final class FileSource: PipelineSourceReader {
+package final class FileSource: PipelineSourceReader {
     /// The configured path, relative to `dataDir`.
-    public let path: String
+    package let path: String
     /// The directory the path is relative to.
-    public let dataDir: String
+    package let dataDir: String
     /// Longer lines are skipped.
-    public let maxLineBytes: Int
+    package let maxLineBytes: Int
     /// Lines nested deeper are skipped (`max_json_depth`).
-    public let maxDepth: Int
+    package let maxDepth: Int
     /// Bytes read per `read(2)`.
-    public let chunkBytes: Int
+    let chunkBytes: Int
 
     private struct State: ~Copyable {
         var fd: Int32 = -1
@@ -54,7 +54,7 @@ public final class FileSource: PipelineSourceReader {
     private let state = Locked(State())
 
     /// A reader of `dataDir/path`; nothing is opened yet.
-    public init(
+    package init(
         path: String, dataDir: String, maxLineBytes: Int = 65_536, maxDepth: Int = JSONLimits().maxDepth,
         chunkBytes: Int = 65_536
     ) {
@@ -66,14 +66,14 @@ public final class FileSource: PipelineSourceReader {
     }
 
     /// Bytes held in the line buffer now.
-    public var bufferedBytes: Int { state.withLock { $0.buffer.count } }
+    package var bufferedBytes: Int { state.withLock { $0.buffer.count } }
     /// The most bytes the line buffer ever held (at most `maxLineBytes + chunkBytes`).
-    public var peakBufferedBytes: Int { state.withLock { $0.peak } }
+    var peakBufferedBytes: Int { state.withLock { $0.peak } }
     /// Lines read so far (blank and bad ones included).
-    public var linesRead: Int { state.withLock { $0.lines } }
+    var linesRead: Int { state.withLock { $0.lines } }
 
     /// The next value: blocking file reads of one chunk at a time, done on the calling task.
-    public func next() async throws -> SourcePull {
+    package func next() async throws -> SourcePull {
         try state.withLock { (s: inout State) throws -> SourcePull in try self.step(&s) }
     }
 
@@ -81,7 +81,7 @@ public final class FileSource: PipelineSourceReader {
     /// `dataDir` (compared with a trailing slash, so `data2` is not inside
     /// `data`), after refusing absolute paths and `..` components. Symlinks
     /// inside `dataDir` are fine as long as they lead to a file inside it.
-    public static func resolve(path: String, dataDir: String) throws(SourceError) -> String {
+    package static func resolve(path: String, dataDir: String) throws(SourceError) -> String {
         if let problem = PipelineSourceConfig.pathProblem(path) { throw SourceError(message: "path \(problem)") }
         guard let root = realPath(dataDir) else {
             throw SourceError(message: "data_dir \(dataDir) cannot be resolved: \(errnoText())")

@@ -6,9 +6,9 @@
 /// the token `-` (or the index one past the end); it leaves the document
 /// unchanged where the path runs through a value that is neither an object
 /// nor an array (a number, a string, `null`) or past the end of an array.
-public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
+package struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
     /// The unescaped reference tokens, outermost first.
-    public let tokens: [String]
+    let tokens: [String]
 
     /// Parses pointer text.
     ///
@@ -17,7 +17,8 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
     ///   token, and `set` builds one object per missing one.
     /// - Throws: a message when the text is neither empty nor starts with `/`,
     ///   has too many segments, or a `~` is not followed by `0` or `1`.
-    public init(parsing text: String, maxSegments: Int = JSONLimits().maxPointerSegments) throws(JSONPointerSyntaxError)
+    package init(parsing text: String, maxSegments: Int = JSONLimits().maxPointerSegments)
+        throws(JSONPointerSyntaxError)
     {
         if text.isEmpty {
             tokens = []
@@ -42,18 +43,18 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
 
     /// A pointer from unescaped tokens (not checked against
     /// `max_pointer_segments`: for pointers the code itself makes).
-    public init(tokens: [String]) {
+    package init(tokens: [String]) {
         self.tokens = tokens
     }
 
     /// The pointer text, with `~` and `/` escaped again.
-    public var description: String {
+    package var description: String {
         tokens.map { "/" + $0.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1") }
             .joined()
     }
 
     /// The value the pointer refers to, or nil when it does not exist.
-    public func value(in document: JSONValue) -> JSONValue? {
+    package func value(in document: JSONValue) -> JSONValue? {
         var current = document
         for token in tokens {
             switch current {
@@ -73,7 +74,7 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
     /// Sets the referenced value, creating missing parent objects. Returns
     /// false (and leaves `document` unchanged) when the path cannot be made.
     @discardableResult
-    public func set(_ value: JSONValue, in document: inout JSONValue) -> Bool {
+    package func set(_ value: JSONValue, in document: inout JSONValue) -> Bool {
         Self.set(value, tokens[...], in: &document)
     }
 
@@ -81,7 +82,7 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
     /// nothing to remove (the document is unchanged). The empty pointer
     /// removes nothing.
     @discardableResult
-    public func remove(from document: inout JSONValue) -> Bool {
+    package func remove(from document: inout JSONValue) -> Bool {
         guard !tokens.isEmpty else { return false }
         return Self.remove(tokens[...], from: &document)
     }
@@ -190,7 +191,7 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Pointer text that is not a valid JSON Pointer.
-public struct JSONPointerSyntaxError: Error, Sendable, Equatable {
+package struct JSONPointerSyntaxError: Error, Sendable, Equatable {
     /// What is wrong with it.
-    public var message: String
+    package var message: String
 }

@@ -9,7 +9,7 @@ extension Pipeline {
     ///
     /// - Throws: `.invalid` for a bad `ackSeconds`; `.gone` if the pipeline is
     ///   or gets deleted; `.shuttingDown` at shutdown.
-    public func takeWaiting(max: Int, ackSeconds: Double? = nil, until deadline: Timestamp) async throws(PipelineError)
+    package func takeWaiting(max: Int, ackSeconds: Double? = nil, until deadline: Timestamp) async throws(PipelineError)
         -> [PipelineDelivery]
     {
         try checkOpen()
@@ -54,7 +54,7 @@ extension Pipeline {
     ///   before it pushed: a producer that hung up pushes nothing), or at once
     ///   when `maxWaiters` producers are already parked; `.invalid`; `.gone`;
     ///   `.shuttingDown`.
-    public func pushWaiting(_ request: PipelinePushRequest, until deadline: Timestamp) async throws(PipelineError)
+    package func pushWaiting(_ request: PipelinePushRequest, until deadline: Timestamp) async throws(PipelineError)
         -> PipelinePushResult
     {
         try checkOpen()
@@ -91,14 +91,14 @@ extension Pipeline {
 
     /// Deletes the pipeline: parked callers get `.gone`, the timer and the
     /// source stop, and every later call throws `.gone`.
-    public func close() {
+    package func close() {
         end(.closed, error: .gone)
         engine.releaseStorage()
     }
 
     /// Shutdown: parked callers get `.shuttingDown`, the timer and the source
     /// stop, and later calls throw `.shuttingDown` (or `.gone` once closed).
-    public func shutdown() {
+    package func shutdown() {
         guard lifecycle == .open else { return }
         end(.shuttingDown, error: .shuttingDown)
     }

@@ -10,17 +10,17 @@
 /// It runs on its own `ResourceExecutor`: async callers `await` it, and an
 /// HTTP thread that needs no waiting runs isolated to it with
 /// `withIsolation { }`.
-public actor Pipeline: LockIsolatedActor {
+package actor Pipeline: LockIsolatedActor {
     /// The executor the actor's jobs run on, also taken by `withIsolation`.
-    public nonisolated let executor: ResourceExecutor
+    package nonisolated let executor: ResourceExecutor
     /// Runs the actor's jobs on `executor`.
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    package nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     /// The pipeline's name.
-    public nonisolated let name: String
+    package nonisolated let name: String
     /// Parked consumers, and parked producers, allowed at once; beyond it a
     /// consumer gets `[]` and a producer `.full` at once.
-    public static let maxWaiters = 10_000
+    static let maxWaiters = 10_000
 
     enum Lifecycle { case open, closed, shuttingDown }
 
@@ -61,7 +61,7 @@ public actor Pipeline: LockIsolatedActor {
 
     let clock: any UsherClock
     /// Where state changes are emitted (nil: nowhere).
-    public nonisolated let events: EventLog?
+    package nonisolated let events: EventLog?
     var engine: PipelineEngine
     var lifecycle = Lifecycle.open
     /// The one timer, and the deadline it is armed for.
@@ -75,7 +75,7 @@ public actor Pipeline: LockIsolatedActor {
 
     /// Creates an empty pipeline whose fences start at the clock's time in
     /// microseconds, and starts pulling its source (if any) through `sourceFactory`.
-    public init(
+    package init(
         name: String, config: PipelineConfig, clock: any UsherClock, sourceFactory: SourceReaderFactory? = nil,
         events: EventLog? = nil, budget: StorageBudget = StorageBudget(), maxTakeBytes: Int = .max
     ) {
@@ -100,21 +100,21 @@ public actor Pipeline: LockIsolatedActor {
     /// Adds an item (see `PipelineEngine.push`).
     ///
     /// - Throws: `.full` when there is no room; `.invalid`; `.gone`; `.shuttingDown`.
-    public func push(_ request: PipelinePushRequest) throws(PipelineError) -> PipelinePushResult {
+    package func push(_ request: PipelinePushRequest) throws(PipelineError) -> PipelinePushResult {
         try checkOpen()
         defer { settle() }
         return emitPushed(try engine.push(request, now: clock.now()))
     }
 
     /// Adds every item or none (see `PipelineEngine.pushBatch`).
-    public func pushBatch(_ requests: [PipelinePushRequest]) throws(PipelineError) -> [PipelinePushResult] {
+    package func pushBatch(_ requests: [PipelinePushRequest]) throws(PipelineError) -> [PipelinePushResult] {
         try checkOpen()
         defer { settle() }
         return try engine.pushBatch(requests, now: clock.now()).map(emitPushed)
     }
 
     /// Hands out what can be handed out now; `[]` when nothing can.
-    public func take(max: Int, ackSeconds: Double? = nil) throws(PipelineError) -> [PipelineDelivery] {
+    package func take(max: Int, ackSeconds: Double? = nil) throws(PipelineError) -> [PipelineDelivery] {
         try checkOpen()
         defer { settle() }
         return emitDelivered(try engine.take(max: max, ackSeconds: ackSeconds, now: clock.now()))
@@ -124,7 +124,7 @@ public actor Pipeline: LockIsolatedActor {
     ///
     /// - Throws: `.notFound`; `.notInFlight(current:)`.
     @discardableResult
-    public func consume(_ id: String, fence: Int64? = nil) throws(PipelineError) -> PipelineItem {
+    package func consume(_ id: String, fence: Int64? = nil) throws(PipelineError) -> PipelineItem {
         try checkOpen()
         defer { settle() }
         return emit("consumed", try engine.consume(id, fence: fence, now: clock.now()))
@@ -133,7 +133,7 @@ public actor Pipeline: LockIsolatedActor {
     /// Puts an in-flight item back at the front (after `delaySeconds`), or on
     /// the dead list when it has had `max_deliveries` hand-outs.
     @discardableResult
-    public func release(_ id: String, delaySeconds: Double? = nil, fence: Int64? = nil) throws(PipelineError)
+    package func release(_ id: String, delaySeconds: Double? = nil, fence: Int64? = nil) throws(PipelineError)
         -> PipelineItem
     {
         try checkOpen()
@@ -147,7 +147,7 @@ public actor Pipeline: LockIsolatedActor {
     /// without counting the hand-out (`released` events, reason
     /// `undelivered`); returns those items.
     @discardableResult
-    public func undeliver(_ deliveries: [(id: String, fence: Int64)]) -> [PipelineItem] {
+    package func undeliver(_ deliveries: [(id: String, fence: Int64)]) -> [PipelineItem] {
         guard lifecycle == .open else { return [] }
         defer { settle() }
         let now = clock.now()
@@ -161,7 +161,7 @@ public actor Pipeline: LockIsolatedActor {
     ///
     /// - Throws: `.notFound`; `.inFlight`.
     @discardableResult
-    public func cancel(_ id: String) throws(PipelineError) -> PipelineItem {
+    package func cancel(_ id: String) throws(PipelineError) -> PipelineItem {
         try checkOpen()
         defer { settle() }
         if let item = engine.item(id), item.status.isFinished { return item }
@@ -169,7 +169,7 @@ public actor Pipeline: LockIsolatedActor {
     }
 
     /// The item with this id: live, dead, or remembered as finished.
-    public func item(_ id: String) throws(PipelineError) -> PipelineItem {
+    package func item(_ id: String) throws(PipelineError) -> PipelineItem {
         try checkOpen()
         settle()
         guard let item = engine.item(id) else { throw .notFound(id) }
@@ -177,12 +177,12 @@ public actor Pipeline: LockIsolatedActor {
     }
 
     /// The oldest `limit` dead items, oldest first.
-    public func dead(limit: Int = 100) -> [PipelineItem] {
+    package func dead(limit: Int = 100) -> [PipelineItem] {
         engine.deadItems(limit: limit)
     }
 
     /// Moves dead items back, oldest first, while there is room; how many moved.
-    public func redrive() throws(PipelineError) -> Int {
+    package func redrive() throws(PipelineError) -> Int {
         try checkOpen()
         defer { settle() }
         return engine.redrive(now: clock.now())
@@ -190,7 +190,7 @@ public actor Pipeline: LockIsolatedActor {
 
     /// The state, with the first `limit` ready items after `cursor` (also
     /// after `close()`).
-    public func state(limit: Int = 100, after cursor: PipelineCursor? = nil) -> PipelineSnapshot {
+    package func state(limit: Int = 100, after cursor: PipelineCursor? = nil) -> PipelineSnapshot {
         settle()
         let page = engine.readyPage(limit: limit, after: cursor)
         var snapshot = PipelineSnapshot(
@@ -205,19 +205,19 @@ public actor Pipeline: LockIsolatedActor {
 
     /// Up to `limit` dead items after `cursor`, oldest first, each with its
     /// cursor, and whether more follow.
-    public func deadPage(limit: Int, after cursor: PipelineCursor?) -> (
+    package func deadPage(limit: Int, after cursor: PipelineCursor?) -> (
         items: [PipelineItem], cursors: [String], more: Bool
     ) {
         engine.deadPage(limit: limit, after: cursor)
     }
 
     /// The config: creation filters, patches applied. `PUT` compares against it.
-    public var config: PipelineConfig { engine.config }
+    package var config: PipelineConfig { engine.config }
 
     /// Changes the mutable config; takes effect at once (a larger capacity
     /// lets parked producers in). Returns the new config.
     @discardableResult
-    public func apply(_ patch: PipelinePatch) throws(PipelineError) -> PipelineConfig {
+    package func apply(_ patch: PipelinePatch) throws(PipelineError) -> PipelineConfig {
         try checkOpen()
         defer { settle() }
         engine.apply(patch, now: clock.now())
@@ -226,7 +226,7 @@ public actor Pipeline: LockIsolatedActor {
 
     /// Adds or replaces a filter; true when it is new (201 rather than 200).
     @discardableResult
-    public func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
+    package func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
         try checkOpen()
         return try engine.putFilter(name: name, filter)
     }
@@ -234,15 +234,15 @@ public actor Pipeline: LockIsolatedActor {
     /// Removes a filter.
     ///
     /// - Throws: `.notFound(name)`.
-    public func removeFilter(name: String) throws(PipelineError) {
+    package func removeFilter(name: String) throws(PipelineError) {
         try checkOpen()
         try engine.removeFilter(name: name)
     }
 
     /// Parked consumers.
-    public var waitingConsumers: Int { consumers.count }
+    package var waitingConsumers: Int { consumers.count }
     /// Parked producers.
-    public var waitingProducers: Int { producers.count }
+    package var waitingProducers: Int { producers.count }
 
     // MARK: - Settling
 

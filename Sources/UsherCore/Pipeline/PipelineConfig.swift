@@ -1,27 +1,27 @@
 /// A pipeline's configuration (SPEC §5). Every field has a default, so `{}`
 /// is a valid config.
-public struct PipelineConfig: Sendable, Equatable {
+package struct PipelineConfig: Sendable, Equatable {
     /// `capacity` (1000): ready, delayed and in-flight items together; also
     /// the most items the dead list keeps.
-    public var capacity: Int
+    package var capacity: Int
     /// `max_in_flight` (1): items handed out and not yet consumed or released;
     /// with 1, the next item is not handed out until the previous one is consumed.
-    public var maxInFlight: Int
+    package var maxInFlight: Int
     /// `ack_seconds` (30): an item not consumed by then is handed out again; 0 = never.
-    public var ackSeconds: Double
+    package var ackSeconds: Double
     /// `max_deliveries` (5): an item handed out this many times that comes
     /// back (by timeout or release) moves to the dead list.
-    public var maxDeliveries: Int
+    package var maxDeliveries: Int
     /// `filters` (`{}`): the filters the pipeline starts with, by name.
-    public var filters: [String: PipelineFilter]
+    package var filters: [String: PipelineFilter]
     /// `source` (none): where the pipeline pulls items by itself.
-    public var source: PipelineSourceConfig?
+    package var source: PipelineSourceConfig?
     /// `history` (1000): finished (consumed or cancelled) items remembered,
     /// without their payloads, so a retried consume learns what happened.
-    public var history: Int
+    package var history: Int
 
     /// A config; every argument defaults to the documented default.
-    public init(
+    package init(
         capacity: Int = 1000, maxInFlight: Int = 1, ackSeconds: Double = 30, maxDeliveries: Int = 5,
         filters: [String: PipelineFilter] = [:], source: PipelineSourceConfig? = nil, history: Int = 1000
     ) {
@@ -35,19 +35,19 @@ public struct PipelineConfig: Sendable, Equatable {
     }
 
     /// Allowed ranges, shared by the config, the patch and item requests.
-    public enum Limits {
+    package enum Limits {
         /// `capacity`.
-        public static let capacity = 1...1_000_000
+        package static let capacity = 1...1_000_000
         /// `max_in_flight`.
-        public static let maxInFlight = 1...1_000_000
+        package static let maxInFlight = 1...1_000_000
         /// `max_deliveries`.
-        public static let maxDeliveries = 1...1000
+        package static let maxDeliveries = 1...1000
         /// `history`.
-        public static let history = 0...100_000
+        package static let history = 0...100_000
         /// Also the range of `delay_seconds` (one year).
-        public static let seconds = 0.0...31_536_000.0
+        package static let seconds = 0.0...31_536_000.0
         /// An item's `priority`.
-        public static let priority = -1_000_000...1_000_000
+        package static let priority = -1_000_000...1_000_000
     }
 
     /// Reads a config object; missing fields take their defaults. The caller
@@ -56,7 +56,7 @@ public struct PipelineConfig: Sendable, Equatable {
     /// - Parameters:
     ///   - allowRemoteSources: `allow_remote_sources` from the service config.
     ///   - limits: `max_json_depth` and `max_pointer_segments`, for the filters.
-    public static func parse(
+    package static func parse(
         _ reader: inout FieldReader, allowRemoteSources: Bool = false, limits: JSONLimits = JSONLimits()
     ) throws(FieldError) -> PipelineConfig {
         var config = try PipelinePatch.parse(&reader).applied(to: PipelineConfig())
@@ -87,20 +87,20 @@ public struct PipelineConfig: Sendable, Equatable {
 /// A change to a pipeline's mutable config (`PATCH`): `capacity`,
 /// `max_in_flight`, `ack_seconds`, `max_deliveries`, `history`, each optional. Filters
 /// change through their own routes; the source cannot change.
-public struct PipelinePatch: Sendable, Equatable {
+package struct PipelinePatch: Sendable, Equatable {
     /// New `capacity`.
-    public var capacity: Int?
+    package var capacity: Int?
     /// New `max_in_flight`.
-    public var maxInFlight: Int?
+    package var maxInFlight: Int?
     /// New `ack_seconds` (later hand-outs only).
-    public var ackSeconds: Double?
+    package var ackSeconds: Double?
     /// New `max_deliveries` (later returns only).
-    public var maxDeliveries: Int?
+    package var maxDeliveries: Int?
     /// New `history`: a smaller one forgets the oldest finished items at once.
-    public var history: Int?
+    package var history: Int?
 
     /// A patch changing the fields given.
-    public init(
+    package init(
         capacity: Int? = nil, maxInFlight: Int? = nil, ackSeconds: Double? = nil, maxDeliveries: Int? = nil,
         history: Int? = nil
     ) {
@@ -112,7 +112,7 @@ public struct PipelinePatch: Sendable, Equatable {
     }
 
     /// Reads the five mutable keys, none required. The caller calls `reader.finish()`.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> PipelinePatch {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> PipelinePatch {
         var p = PipelinePatch()
         p.capacity = try reader.int("capacity", in: PipelineConfig.Limits.capacity)
         p.maxInFlight = try reader.int("max_in_flight", in: PipelineConfig.Limits.maxInFlight)
@@ -123,7 +123,7 @@ public struct PipelinePatch: Sendable, Equatable {
     }
 
     /// `config` with the fields present in the patch replaced.
-    public func applied(to config: PipelineConfig) -> PipelineConfig {
+    package func applied(to config: PipelineConfig) -> PipelineConfig {
         var c = config
         if let capacity { c.capacity = capacity }
         if let maxInFlight { c.maxInFlight = maxInFlight }

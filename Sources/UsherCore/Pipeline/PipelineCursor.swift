@@ -1,14 +1,14 @@
 /// Where a page of a pipeline's ready items or dead list resumes. Items that
 /// stay where they are appear exactly once across pages. Clients see it as
 /// an opaque `next_cursor` string.
-public enum PipelineCursor: Sendable, Equatable {
+package enum PipelineCursor: Sendable, Equatable {
     /// After this place in hand-out order.
     case ready(priority: Int32, seq: Int64)
     /// After the dead item that arrived with this serial.
     case dead(serial: Int64)
 
     /// Reads a cursor's text (`r<priority>_<seq>` or `d<serial>`); nil when malformed.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard let tag = text.first else { return nil }
         let rest = text.dropFirst()
         switch tag {
@@ -25,7 +25,7 @@ public enum PipelineCursor: Sendable, Equatable {
     }
 
     /// The cursor's text, as `next_cursor` carries it.
-    public var text: String {
+    package var text: String {
         switch self {
         case .ready(let priority, let seq): "r\(priority)_\(seq)"
         case .dead(let serial): "d\(serial)"

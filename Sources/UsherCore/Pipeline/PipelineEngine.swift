@@ -1,16 +1,16 @@
 /// What changed in an engine since the manager last looked, so it wakes only
 /// the waiters that can now make progress.
-public struct PipelineChanges: OptionSet, Sendable {
+package struct PipelineChanges: OptionSet, Sendable {
     /// The bits.
-    public let rawValue: UInt8
+    package let rawValue: UInt8
     /// Changes from bits.
-    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    package init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// A consumer may now get something: an item became ready, or an in-flight
     /// slot freed up (consume, release, timeout, a larger `max_in_flight`).
-    public static let itemsAvailable = PipelineChanges(rawValue: 1)
+    static let itemsAvailable = PipelineChanges(rawValue: 1)
     /// A producer may now push: an item left the buffer or `capacity` grew.
-    public static let roomAvailable = PipelineChanges(rawValue: 2)
+    static let roomAvailable = PipelineChanges(rawValue: 2)
 }
 
 /// The value-type heart of a pipeline: the bounded buffer, the in-flight
@@ -29,23 +29,23 @@ public struct PipelineChanges: OptionSet, Sendable {
 ///
 /// Push and take are O(log n): ready items sit in an order-statistic treap
 /// (which also gives the position), deadlines in a lazy min-heap.
-public struct PipelineEngine: Sendable {
+package struct PipelineEngine: Sendable {
     /// The config, with patches applied (`filters` as created; the live set is `filters`).
-    public private(set) var config: PipelineConfig
+    package private(set) var config: PipelineConfig
     /// The filters that run now.
-    public private(set) var filters: PipelineFilters
+    package private(set) var filters: PipelineFilters
     /// Running totals.
-    public private(set) var counts = PipelineCounts()
+    package private(set) var counts = PipelineCounts()
     /// Waits from push to first delivery (for metrics).
-    public private(set) var waitHistogram = WaitHistogram()
+    package private(set) var waitHistogram = WaitHistogram()
     /// The latest fence handed out; starts at the creation time in microseconds.
-    public private(set) var fence: Int64
+    package private(set) var fence: Int64
     /// Accumulated since the last `takeChanges()`.
-    public private(set) var changes: PipelineChanges = []
+    package private(set) var changes: PipelineChanges = []
     /// Items waiting for their delay to end.
-    public private(set) var delayedCount = 0
+    private(set) var delayedCount = 0
     /// Items handed out and not yet consumed or released.
-    public private(set) var inFlightCount = 0
+    private(set) var inFlightCount = 0
 
     /// Ready, delayed and in-flight items, addressed by handle. Segmented and
     /// sharded like the queue engine's: growing never copies or rehashes the
@@ -70,13 +70,13 @@ public struct PipelineEngine: Sendable {
     /// This pipeline's share of the server's storage budget: an item is
     /// charged from its push until it leaves (consumed, filtered, cancelled,
     /// or dropped from the dead list).
-    public private(set) var storage: StorageAccount
+    package private(set) var storage: StorageAccount
     /// The most one `take` hands out, in encoded bytes (`max_response_bytes`):
     /// the rest stay ready for the next take. At least one item always goes.
-    public var maxTakeBytes = Int.max
+    package var maxTakeBytes = Int.max
 
     /// An empty pipeline; `seed` fixes the treap's shape in tests.
-    public init(
+    package init(
         config: PipelineConfig, createdAt: Timestamp, seed: UInt64? = nil, budget: StorageBudget = StorageBudget()
     ) {
         self.config = config
@@ -90,23 +90,23 @@ public struct PipelineEngine: Sendable {
     // MARK: - Counts
 
     /// Items waiting to be handed out.
-    public var readyCount: Int { ready.count }
+    var readyCount: Int { ready.count }
     /// Items on the dead list.
-    public var deadCount: Int { dead.count }
+    var deadCount: Int { dead.count }
     /// When the ready item pushed longest ago was pushed (scans the items:
     /// for metrics at scrape time, not for the request path).
-    public var oldestReadySince: Timestamp? {
+    package var oldestReadySince: Timestamp? {
         slots.lazy.compactMap { $0 }.filter { $0.status == .ready }.map(\.pushedAt).min { $0.micros < $1.micros }
     }
     /// Ready, delayed and in-flight items: what `capacity` bounds.
-    public var count: Int { ready.count + delayedCount + inFlightCount }
+    package var count: Int { ready.count + delayedCount + inFlightCount }
     /// Room for `n` more items now.
-    public func hasRoom(for n: Int = 1) -> Bool { count + n <= config.capacity }
+    func hasRoom(for n: Int = 1) -> Bool { count + n <= config.capacity }
     /// Whether `take` could hand something out now (before filters).
-    public var canDeliver: Bool { !ready.isEmpty && inFlightCount < config.maxInFlight }
+    var canDeliver: Bool { !ready.isEmpty && inFlightCount < config.maxInFlight }
 
     /// Returns and clears what changed since the last call.
-    public mutating func takeChanges() -> PipelineChanges {
+    mutating func takeChanges() -> PipelineChanges {
         defer { changes = [] }
         return changes
     }
@@ -118,7 +118,7 @@ public struct PipelineEngine: Sendable {
     ///
     /// - Throws: `.full` when there is no room; `.invalid` for a bad id,
     ///   priority or delay.
-    public mutating func push(_ request: PipelinePushRequest, now: Timestamp) throws(PipelineError)
+    package mutating func push(_ request: PipelinePushRequest, now: Timestamp) throws(PipelineError)
         -> PipelinePushResult
     {
         try Self.validate(request, field: "")
@@ -137,7 +137,7 @@ public struct PipelineEngine: Sendable {
     ///   no room for all the new ones now. Entries whose id the pipeline
     ///   already holds (or that repeat an id earlier in the batch) need no room
     ///   and answer with the existing item.
-    public mutating func pushBatch(_ requests: [PipelinePushRequest], now: Timestamp) throws(PipelineError)
+    package mutating func pushBatch(_ requests: [PipelinePushRequest], now: Timestamp) throws(PipelineError)
         -> [PipelinePushResult]
     {
         guard requests.count <= config.capacity else {
@@ -186,7 +186,7 @@ public struct PipelineEngine: Sendable {
     ///
     /// - Parameter ackSeconds: a shorter ack limit than the pipeline's; 0 (no
     ///   limit) only when the pipeline's `ack_seconds` is 0.
-    public mutating func take(max: Int, ackSeconds: Double? = nil, now: Timestamp) throws(PipelineError)
+    package mutating func take(max: Int, ackSeconds: Double? = nil, now: Timestamp) throws(PipelineError)
         -> [PipelineDelivery]
     {
         let ack = try effectiveAckSeconds(ackSeconds)
@@ -227,7 +227,7 @@ public struct PipelineEngine: Sendable {
     }
 
     /// Checks a requested ack limit and returns the one that applies.
-    public func effectiveAckSeconds(_ requested: Double?) throws(PipelineError) -> Double {
+    func effectiveAckSeconds(_ requested: Double?) throws(PipelineError) -> Double {
         guard let requested else { return config.ackSeconds }
         guard Durations.isAllowed(requested) else {
             throw .invalid(field: "ack_seconds", message: Durations.range())
@@ -248,7 +248,7 @@ public struct PipelineEngine: Sendable {
     /// - Throws: `.notFound`; `.notInFlight(current:)` when it is not in flight
     ///   (or `fence` belongs to an earlier hand-out).
     @discardableResult
-    public mutating func consume(_ id: String, fence: Int64? = nil, now: Timestamp) throws(PipelineError)
+    package mutating func consume(_ id: String, fence: Int64? = nil, now: Timestamp) throws(PipelineError)
         -> PipelineItem
     {
         expire(now: now)
@@ -270,7 +270,7 @@ public struct PipelineEngine: Sendable {
     ///
     /// - Throws: like `consume`; `.invalid` for a bad delay.
     @discardableResult
-    public mutating func release(
+    package mutating func release(
         _ id: String, delaySeconds: Double? = nil, fence: Int64? = nil, now: Timestamp
     ) throws(PipelineError) -> PipelineItem {
         if let delaySeconds, !Durations.isAllowed(delaySeconds) {
@@ -287,7 +287,7 @@ public struct PipelineEngine: Sendable {
     /// no hand-out left, `taken_at` and `fence` are null again).
     /// `delivered_total` keeps counting it: a total never goes down. Nil,
     /// changing nothing, when the item is no longer in flight under that fence.
-    public mutating func undeliver(_ id: String, fence: Int64, now: Timestamp) -> PipelineItem? {
+    package mutating func undeliver(_ id: String, fence: Int64, now: Timestamp) -> PipelineItem? {
         expire(now: now)
         guard let h = handles[id], var item = slots[Int(h)], item.status == .inFlight, item.fence == fence else {
             return nil
@@ -306,7 +306,7 @@ public struct PipelineEngine: Sendable {
     ///
     /// - Throws: `.notFound`; `.inFlight` for an in-flight item.
     @discardableResult
-    public mutating func cancel(_ id: String, now: Timestamp) throws(PipelineError) -> PipelineItem {
+    package mutating func cancel(_ id: String, now: Timestamp) throws(PipelineError) -> PipelineItem {
         expire(now: now)
         if let item = finished.item(id) { return item }
         var cancelled: PipelineItem
@@ -360,7 +360,7 @@ public struct PipelineEngine: Sendable {
 
     /// Moves dead items back to the buffer (oldest first, to the back, with
     /// `deliveries` reset) while there is room; returns how many moved.
-    public mutating func redrive(now: Timestamp) -> Int {
+    package mutating func redrive(now: Timestamp) -> Int {
         expire(now: now)
         var moved = 0
         while hasRoom(), var item = dead.popOldest() {
@@ -378,7 +378,7 @@ public struct PipelineEngine: Sendable {
     }
 
     /// The oldest `limit` dead items, oldest first.
-    public func deadItems(limit: Int) -> [PipelineItem] { dead.oldest(limit) }
+    package func deadItems(limit: Int) -> [PipelineItem] { dead.oldest(limit) }
 
     // MARK: - Config and filters
 
@@ -386,7 +386,7 @@ public struct PipelineEngine: Sendable {
     /// effect at once; a smaller capacity evicts nothing (pushes wait until the
     /// buffer shrinks) but trims the dead list; a new `ack_seconds` applies to
     /// later hand-outs and a new `max_deliveries` to later returns.
-    public mutating func apply(_ patch: PipelinePatch, now: Timestamp) {
+    package mutating func apply(_ patch: PipelinePatch, now: Timestamp) {
         expire(now: now)
         let old = config
         config = patch.applied(to: config)
@@ -397,7 +397,7 @@ public struct PipelineEngine: Sendable {
     }
 
     /// Gives back every byte this pipeline holds: it was deleted.
-    public mutating func releaseStorage() { storage.releaseAll() }
+    mutating func releaseStorage() { storage.releaseAll() }
 
     /// Drops the oldest dead items beyond `capacity`; they leave the pipeline.
     private mutating func trimDead() {
@@ -430,7 +430,7 @@ public struct PipelineEngine: Sendable {
     /// Adds or replaces a filter; true when it is new.
     ///
     /// - Throws: `.invalid` for a bad name or beyond `PipelineFilter.Limits.count` filters.
-    public mutating func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
+    package mutating func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
         guard Names.isValid(name) else {
             throw .invalid(field: "name", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
         }
@@ -443,32 +443,32 @@ public struct PipelineEngine: Sendable {
     /// Removes a filter.
     ///
     /// - Throws: `.notFound(name)` when there is none.
-    public mutating func removeFilter(name: String) throws(PipelineError) {
+    package mutating func removeFilter(name: String) throws(PipelineError) {
         guard filters.remove(name: name) else { throw .notFound(name) }
     }
 
     // MARK: - Reading
 
     /// The item with this id: live, dead, or remembered as finished.
-    public func item(_ id: String) -> PipelineItem? {
+    package func item(_ id: String) -> PipelineItem? {
         if let h = handles[id] { return slots[Int(h)] }
         return dead.item(id) ?? finished.item(id)
     }
 
     /// 1-based place of a ready item in hand-out order.
-    public func position(of id: String) -> Int? {
+    package func position(of id: String) -> Int? {
         guard let h = handles[id], slots[Int(h)]?.status == .ready else { return nil }
         return ready.rank(of: h)
     }
 
     /// The first `limit` ready items in hand-out order (stored payloads).
-    public func readyItems(limit: Int) -> [PipelineItem] {
+    func readyItems(limit: Int) -> [PipelineItem] {
         ready.prefix(Swift.max(0, limit)).compactMap { slots[Int($0)] }
     }
 
     /// Up to `limit` ready items in hand-out order after `cursor` (nil: from
     /// the first), each with its cursor, and whether more follow.
-    public func readyPage(limit: Int, after cursor: PipelineCursor?) -> (
+    func readyPage(limit: Int, after cursor: PipelineCursor?) -> (
         items: [PipelineItem], cursors: [String], more: Bool
     ) {
         let limit = Swift.min(Swift.max(0, limit), Int.max - 1)
@@ -491,7 +491,7 @@ public struct PipelineEngine: Sendable {
 
     /// Up to `limit` dead items, oldest first, after `cursor` (nil: from the
     /// oldest), each with its cursor, and whether more follow.
-    public func deadPage(limit: Int, after cursor: PipelineCursor?) -> (
+    package func deadPage(limit: Int, after cursor: PipelineCursor?) -> (
         items: [PipelineItem], cursors: [String], more: Bool
     ) {
         var serial: Int64?
@@ -566,7 +566,7 @@ public struct PipelineEngine: Sendable {
     }
 
     /// Applies every deadline at or before `now`, in deadline order.
-    public mutating func expire(now: Timestamp) {
+    mutating func expire(now: Timestamp) {
         while let top = timers.min, top.deadline <= now.micros {
             timers.popMin()
             guard isLive(top), let item = slots[Int(top.handle)] else { continue }
@@ -593,7 +593,7 @@ public struct PipelineEngine: Sendable {
     }
 
     /// The earliest pending deadline (a delay ending or an ack deadline).
-    public mutating func nextDeadline() -> Timestamp? {
+    mutating func nextDeadline() -> Timestamp? {
         while let top = timers.min {
             if isLive(top) { return Timestamp(micros: top.deadline) }
             timers.popMin()

@@ -1,6 +1,6 @@
 /// Why a pipeline refused a request. The core decides; the API layer maps each
 /// case to a status and a problem code.
-public enum PipelineError: Error, Sendable, Equatable {
+package enum PipelineError: Error, Sendable, Equatable {
     /// No such item (404 `not_found`); carries the id asked for, or the filter name.
     case notFound(String)
     /// Consume or release of an item that is not in flight (409 `not_in_flight`);
@@ -21,7 +21,7 @@ public enum PipelineError: Error, Sendable, Equatable {
     case shuttingDown
 
     /// Wraps a field error from parsing a request.
-    public init(_ error: FieldError) {
+    package init(_ error: FieldError) {
         self = .invalid(field: error.field, message: error.message)
     }
 }

@@ -6,29 +6,29 @@
 /// {"priority": 5,  "action": "set", "field": "/seen_by", "value": "usher"}
 /// {"priority": 1,  "when": {"field": "/debug", "exists": true}, "action": "remove", "field": "/debug"}
 /// ```
-public struct PipelineFilter: Sendable, Equatable {
+package struct PipelineFilter: Sendable, Equatable {
     /// `priority` (0): filters run in descending priority, ties by name.
-    public var priority: Int
+    package var priority: Int
     /// `when`: the filter applies only when this holds; nil means always.
-    public var when: Condition?
+    package var when: Condition?
     /// `action` with its `field` and `value`.
-    public var action: Action
+    package var action: Action
 
     /// A test on one field of the payload.
-    public struct Condition: Sendable, Equatable {
+    package struct Condition: Sendable, Equatable {
         /// `field`: a JSON Pointer into the payload.
-        public var field: JSONPointer
+        package var field: JSONPointer
         /// Exactly one of `equals`, `not_equals`, `in`, `exists`.
-        public var test: Test
+        package var test: Test
 
         /// A test on `field`.
-        public init(field: JSONPointer, test: Test) {
+        package init(field: JSONPointer, test: Test) {
             self.field = field
             self.test = test
         }
 
         /// The comparison a condition makes.
-        public enum Test: Sendable, Equatable {
+        package enum Test: Sendable, Equatable {
             /// The field exists and equals the value (`1` equals `1.0`).
             case equals(JSONValue)
             /// The field is missing or differs from the value.
@@ -40,7 +40,7 @@ public struct PipelineFilter: Sendable, Equatable {
         }
 
         /// Whether the condition holds for `payload`.
-        public func holds(for payload: JSONValue) -> Bool {
+        package func holds(for payload: JSONValue) -> Bool {
             let v = field.value(in: payload)
             switch test {
             case .equals(let x): return v == x
@@ -52,7 +52,7 @@ public struct PipelineFilter: Sendable, Equatable {
     }
 
     /// What a filter does when its condition holds.
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         /// The item is never delivered: it leaves the pipeline, counted in `filtered_total`.
         case drop
         /// The delivered payload gets `value` at `field`; missing parent objects are created.
@@ -62,22 +62,22 @@ public struct PipelineFilter: Sendable, Equatable {
     }
 
     /// A filter; no `when` means always.
-    public init(priority: Int = 0, when: Condition? = nil, action: Action) {
+    package init(priority: Int = 0, when: Condition? = nil, action: Action) {
         self.priority = priority
         self.when = when
         self.action = action
     }
 
     /// Allowed ranges.
-    public enum Limits {
+    package enum Limits {
         /// A filter's `priority`.
-        public static let priority = -1_000_000...1_000_000
+        package static let priority = -1_000_000...1_000_000
         /// Filters one pipeline may have.
-        public static let count = 100
+        package static let count = 100
     }
 
     /// Runs the filter on a payload being handed out; nil means drop.
-    public func apply(to payload: JSONValue) -> JSONValue? {
+    package func apply(to payload: JSONValue) -> JSONValue? {
         if let when, !when.holds(for: payload) { return payload }
         switch action {
         case .drop:
@@ -103,7 +103,7 @@ extension PipelineFilter {
     /// Pointers have at most `limits.maxPointerSegments` segments, and a `set`
     /// may not build a payload deeper than `limits.maxDepth`: the pointer's
     /// segments plus the value's depth, decided here once for every payload.
-    public static func parse(_ reader: inout FieldReader, limits: JSONLimits = JSONLimits()) throws(FieldError)
+    package static func parse(_ reader: inout FieldReader, limits: JSONLimits = JSONLimits()) throws(FieldError)
         -> PipelineFilter
     {
         let priority = try reader.int("priority", in: Limits.priority) ?? 0

@@ -1,50 +1,50 @@
 /// A pipeline's filters by name, kept in the order they run: descending
 /// `priority`, ties by name (byte order).
-public struct PipelineFilters: Sendable, Equatable {
+package struct PipelineFilters: Sendable, Equatable {
     /// One named filter.
-    public struct Entry: Sendable, Equatable {
+    package struct Entry: Sendable, Equatable {
         /// The filter's name (its route segment).
-        public var name: String
+        package var name: String
         /// The filter itself.
-        public var filter: PipelineFilter
+        package var filter: PipelineFilter
 
         /// A named filter.
-        public init(name: String, filter: PipelineFilter) {
+        package init(name: String, filter: PipelineFilter) {
             self.name = name
             self.filter = filter
         }
     }
 
     /// The filters in the order they run.
-    public private(set) var ordered: [Entry] = []
+    package private(set) var ordered: [Entry] = []
 
     /// No filters.
-    public init() {}
+    package init() {}
 
     /// The given filters, ordered.
-    public init(_ filters: [String: PipelineFilter]) {
+    package init(_ filters: [String: PipelineFilter]) {
         ordered = filters.map { Entry(name: $0.key, filter: $0.value) }
         ordered.sort(by: Self.runsBefore)
     }
 
     /// How many filters there are.
-    public var count: Int { ordered.count }
+    package var count: Int { ordered.count }
     /// True when there are none.
-    public var isEmpty: Bool { ordered.isEmpty }
+    package var isEmpty: Bool { ordered.isEmpty }
 
     /// The filter named `name`.
-    public subscript(name: String) -> PipelineFilter? {
+    package subscript(name: String) -> PipelineFilter? {
         ordered.first(where: { $0.name == name })?.filter
     }
 
     /// The filters as `{name: filter}`.
-    public var byName: [String: PipelineFilter] {
+    var byName: [String: PipelineFilter] {
         Dictionary(ordered.map { ($0.name, $0.filter) }, uniquingKeysWith: { a, _ in a })
     }
 
     /// Adds or replaces a filter; true when it is new.
     @discardableResult
-    public mutating func put(name: String, _ filter: PipelineFilter) -> Bool {
+    package mutating func put(name: String, _ filter: PipelineFilter) -> Bool {
         let isNew: Bool
         if let i = ordered.firstIndex(where: { $0.name == name }) {
             ordered.remove(at: i)
@@ -60,7 +60,7 @@ public struct PipelineFilters: Sendable, Equatable {
 
     /// Removes a filter; false when there is none of that name.
     @discardableResult
-    public mutating func remove(name: String) -> Bool {
+    package mutating func remove(name: String) -> Bool {
         guard let i = ordered.firstIndex(where: { $0.name == name }) else { return false }
         ordered.remove(at: i)
         return true
@@ -68,7 +68,7 @@ public struct PipelineFilters: Sendable, Equatable {
 
     /// Runs every filter in order on a payload being handed out; nil means a
     /// filter dropped it (the filters after it do not run).
-    public func apply(to payload: JSONValue) -> JSONValue? {
+    package func apply(to payload: JSONValue) -> JSONValue? {
         var current = payload
         for entry in ordered {
             guard let next = entry.filter.apply(to: current) else { return nil }

@@ -1,5 +1,5 @@
 /// Where an item is.
-public enum PipelineItemStatus: String, Sendable, Equatable {
+package enum PipelineItemStatus: String, Sendable, Equatable {
     /// Waiting to be handed out.
     case ready
     /// Pushed or released with a delay; ready at `available_at`.
@@ -14,34 +14,34 @@ public enum PipelineItemStatus: String, Sendable, Equatable {
     case cancelled
 
     /// True for the statuses of items that left the pipeline.
-    public var isFinished: Bool { self == .consumed || self == .cancelled }
+    package var isFinished: Bool { self == .consumed || self == .cancelled }
 }
 
 /// One item of a pipeline, as stored: the payload is the one pushed, never
 /// the filtered one.
-public struct PipelineItem: Sendable, Equatable {
+package struct PipelineItem: Sendable, Equatable {
     /// The client's or the server's id.
-    public internal(set) var id: String
+    package internal(set) var id: String
     /// The payload as pushed; filters never change it.
-    public internal(set) var payload: JSONValue
+    package internal(set) var payload: JSONValue
     /// Higher is handed out first.
-    public internal(set) var priority: Int
+    package internal(set) var priority: Int
     /// Where the item is.
-    public internal(set) var status: PipelineItemStatus
+    package internal(set) var status: PipelineItemStatus
     /// Hand-outs so far (reset by redrive).
-    public internal(set) var deliveries: Int
+    package internal(set) var deliveries: Int
     /// When it was pushed (or pulled from the source).
-    public internal(set) var pushedAt: Timestamp
+    package internal(set) var pushedAt: Timestamp
     /// When it became (or becomes, while delayed) ready.
-    public internal(set) var availableAt: Timestamp
+    package internal(set) var availableAt: Timestamp
     /// The latest hand-out.
-    public internal(set) var takenAt: Timestamp?
+    package internal(set) var takenAt: Timestamp?
     /// While in flight: when it is handed out again unless consumed; nil for no limit.
-    public internal(set) var ackDeadline: Timestamp?
+    package internal(set) var ackDeadline: Timestamp?
     /// The fence of the latest hand-out.
-    public internal(set) var fence: Int64?
+    package internal(set) var fence: Int64?
     /// When it moved to the dead list.
-    public internal(set) var deadAt: Timestamp?
+    package internal(set) var deadAt: Timestamp?
 
     /// Place in hand-out order among ready items: lower first within a priority.
     var seq: Int64 = 0
@@ -53,7 +53,7 @@ public struct PipelineItem: Sendable, Equatable {
     /// `{"id", "payload", "priority", "status", "deliveries", "pushed_at",
     /// "available_at", "taken_at", "ack_deadline", "fence", "dead_at"}`; every
     /// member is always present, `null` when it has no value.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("id", .string(id)),
             ("payload", payload),
@@ -71,25 +71,25 @@ public struct PipelineItem: Sendable, Equatable {
 }
 
 /// One hand-out: what `take` returns for each item.
-public struct PipelineDelivery: Sendable, Equatable {
+package struct PipelineDelivery: Sendable, Equatable {
     /// The item's id.
-    public var id: String
+    package var id: String
     /// The payload after the filters ran.
-    public var payload: JSONValue
+    package var payload: JSONValue
     /// The item's priority.
-    public var priority: Int
+    package var priority: Int
     /// Hand-outs so far, this one included.
-    public var deliveries: Int
+    package var deliveries: Int
     /// When this hand-out happened.
-    public var takenAt: Timestamp
+    package var takenAt: Timestamp
     /// When it is handed out again unless consumed; nil for no limit.
-    public var ackDeadline: Timestamp?
+    package var ackDeadline: Timestamp?
     /// The fencing token of this hand-out.
-    public var fence: Int64
+    package var fence: Int64
 
     /// `{"id", "payload", "deliveries", "taken_at", "ack_deadline", "fence"}`;
     /// `ack_deadline` is `null` when there is no limit.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("id", .string(id)),
             ("payload", payload),
@@ -102,18 +102,18 @@ public struct PipelineDelivery: Sendable, Equatable {
 }
 
 /// A push: the body of `POST /v1/pipelines/{p}/items`, or one entry of a batch.
-public struct PipelinePushRequest: Sendable, Equatable {
+package struct PipelinePushRequest: Sendable, Equatable {
     /// Client-supplied id (a valid name); an id the pipeline holds returns that item.
-    public var id: String?
+    package var id: String?
     /// Any JSON, `null` included.
-    public var payload: JSONValue
+    package var payload: JSONValue
     /// Higher is handed out first (0).
-    public var priority: Int
+    package var priority: Int
     /// Ready only after this many seconds (0 or nil = at once).
-    public var delaySeconds: Double?
+    package var delaySeconds: Double?
 
     /// A push; only the payload is required.
-    public init(id: String? = nil, payload: JSONValue, priority: Int = 0, delaySeconds: Double? = nil) {
+    package init(id: String? = nil, payload: JSONValue, priority: Int = 0, delaySeconds: Double? = nil) {
         self.id = id
         self.payload = payload
         self.priority = priority
@@ -122,7 +122,7 @@ public struct PipelinePushRequest: Sendable, Equatable {
 
     /// Reads `id, payload, priority, delay_seconds`; `payload` is required (an
     /// explicit `null` is a null payload). The caller calls `reader.finish()`.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> PipelinePushRequest {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> PipelinePushRequest {
         let id = try reader.name("id")
         guard reader.keys.contains("payload") else {
             throw FieldError(field: reader.fieldPath("payload"), message: "is required (any JSON value)")
@@ -135,7 +135,7 @@ public struct PipelinePushRequest: Sendable, Equatable {
 
     /// Reads `{"items": [push, …]}`, each entry finished here (unknown fields
     /// are errors naming `items[i].field`). The caller calls `reader.finish()`.
-    public static func parseBatch(_ reader: inout FieldReader) throws(FieldError) -> [PipelinePushRequest] {
+    package static func parseBatch(_ reader: inout FieldReader) throws(FieldError) -> [PipelinePushRequest] {
         guard let entries = try reader.array("items") else {
             throw FieldError(field: reader.fieldPath("items"), message: "is required (an array of items)")
         }
@@ -153,41 +153,41 @@ public struct PipelinePushRequest: Sendable, Equatable {
 }
 
 /// The answer to a push.
-public struct PipelinePushResult: Sendable, Equatable {
+package struct PipelinePushResult: Sendable, Equatable {
     /// The item as stored now.
-    public var item: PipelineItem
+    package var item: PipelineItem
     /// 1-based place in hand-out order while ready; nil otherwise.
-    public var position: Int?
+    package var position: Int?
     /// False when the id already existed and this is that item (200, not 201).
-    public var created: Bool
+    package var created: Bool
 }
 
 /// A pipeline's running totals.
-public struct PipelineCounts: Sendable, Equatable {
+package struct PipelineCounts: Sendable, Equatable {
     /// Items that entered the pipeline (pushes, batches and source pulls; not
     /// a push that found its id already there).
-    public var pushedTotal = 0
+    package var pushedTotal = 0
     /// Hand-outs (redeliveries included).
-    public var deliveredTotal = 0
+    package var deliveredTotal = 0
     /// Items consumed.
-    public var consumedTotal = 0
+    package var consumedTotal = 0
     /// Items a filter dropped.
-    public var filteredTotal = 0
+    package var filteredTotal = 0
     /// In-flight items whose ack deadline passed and that went back to the buffer.
-    public var redeliveredTotal = 0
+    package var redeliveredTotal = 0
     /// Items that moved to the dead list.
-    public var deadTotal = 0
+    package var deadTotal = 0
     /// Dead items dropped because the dead list was full (oldest first).
-    public var deadDroppedTotal = 0
+    package var deadDroppedTotal = 0
     /// Items cancelled by a client (ready, delayed or dead).
-    public var cancelledTotal = 0
+    package var cancelledTotal = 0
 
     /// All zero.
-    public init() {}
+    package init() {}
 
     /// `{"pushed_total", "delivered_total", "consumed_total", "filtered_total",
     /// "redelivered_total", "dead_total", "dead_dropped_total", "cancelled_total"}`.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("pushed_total", .int(pushedTotal)),
             ("delivered_total", .int(deliveredTotal)),

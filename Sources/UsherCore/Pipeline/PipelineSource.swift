@@ -1,5 +1,5 @@
 /// What one pull from a source gave.
-public enum SourcePull: Sendable, Equatable {
+package enum SourcePull: Sendable, Equatable {
     /// The next item's payload.
     case item(JSONValue)
     /// Nothing yet (HTTP 204): back off and try again later.
@@ -16,39 +16,39 @@ public enum SourcePull: Sendable, Equatable {
 /// A thrown `SourceRecordError` means one record was bad and skipped: it is
 /// counted and the next pull follows at once. Any other error is counted and
 /// the pipeline backs off. Errors are never fatal.
-public protocol PipelineSourceReader: Sendable {
+package protocol PipelineSourceReader: Sendable {
     /// The next pull.
     func next() async throws -> SourcePull
 }
 
 /// Makes the reader for a pipeline's source. Thrown errors are counted like
 /// pull errors, and the pipeline tries again after a back-off.
-public typealias SourceReaderFactory = @Sendable (PipelineSourceConfig) throws -> any PipelineSourceReader
+package typealias SourceReaderFactory = @Sendable (PipelineSourceConfig) throws -> any PipelineSourceReader
 
 /// One record of a source was bad (malformed JSON, an over-long line) and
 /// was skipped; the reader can go on at once.
-public struct SourceRecordError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct SourceRecordError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong.
-    public var message: String
+    package var message: String
     /// An error with this message.
-    public init(message: String) { self.message = message }
+    package init(message: String) { self.message = message }
     /// The message.
-    public var description: String { message }
+    package var description: String { message }
 }
 
 /// A source failure other than one bad record (a missing file, a path that
 /// leaves `data_dir`, an unreachable server).
-public struct SourceError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct SourceError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong.
-    public var message: String
+    package var message: String
     /// An error with this message.
-    public init(message: String) { self.message = message }
+    package init(message: String) { self.message = message }
     /// The message.
-    public var description: String { message }
+    package var description: String { message }
 }
 
 /// Readers for the source kinds.
-public enum PipelineSources {
+package enum PipelineSources {
     /// A factory that reads `file` sources under `dataDir` itself and hands
     /// `http` sources to `http` (an error when there is none).
     ///
@@ -56,7 +56,7 @@ public enum PipelineSources {
     ///   - maxLineBytes: longer lines are skipped and counted as errors
     ///     (use `max_body_bytes`).
     ///   - maxDepth: lines nested deeper are skipped likewise (`max_json_depth`).
-    public static func factory(
+    package static func factory(
         dataDir: String, maxLineBytes: Int = 65_536, maxDepth: Int = JSONLimits().maxDepth,
         http: SourceReaderFactory? = nil
     ) -> SourceReaderFactory {
@@ -73,22 +73,22 @@ public enum PipelineSources {
 }
 
 /// A source's state as `GET` shows it.
-public struct PipelineSourceStatus: Sendable, Equatable {
+package struct PipelineSourceStatus: Sendable, Equatable {
     /// The configured source.
-    public var config: PipelineSourceConfig
+    package var config: PipelineSourceConfig
     /// Items pulled.
-    public var pulledTotal = 0
+    package var pulledTotal = 0
     /// Failed pulls and skipped records.
-    public var errorsTotal = 0
+    package var errorsTotal = 0
     /// The latest error's message.
-    public var lastError: String?
+    package var lastError: String?
     /// The source ended; it is not pulled again.
-    public var exhausted = false
+    package var exhausted = false
     /// While backing off: when the next pull may start.
-    public var nextRetryAt: Timestamp?
+    package var nextRetryAt: Timestamp?
 
     /// A source that has not been pulled yet.
-    public init(config: PipelineSourceConfig) {
+    package init(config: PipelineSourceConfig) {
         self.config = config
     }
 }

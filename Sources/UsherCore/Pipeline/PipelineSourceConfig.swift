@@ -9,9 +9,9 @@ import Foundation
 ///   out when the file is opened).
 /// - `{"kind": "http", "url": "http://127.0.0.1:9000/next", "low_water"?: 1}`:
 ///   `GET` per item; loopback hosts only unless remote sources are allowed.
-public struct PipelineSourceConfig: Sendable, Equatable {
+package struct PipelineSourceConfig: Sendable, Equatable {
     /// What kind of source, with its location.
-    public enum Kind: Sendable, Equatable {
+    package enum Kind: Sendable, Equatable {
         /// `path` relative to the data directory.
         case file(path: String)
         /// An `http://` URL.
@@ -19,26 +19,26 @@ public struct PipelineSourceConfig: Sendable, Equatable {
     }
 
     /// What to read.
-    public var kind: Kind
+    package var kind: Kind
     /// `low_water` (1): pull while fewer items than this are ready.
-    public var lowWater: Int
+    package var lowWater: Int
 
     /// A source config.
-    public init(kind: Kind, lowWater: Int = 1) {
+    package init(kind: Kind, lowWater: Int = 1) {
         self.kind = kind
         self.lowWater = lowWater
     }
 
     /// Allowed ranges.
-    public enum Limits {
+    package enum Limits {
         /// `low_water`.
-        public static let lowWater = 1...1_000_000
+        package static let lowWater = 1...1_000_000
         /// Longest `path` or `url`, in bytes.
-        public static let locationBytes = 4096
+        package static let locationBytes = 4096
     }
 
     /// `"file"` or `"http"`.
-    public var kindName: String {
+    var kindName: String {
         switch kind {
         case .file: "file"
         case .http: "http"
@@ -49,7 +49,7 @@ public struct PipelineSourceConfig: Sendable, Equatable {
     ///
     /// - Parameter allowRemote: `allow_remote_sources`; when false an HTTP
     ///   source must name a loopback host (127.0.0.0/8, `::1`, `localhost`).
-    public static func parse(_ reader: inout FieldReader, allowRemote: Bool = false) throws(FieldError)
+    package static func parse(_ reader: inout FieldReader, allowRemote: Bool = false) throws(FieldError)
         -> PipelineSourceConfig
     {
         guard let kind = try reader.string("kind") else {
@@ -86,7 +86,7 @@ public struct PipelineSourceConfig: Sendable, Equatable {
 
     /// Why a file source path is refused before touching the file system, or nil.
     /// Symlinks are checked when the file is opened (`FileSource.resolve`).
-    public static func pathProblem(_ path: String) -> String? {
+    static func pathProblem(_ path: String) -> String? {
         if path.isEmpty { return "must not be empty" }
         if path.utf8.count > Limits.locationBytes { return "must be at most \(Limits.locationBytes) bytes" }
         if path.utf8.contains(0) { return "must not contain NUL" }
@@ -99,7 +99,7 @@ public struct PipelineSourceConfig: Sendable, Equatable {
     }
 
     /// Why an HTTP source URL is refused, or nil.
-    public static func urlProblem(_ url: String, allowRemote: Bool) -> String? {
+    static func urlProblem(_ url: String, allowRemote: Bool) -> String? {
         if url.utf8.count > Limits.locationBytes { return "must be at most \(Limits.locationBytes) bytes" }
         guard let parts = URLComponents(string: url), parts.scheme?.lowercased() == "http" else {
             return "must be an http:// URL"

@@ -1,21 +1,21 @@
 /// The body of `POST /v1/pools/{p}/fetch`.
-public struct FetchRequest: Sendable, Equatable {
+package struct FetchRequest: Sendable, Equatable {
     /// The lease's id (a valid name): a retried fetch with the same id
     /// answers the same lease instead of taking a second element.
-    public var id: String?
+    package var id: String?
     /// Who holds the lease (1–256 characters), shown with it.
-    public var holder: String?
+    package var holder: String?
     /// A shorter lease than the pool's; 0 only when the pool's leases never expire.
-    public var leaseSeconds: Double?
+    package var leaseSeconds: Double?
 
-    public init(id: String? = nil, holder: String? = nil, leaseSeconds: Double? = nil) {
+    package init(id: String? = nil, holder: String? = nil, leaseSeconds: Double? = nil) {
         self.id = id
         self.holder = holder
         self.leaseSeconds = leaseSeconds
     }
 
     /// Reads `id, holder, lease_seconds`. The caller calls `reader.finish()`.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> FetchRequest {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> FetchRequest {
         var r = FetchRequest()
         r.id = try reader.name("id")
         r.holder = try reader.key("holder")

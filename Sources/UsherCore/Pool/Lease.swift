@@ -1,6 +1,6 @@
 /// Where a lease stands: `active` → `recycled` | `expired` | `revoked`
 /// (`waiting` only while its fetch still waits for an element).
-public enum LeaseStatus: String, Sendable, Equatable, CaseIterable {
+package enum LeaseStatus: String, Sendable, Equatable, CaseIterable {
     /// The fetch waits for a free element.
     case waiting
     /// The holder has the element.
@@ -29,24 +29,24 @@ public enum LeaseStatus: String, Sendable, Equatable, CaseIterable {
 /// Its wire form is `LeaseBody` (UsherAPI): `element` is null while waiting,
 /// `holder`, `expires_at` (no expiry), `ended_at` null when they have no
 /// value; `reason` only where it applies (`undelivered`).
-public struct Lease: Sendable, Equatable {
-    public var id: String
+package struct Lease: Sendable, Equatable {
+    package var id: String
     /// The element's id; nil while the fetch waits.
-    public var element: String?
+    package var element: String?
     /// The element's current data (nil once the element was removed).
-    public var elementData: JSONValue?
-    public var holder: String?
-    public var status: LeaseStatus
-    public var leasedAt: Timestamp?
+    package var elementData: JSONValue?
+    package var holder: String?
+    package var status: LeaseStatus
+    package var leasedAt: Timestamp?
     /// When the lease expires; nil for no expiry.
-    public var expiresAt: Timestamp?
+    package var expiresAt: Timestamp?
     /// When it was recycled, expired or revoked.
-    public var endedAt: Timestamp?
+    package var endedAt: Timestamp?
     /// The fencing token of the lease: grows with every lease of the pool.
-    public var fence: Int64?
+    package var fence: Int64?
     /// Why it ended, where the status alone does not say: `undelivered` (the
     /// answer that leased it never reached its client).
-    public var reason: String?
+    package var reason: String?
 
     /// The lease a pool's queue visitor stands for; `data` is the element's current data.
     init(_ v: VisitorView, data: JSONValue?) {
@@ -65,27 +65,27 @@ public struct Lease: Sendable, Equatable {
 }
 
 /// One element of a pool with its lease, as the pool's state lists it.
-public struct PoolElement: Sendable, Equatable {
-    public var id: String
-    public var data: JSONValue?
+package struct PoolElement: Sendable, Equatable {
+    package var id: String
+    package var data: JSONValue?
     /// The lease it is under, or nil when free.
-    public var lease: Lease?
+    package var lease: Lease?
 }
 
 /// Lifetime totals of one pool.
 ///
 /// Invariant: `fetched_total == leased + recycled_total + expired_total + revoked_total`.
-public struct PoolCounts: Sendable, Equatable {
+package struct PoolCounts: Sendable, Equatable {
     /// Leases ever granted (a retried fetch with a known id does not count again).
-    public var fetchedTotal = 0
+    package var fetchedTotal = 0
     /// Leases given back with `recycle`.
-    public var recycledTotal = 0
+    package var recycledTotal = 0
     /// Leases that ran out (their elements were recycled by the pool itself).
-    public var expiredTotal = 0
+    package var expiredTotal = 0
     /// Leases ended by a forced removal of their element.
-    public var revokedTotal = 0
+    package var revokedTotal = 0
     /// Elements created by `grow`.
-    public var grownTotal = 0
+    package var grownTotal = 0
 
     /// The pool's names for the queue engine's totals.
     init(_ c: QueueCounts, grown: Int) {
@@ -96,7 +96,7 @@ public struct PoolCounts: Sendable, Equatable {
         grownTotal = grown
     }
 
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("fetched_total", .int(fetchedTotal)),
             ("recycled_total", .int(recycledTotal)),
@@ -108,33 +108,33 @@ public struct PoolCounts: Sendable, Equatable {
 }
 
 /// `GET /v1/pools/{p}`.
-public struct PoolState: Sendable, Equatable {
-    public var name: String
-    public var config: PoolConfig
+package struct PoolState: Sendable, Equatable {
+    package var name: String
+    package var config: PoolConfig
     /// Elements now (declared, added and grown, less removed).
-    public var size: Int
+    package var size: Int
     /// Elements not leased.
-    public var available: Int
+    package var available: Int
     /// Elements leased.
-    public var leased: Int
+    package var leased: Int
     /// Fetchers waiting for an element.
-    public var waiting: Int
+    package var waiting: Int
     /// When the first active lease expires, if any does.
-    public var nextExpiryAt: Timestamp?
+    package var nextExpiryAt: Timestamp?
     /// The first `limit` elements in stable order.
-    public var elements: [PoolElement]
-    public var counts: PoolCounts
+    package var elements: [PoolElement]
+    package var counts: PoolCounts
     /// Where the page resumes after each listed element; not part of the JSON.
-    public var cursors: [String] = []
+    package var cursors: [String] = []
     /// True when more elements follow the last one listed.
-    public var more = false
+    package var more = false
     /// Where the next page starts (`next_cursor`), or nil on the last page.
-    public var nextCursor: String?
+    package var nextCursor: String?
 }
 
 /// The answer to `DELETE …/elements/{id}`: the element removed, and the
 /// lease that removal ended (`force=true` on a leased element).
-public struct ElementRemoval: Sendable, Equatable {
-    public var element: PoolElement
-    public var endedLease: Lease?
+package struct ElementRemoval: Sendable, Equatable {
+    package var element: PoolElement
+    package var endedLease: Lease?
 }

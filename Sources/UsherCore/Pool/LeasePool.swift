@@ -14,20 +14,20 @@
 ///
 /// Adding (or growing) an element raises the capacity by one; removing one
 /// lowers it first and then ends its lease, so no grant happens in between.
-public actor LeasePool: EngineHost {
+package actor LeasePool: EngineHost {
     /// Finished leases kept visible (and their client ids remembered).
     static let history = 1000
 
     /// The executor the actor runs on; `withIsolation` takes its lock.
-    public nonisolated let executor: ResourceExecutor
+    package nonisolated let executor: ResourceExecutor
     /// Runs the actor's jobs on `executor`.
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    package nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     /// The pool's name.
-    public nonisolated let name: String
+    package nonisolated let name: String
 
     let clock: any UsherClock
     /// Where state changes are emitted (nil: nowhere).
-    public nonisolated let events: EventLog?
+    package nonisolated let events: EventLog?
     static let eventKind = "pool"
     /// Events: `leased` for a granted lease, `released` for a returned one,
     /// else the status (`waiting`, `expired`, `cancelled`, `merged`).
@@ -42,13 +42,13 @@ public actor LeasePool: EngineHost {
     var host = HostState()
     var table = ElementTable()
     /// The config: mutable fields as patched, `elements` as declared at creation.
-    public private(set) var config: PoolConfig
+    package private(set) var config: PoolConfig
     var grownTotal = 0
     var grownIDs = 0
 
     /// A pool holding the declared elements, all free; fences start at the
     /// clock's current time in µs.
-    public init(
+    package init(
         name: String, config: PoolConfig, clock: any UsherClock, events: EventLog? = nil,
         budget: StorageBudget = StorageBudget()
     ) {
@@ -84,7 +84,7 @@ public actor LeasePool: EngineHost {
     }
 
     /// Totals, after applying `now` (the last ones once closed).
-    public var counts: PoolCounts {
+    package var counts: PoolCounts {
         if host.phase != .closed {
             engine.advance(to: clock.now())
             afterOperation()
@@ -96,7 +96,7 @@ public actor LeasePool: EngineHost {
 
     /// `POST …/fetch` without `wait`: a free element (expired leases are
     /// recycled first, and `grow` may create one), or `pool_exhausted`.
-    public func fetch(_ r: FetchRequest) throws(PoolError) -> Lease {
+    package func fetch(_ r: FetchRequest) throws(PoolError) -> Lease {
         try checkLease(r.leaseSeconds)
         try run(nil) { (e, now) in e.advance(to: now) }
         if let id = r.id, let known = engine.currentView(id: id) {
@@ -113,7 +113,7 @@ public actor LeasePool: EngineHost {
     /// waits in FIFO order (the engine's line) until an element is free for
     /// it, or `deadline`: then it leaves the line as if it had never come,
     /// and gets `pool_exhausted`. More than `max_waiting` waiting: `full`.
-    public func fetch(_ r: FetchRequest, until deadline: Timestamp) async throws(PoolError) -> Lease {
+    package func fetch(_ r: FetchRequest, until deadline: Timestamp) async throws(PoolError) -> Lease {
         try checkLease(r.leaseSeconds)
         try run(nil) { (e, now) in e.advance(to: now) }
         let id: String
@@ -150,7 +150,7 @@ public actor LeasePool: EngineHost {
 
     /// `POST …/recycle {"lease"}`: the element is free again (or goes to the
     /// first waiting fetcher in the same step). Ended: `not_leased`.
-    public func recycle(lease id: String) throws(PoolError) -> Lease {
+    package func recycle(lease id: String) throws(PoolError) -> Lease {
         let v = try run(id) { (e, now) throws(QueueError) in try e.complete(id: id, now: now) }
         return lease(v)
     }
@@ -160,13 +160,13 @@ public actor LeasePool: EngineHost {
     /// goes to the first waiting fetcher or back to the pool. Nil, changing
     /// nothing, when the lease no longer holds that grant.
     @discardableResult
-    public func recycleUndelivered(lease id: String, fence: Int64) throws(PoolError) -> Lease? {
+    package func recycleUndelivered(lease id: String, fence: Int64) throws(PoolError) -> Lease? {
         try run(id) { (e, now) in e.undoGrant(id: id, fence: fence, as: .completed, now: now) }.map(lease)
     }
 
     /// `POST …/recycle {"element"}`: recycles the element's lease; a free
     /// element is `not_leased`, an unknown one `notFound`.
-    public func recycle(element: String) throws(PoolError) -> Lease {
+    package func recycle(element: String) throws(PoolError) -> Lease {
         try run(nil) { (e, now) in e.advance(to: now) }
         guard let el = table[element] else { throw .notFound("element \"\(element)\"") }
         guard let leaseID = el.lease else { throw .notLeased("element \"\(element)\" is not leased", status: nil) }
@@ -175,21 +175,21 @@ public actor LeasePool: EngineHost {
 
     /// `POST …/leases/{id}/extend`: expires `leaseSeconds` (default: its own
     /// lease, or the pool's) from now. Ended: `not_leased`.
-    public func extend(lease id: String, leaseSeconds: Double?) throws(PoolError) -> Lease {
+    package func extend(lease id: String, leaseSeconds: Double?) throws(PoolError) -> Lease {
         try checkLease(leaseSeconds)
         let v = try run(id) { (e, now) throws(QueueError) in try e.extend(id: id, holdSeconds: leaseSeconds, now: now) }
         return lease(v)
     }
 
     /// One lease, live or remembered.
-    public func lease(id: String) throws(PoolError) -> Lease {
+    package func lease(id: String) throws(PoolError) -> Lease {
         lease(try run(id) { (e, now) throws(QueueError) in try e.visitor(id: id, now: now) })
     }
 
     // MARK: - State and config
 
     /// `GET /v1/pools/{p}`: sizes, the first `limit` elements in stable order, totals.
-    public func state(limit: Int, after cursor: Int64? = nil) throws(PoolError) -> PoolState {
+    package func state(limit: Int, after cursor: Int64? = nil) throws(PoolError) -> PoolState {
         try run(nil) { (e, now) in e.advance(to: now) }
         let page = table.page(after: cursor, limit: limit)
         var state = PoolState(
@@ -202,14 +202,14 @@ public actor LeasePool: EngineHost {
     }
 
     /// Reads an elements cursor (`e<order>`); nil when malformed.
-    public static func elementCursor(_ text: String) -> Int64? {
+    package static func elementCursor(_ text: String) -> Int64? {
         guard text.first == "e" else { return nil }
         return Int64(text.dropFirst())
     }
 
     /// `PATCH`: `lease_seconds` and `max_waiting` apply from now on; a larger
     /// `grow.max_size` grows for the fetchers already waiting.
-    public func apply(_ patch: PoolPatch) throws(PoolError) -> PoolConfig {
+    package func apply(_ patch: PoolPatch) throws(PoolError) -> PoolConfig {
         try run(nil) { (e, now) in
             e.apply(QueuePatch(maxWaiting: patch.maxWaiting, holdSeconds: patch.leaseSeconds), now: now)
         }
@@ -219,13 +219,13 @@ public actor LeasePool: EngineHost {
     }
 
     /// The pool was deleted: parked fetchers get `gone`, and so does every later call.
-    public func close() { closeHost() }
+    package func close() { closeHost() }
 
     /// The server is stopping: parked fetchers get `shuttingDown`, and so do new waits.
-    public func shutdown() { shutdownHost() }
+    package func shutdown() { shutdownHost() }
 
     /// Parked long-polls (for tests).
-    public var waiterCount: Int { parkedCount }
+    var waiterCount: Int { parkedCount }
 
     // MARK: - Helpers
 

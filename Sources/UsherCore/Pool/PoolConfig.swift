@@ -1,17 +1,17 @@
 /// One element as the config declares it: an id, and optional JSON `data`.
-public struct PoolElementSpec: Sendable, Equatable {
+package struct PoolElementSpec: Sendable, Equatable {
     /// The element's id (a valid name).
-    public var id: String
+    package var id: String
     /// Anything the holder needs (a licence key, a device path…).
-    public var data: JSONValue?
+    package var data: JSONValue?
 
-    public init(id: String, data: JSONValue? = nil) {
+    package init(id: String, data: JSONValue? = nil) {
         self.id = id
         self.data = data
     }
 
     /// `"id"` when there is no data, else `{"id", "data"}`.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         guard let data else { return .string(id) }
         return .object([("id", .string(id)), ("data", data)])
     }
@@ -19,13 +19,13 @@ public struct PoolElementSpec: Sendable, Equatable {
 
 /// `grow`: when nothing is free, create `prefix1`, `prefix2`, … until the
 /// pool has `max_size` elements.
-public struct PoolGrow: Sendable, Equatable {
+package struct PoolGrow: Sendable, Equatable {
     /// `max_size`: growth stops at this many elements (0–100000).
-    public var maxSize: Int
+    package var maxSize: Int
     /// `prefix` (`"el-"`): grown ids are the prefix and a counter.
-    public var prefix: String
+    package var prefix: String
 
-    public init(maxSize: Int, prefix: String = "el-") {
+    package init(maxSize: Int, prefix: String = "el-") {
         self.maxSize = maxSize
         self.prefix = prefix
     }
@@ -45,28 +45,28 @@ public struct PoolGrow: Sendable, Equatable {
         return PoolGrow(maxSize: maxSize, prefix: prefix)
     }
 
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([("max_size", .int(maxSize)), ("prefix", .string(prefix))])
     }
 }
 
 /// A pool's configuration (SPEC §4). Every field has a default, so `{}` is a
 /// valid (empty) pool.
-public struct PoolConfig: Sendable, Equatable {
+package struct PoolConfig: Sendable, Equatable {
     /// `elements` (`[]`): the elements at creation, in their stable order.
     /// Elements added or removed later through their own routes do not
     /// change this (nor what a repeated `PUT` is compared with).
-    public var elements: [PoolElementSpec]
+    package var elements: [PoolElementSpec]
     /// `lease_seconds` (60): a lease not recycled by then expires and its
     /// element is free again; 0 = leases never expire.
-    public var leaseSeconds: Double
+    package var leaseSeconds: Double
     /// `max_waiting` (1000): fetchers waiting with `wait`; more is 429 `queue_full`.
-    public var maxWaiting: Int
+    package var maxWaiting: Int
     /// `grow` (none): create elements on demand.
-    public var grow: PoolGrow?
+    package var grow: PoolGrow?
 
     /// A config; every argument defaults to the documented default.
-    public init(
+    package init(
         elements: [PoolElementSpec] = [], leaseSeconds: Double = 60, maxWaiting: Int = 1000, grow: PoolGrow? = nil
     ) {
         self.elements = elements
@@ -76,18 +76,18 @@ public struct PoolConfig: Sendable, Equatable {
     }
 
     /// Allowed ranges.
-    public enum Limits {
+    package enum Limits {
         /// Elements in one pool (declared, added and grown together), and `grow.max_size`.
-        public static let elements = 0...100_000
+        package static let elements = 0...100_000
         /// `lease_seconds`, also a fetch's or extend's (one year).
-        public static let seconds = QueueConfig.Limits.seconds
+        package static let seconds = QueueConfig.Limits.seconds
         /// `max_waiting`.
-        public static let maxWaiting = QueueConfig.Limits.maxWaiting
+        package static let maxWaiting = QueueConfig.Limits.maxWaiting
     }
 
     /// Reads a config object; missing fields take their defaults. The caller
     /// calls `reader.finish()` to reject unknown fields.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> PoolConfig {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> PoolConfig {
         var config = PoolConfig()
         if let list = try reader.array("elements") {
             config.elements = try parseElements(list, field: reader.fieldPath("elements"))
@@ -105,7 +105,7 @@ public struct PoolConfig: Sendable, Equatable {
     }
 
     /// The config with every default filled in, keys in documented order.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("elements", .array(elements.map { $0.json() })),
             ("lease_seconds", .seconds(leaseSeconds)),
@@ -152,16 +152,16 @@ public struct PoolConfig: Sendable, Equatable {
 
 /// A change to a pool's config (`PATCH`). Elements change through their own
 /// routes (`PUT`/`DELETE …/elements/{id}`), not here.
-public struct PoolPatch: Sendable, Equatable {
+package struct PoolPatch: Sendable, Equatable {
     /// `lease_seconds`: applies to leases granted or extended from now on.
-    public var leaseSeconds: Double?
+    package var leaseSeconds: Double?
     /// `max_waiting`: lowering it refuses new waiting fetchers, it never removes any.
-    public var maxWaiting: Int?
+    package var maxWaiting: Int?
     /// `grow`: replaces the whole object; a larger `max_size` serves waiting fetchers at once.
-    public var grow: PoolGrow?
+    package var grow: PoolGrow?
 
     /// A patch naming only the given fields.
-    public init(leaseSeconds: Double? = nil, maxWaiting: Int? = nil, grow: PoolGrow? = nil) {
+    package init(leaseSeconds: Double? = nil, maxWaiting: Int? = nil, grow: PoolGrow? = nil) {
         self.leaseSeconds = leaseSeconds
         self.maxWaiting = maxWaiting
         self.grow = grow
@@ -169,7 +169,7 @@ public struct PoolPatch: Sendable, Equatable {
 
     /// Reads `lease_seconds`, `max_waiting`, `grow`, none required. The caller
     /// calls `reader.finish()`.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> PoolPatch {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> PoolPatch {
         try parse(&reader, allowingElements: false)
     }
 
@@ -187,7 +187,7 @@ public struct PoolPatch: Sendable, Equatable {
     }
 
     /// `config` with the fields present in the patch replaced.
-    public func applied(to config: PoolConfig) -> PoolConfig {
+    package func applied(to config: PoolConfig) -> PoolConfig {
         var c = config
         if let leaseSeconds { c.leaseSeconds = leaseSeconds }
         if let maxWaiting { c.maxWaiting = maxWaiting }

@@ -1,6 +1,6 @@
 /// What a pool operation can fail with; the API layer maps each case to a
 /// status and problem code.
-public enum PoolError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum PoolError: Error, Sendable, Equatable, CustomStringConvertible {
     /// 404: no such lease or element.
     case notFound(String)
     /// 409 `pool_exhausted`: nothing free (and no wait, or the wait ended);
@@ -40,7 +40,7 @@ public enum PoolError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// A one-line explanation for logs and problem details.
-    public var description: String {
+    package var description: String {
         switch self {
         case .notFound(let what): "\(what) not found"
         case .exhausted(let next):

@@ -7,7 +7,7 @@
 /// receives a `VisitorView` from a call holds a 256-byte temporary for it,
 /// which cost a parked enqueue one more task-allocator slab (1 KiB). The
 /// view is taken out once the wait is over, outside any parked frame.
-public final class VisitorWait: Sendable {
+package final class VisitorWait: Sendable {
     private let answer: QueueWaitAnswer
     private let id: String
 
@@ -19,7 +19,7 @@ public final class VisitorWait: Sendable {
     /// The visitor's view; throws what ended the wait (`notFound` when the
     /// visitor is gone, `gone`, `shuttingDown`).
     @inline(never)
-    public func view() throws(QueueError) -> VisitorView {
+    package func view() throws(QueueError) -> VisitorView {
         try answer.visitor(id)
     }
 }
@@ -28,14 +28,14 @@ extension VisitorQueue {
     /// `GET …/visitors/{id}?wait`: the visitor as soon as its status is not
     /// `status` (at once if it already differs), or as it is at `deadline`.
     /// A change made in one step is seen once, in its final state.
-    public func waitForChange(
+    func waitForChange(
         id: String, from status: VisitorStatus, until deadline: Timestamp
     ) async throws(QueueError) -> VisitorView {
         try await parkForChange(id: id, from: status, until: deadline).view()
     }
 
     /// `waitForChange`, boxed (see `VisitorWait`).
-    public func parkForChange(id: String, from status: VisitorStatus, until deadline: Timestamp) async -> VisitorWait {
+    package func parkForChange(id: String, from status: VisitorStatus, until deadline: Timestamp) async -> VisitorWait {
         VisitorWait(await park(.visitor(id), until: .statusDiffers(status), deadline: deadline), id: id)
     }
 
@@ -44,14 +44,14 @@ extension VisitorQueue {
     /// With `withdrawing`, a cancelled task (the client hung up) cancels the
     /// visitor, reason `disconnected`, unless it was granted first; without,
     /// it answers the visitor as it is, still in line.
-    public func waitWhileWaiting(
+    func waitWhileWaiting(
         id: String, until deadline: Timestamp, withdrawing: Bool = false
     ) async throws(QueueError) -> VisitorView {
         try await parkWhileWaiting(id: id, until: deadline, withdrawing: withdrawing).view()
     }
 
     /// `waitWhileWaiting`, boxed (see `VisitorWait`).
-    public func parkWhileWaiting(id: String, until deadline: Timestamp, withdrawing: Bool = false) async -> VisitorWait
+    package func parkWhileWaiting(id: String, until deadline: Timestamp, withdrawing: Bool = false) async -> VisitorWait
     {
         VisitorWait(await park(.visitor(id), until: .leftLine, deadline: deadline, withdrawing: withdrawing), id: id)
     }

@@ -13,17 +13,17 @@
 /// `shutdown()` answers parked waiters with `QueueError.shuttingDown` and
 /// refuses new waits, while plain operations keep working so in-flight
 /// requests can finish.
-public actor VisitorQueue: EngineHost {
+package actor VisitorQueue: EngineHost {
     /// The executor the actor runs on; `withIsolation` takes its lock.
-    public nonisolated let executor: ResourceExecutor
+    package nonisolated let executor: ResourceExecutor
     /// Runs the actor's jobs on `executor`.
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    package nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     /// The queue's name.
-    public nonisolated let name: String
+    package nonisolated let name: String
 
     let clock: any UsherClock
     /// Where state changes are emitted (nil: nowhere).
-    public nonisolated let events: EventLog?
+    package nonisolated let events: EventLog?
     static let eventKind = "queue"
     /// Events: a visitor's new status (`waiting`, `granted`, `completed`, …).
     static func eventType(_ status: VisitorStatus) -> String { status.rawValue }
@@ -31,7 +31,7 @@ public actor VisitorQueue: EngineHost {
     var host = HostState()
 
     /// A new queue whose fences start at the clock's current time in µs.
-    public init(
+    package init(
         name: String, config: QueueConfig, clock: any UsherClock, events: EventLog? = nil,
         budget: StorageBudget = StorageBudget()
     ) {
@@ -48,10 +48,10 @@ public actor VisitorQueue: EngineHost {
     func engineDidChange(_ ids: [String]) {}
 
     /// The current config.
-    public var config: QueueConfig { engine.config }
+    package var config: QueueConfig { engine.config }
 
     /// Counts and totals, after applying `now` (the last ones once closed).
-    public var counts: QueueCounts {
+    package var counts: QueueCounts {
         if host.phase != .closed {
             engine.advance(to: clock.now())
             afterOperation()
@@ -60,25 +60,25 @@ public actor VisitorQueue: EngineHost {
     }
 
     /// When the oldest visitor still waiting entered the line (for metrics).
-    public var oldestWaitingSince: Timestamp? { engine.oldestWaitingSince }
+    package var oldestWaitingSince: Timestamp? { engine.oldestWaitingSince }
 
     /// `POST …/visitors`: see `QueueEngine.enqueue`.
-    public func enqueue(_ r: VisitorRequest) throws(QueueError) -> (view: VisitorView, created: Bool) {
+    package func enqueue(_ r: VisitorRequest) throws(QueueError) -> (view: VisitorView, created: Bool) {
         try perform { (e, now) throws(QueueError) in try e.enqueue(r, now: now) }
     }
 
     /// `POST …/complete`.
-    public func complete(id: String) throws(QueueError) -> VisitorView {
+    package func complete(id: String) throws(QueueError) -> VisitorView {
         try perform { (e, now) throws(QueueError) in try e.complete(id: id, now: now) }
     }
 
     /// `POST …/extend`.
-    public func extend(id: String, holdSeconds: Double?) throws(QueueError) -> VisitorView {
+    package func extend(id: String, holdSeconds: Double?) throws(QueueError) -> VisitorView {
         try perform { (e, now) throws(QueueError) in try e.extend(id: id, holdSeconds: holdSeconds, now: now) }
     }
 
     /// `DELETE …/visitors/{id}`.
-    public func remove(id: String) throws(QueueError) -> VisitorView {
+    package func remove(id: String) throws(QueueError) -> VisitorView {
         try perform { (e, now) throws(QueueError) in try e.remove(id: id, now: now) }
     }
 
@@ -86,33 +86,33 @@ public actor VisitorQueue: EngineHost {
     /// client: the visitor is `released`, reason `undelivered`, and its slot
     /// passes on. Nil, changing nothing, when it no longer holds that grant.
     @discardableResult
-    public func undoGrant(id: String, fence: Int64) throws(QueueError) -> VisitorView? {
+    package func undoGrant(id: String, fence: Int64) throws(QueueError) -> VisitorView? {
         try perform { (e, now) in e.undoGrant(id: id, fence: fence, now: now) }
     }
 
     /// `GET …/visitors/{id}`.
-    public func visitor(id: String) throws(QueueError) -> VisitorView {
+    package func visitor(id: String) throws(QueueError) -> VisitorView {
         try perform { (e, now) throws(QueueError) in try e.visitor(id: id, now: now) }
     }
 
     /// `GET /v1/queues/{q}`: at most `limit` holders and waiting visitors,
     /// resuming after `cursor`.
-    public func state(limit: Int, after cursor: QueueCursor? = nil) throws(QueueError) -> QueueState {
+    package func state(limit: Int, after cursor: QueueCursor? = nil) throws(QueueError) -> QueueState {
         try perform { (e, now) in e.state(limit: limit, after: cursor, now: now) }
     }
 
     /// `PATCH`: the config after the change.
-    public func apply(_ patch: QueuePatch) throws(QueueError) -> QueueConfig {
+    package func apply(_ patch: QueuePatch) throws(QueueError) -> QueueConfig {
         try perform { (e, now) in e.apply(patch, now: now) }
     }
 
     /// The queue was deleted: parked waiters get `gone`, timers stop, and
     /// every later operation throws `gone`.
-    public func close() { closeHost() }
+    package func close() { closeHost() }
 
     /// The server is stopping: parked waiters get `shuttingDown`, and so do new waits.
-    public func shutdown() { shutdownHost() }
+    package func shutdown() { shutdownHost() }
 
     /// Parked long-polls (for tests and metrics).
-    public var waiterCount: Int { parkedCount }
+    var waiterCount: Int { parkedCount }
 }

@@ -1,23 +1,23 @@
 /// The body of `POST /v1/windows/{w}/show`.
-public struct ShowRequest: Sendable, Equatable {
+package struct ShowRequest: Sendable, Equatable {
     /// Client-supplied id (a valid name); an id that already exists returns that item.
-    public var id: String?
+    package var id: String?
     /// Dedup key (1–256 characters): a new item merges into a queued one with the same key.
-    public var key: String?
+    package var key: String?
     /// What to show; Usher only stores and returns these.
-    public var title: String?
-    public var message: String?
+    package var title: String?
+    package var message: String?
     /// Any JSON, returned as given.
-    public var payload: JSONValue?
+    package var payload: JSONValue?
     /// Higher is shown first; FIFO within a priority.
-    public var priority: Int
+    package var priority: Int
     /// Overrides the window's `display_seconds`; 0 pins the item until dismissed.
-    public var displaySeconds: Double?
+    package var displaySeconds: Double?
     /// Queue the item only after this many seconds (the queue engine's delay).
-    public var delaySeconds: Double?
+    package var delaySeconds: Double?
 
     /// A request; only what is given differs from `{}`.
-    public init(
+    package init(
         id: String? = nil, key: String? = nil, title: String? = nil, message: String? = nil,
         payload: JSONValue? = nil, priority: Int = 0, displaySeconds: Double? = nil, delaySeconds: Double? = nil
     ) {
@@ -33,7 +33,7 @@ public struct ShowRequest: Sendable, Equatable {
 
     /// Reads `id, key, title, message, payload, priority, display_seconds,
     /// delay_seconds`. The caller calls `reader.finish()`.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> ShowRequest {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> ShowRequest {
         var r = ShowRequest()
         r.id = try reader.name("id")
         r.key = try reader.key("key")

@@ -1,16 +1,16 @@
 /// A window's configuration (SPEC §3). Every field has a default, so `{}` is
 /// a valid config, and every field can be changed with `PATCH`.
-public struct WindowConfig: Sendable, Equatable {
+package struct WindowConfig: Sendable, Equatable {
     /// `max_waiting` (1000): queued plus delayed items allowed; more is 429 `queue_full`.
-    public var maxWaiting: Int
+    package var maxWaiting: Int
     /// `display_seconds` (0): how long an item stays shown before it is
     /// dismissed by itself; 0 = until dismissed. An item's own value overrides it.
-    public var displaySeconds: Double
+    package var displaySeconds: Double
     /// `dedup` (`key`): a new item whose `key` matches a queued one merges into it.
-    public var dedup: DedupMode
+    package var dedup: DedupMode
 
     /// A config; every argument defaults to the documented default.
-    public init(maxWaiting: Int = 1000, displaySeconds: Double = 0, dedup: DedupMode = .key) {
+    package init(maxWaiting: Int = 1000, displaySeconds: Double = 0, dedup: DedupMode = .key) {
         self.maxWaiting = maxWaiting
         self.displaySeconds = displaySeconds
         self.dedup = dedup
@@ -18,7 +18,7 @@ public struct WindowConfig: Sendable, Equatable {
 
     /// Reads a config object; missing fields take their defaults. The caller
     /// calls `reader.finish()` to reject unknown fields.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> WindowConfig {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> WindowConfig {
         try WindowPatch.parse(&reader).applied(to: WindowConfig())
     }
 
@@ -31,7 +31,7 @@ public struct WindowConfig: Sendable, Equatable {
     }
 
     /// The config with every default filled in, keys in documented order.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("max_waiting", .int(maxWaiting)),
             ("display_seconds", .seconds(displaySeconds)),
@@ -41,16 +41,16 @@ public struct WindowConfig: Sendable, Equatable {
 }
 
 /// A change to a window's config (`PATCH`): every field optional.
-public struct WindowPatch: Sendable, Equatable {
+package struct WindowPatch: Sendable, Equatable {
     /// `max_waiting`: lowering it refuses new items, it never removes any.
-    public var maxWaiting: Int?
+    package var maxWaiting: Int?
     /// `display_seconds`: applies to items shown from now on.
-    public var displaySeconds: Double?
+    package var displaySeconds: Double?
     /// `dedup`: applies to items queued from now on.
-    public var dedup: DedupMode?
+    package var dedup: DedupMode?
 
     /// A patch naming only the given fields.
-    public init(maxWaiting: Int? = nil, displaySeconds: Double? = nil, dedup: DedupMode? = nil) {
+    package init(maxWaiting: Int? = nil, displaySeconds: Double? = nil, dedup: DedupMode? = nil) {
         self.maxWaiting = maxWaiting
         self.displaySeconds = displaySeconds
         self.dedup = dedup
@@ -58,7 +58,7 @@ public struct WindowPatch: Sendable, Equatable {
 
     /// Reads `max_waiting`, `display_seconds`, `dedup`, none required. The
     /// caller calls `reader.finish()`.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> WindowPatch {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> WindowPatch {
         var p = WindowPatch()
         p.maxWaiting = try reader.int("max_waiting", in: QueueConfig.Limits.maxWaiting)
         p.displaySeconds = try reader.duration("display_seconds")
@@ -72,7 +72,7 @@ public struct WindowPatch: Sendable, Equatable {
     }
 
     /// `config` with the fields present in the patch replaced.
-    public func applied(to config: WindowConfig) -> WindowConfig {
+    package func applied(to config: WindowConfig) -> WindowConfig {
         var c = config
         if let maxWaiting { c.maxWaiting = maxWaiting }
         if let displaySeconds { c.displaySeconds = displaySeconds }

@@ -1,6 +1,6 @@
 /// What a window operation can fail with; the API layer maps each case to a
 /// status and problem code.
-public enum WindowError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum WindowError: Error, Sendable, Equatable, CustomStringConvertible {
     /// 404: no such item.
     case notFound(String)
     /// 409 `nothing_showing`: a dismiss without `id` while nothing is shown.
@@ -31,7 +31,7 @@ public enum WindowError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// A one-line explanation for logs and problem details.
-    public var description: String {
+    package var description: String {
         switch self {
         case .notFound(let what): "\(what) not found"
         case .nothingShowing: "nothing is showing"

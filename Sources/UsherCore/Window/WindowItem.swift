@@ -1,6 +1,6 @@
 /// Where a window item stands: `delayed` → `queued` → `showing` →
 /// `dismissed` | `expired`; `delayed`/`queued` → `dismissed` | `merged`.
-public enum WindowItemStatus: String, Sendable, Equatable, CaseIterable {
+package enum WindowItemStatus: String, Sendable, Equatable, CaseIterable {
     /// Asked with `delay_seconds`; queues when the delay ends.
     case delayed
     /// Waiting for the window.
@@ -30,30 +30,30 @@ public enum WindowItemStatus: String, Sendable, Equatable, CaseIterable {
 /// One window item, as the API shows it.
 ///
 /// Its wire form is `WindowItemBody` (UsherAPI).
-public struct WindowItem: Sendable, Equatable {
-    public var id: String
+package struct WindowItem: Sendable, Equatable {
+    package var id: String
     /// The window's name.
-    public var window: String
-    public var key: String?
-    public var title: String?
-    public var message: String?
-    public var payload: JSONValue?
-    public var priority: Int
-    public var status: WindowItemStatus
+    package var window: String
+    package var key: String?
+    package var title: String?
+    package var message: String?
+    package var payload: JSONValue?
+    package var priority: Int
+    package var status: WindowItemStatus
     /// 1-based place in showing order, while queued.
-    public var position: Int?
+    package var position: Int?
     /// When it was posted.
-    public var queuedAt: Timestamp
+    package var queuedAt: Timestamp
     /// When it was shown.
-    public var shownAt: Timestamp?
+    package var shownAt: Timestamp?
     /// When it will be dismissed by itself; nil while not shown, or when pinned.
-    public var expiresAt: Timestamp?
+    package var expiresAt: Timestamp?
     /// When it was dismissed, expired or merged.
-    public var dismissedAt: Timestamp?
+    package var dismissedAt: Timestamp?
     /// The fencing token of its showing.
-    public var fence: Int64?
+    package var fence: Int64?
     /// The queued item it was merged into.
-    public var mergedInto: String?
+    package var mergedInto: String?
 
     /// The item a queue visitor of a window stands for.
     init(_ v: VisitorView, window: String) {
@@ -80,23 +80,23 @@ public struct WindowItem: Sendable, Equatable {
 ///
 /// Invariant: `received_total == showing + queued + delayed + dismissed_total
 /// + expired_total + merged_total`.
-public struct WindowCounts: Sendable, Equatable {
+package struct WindowCounts: Sendable, Equatable {
     /// 1 while an item is shown, else 0.
-    public var showing = 0
+    package var showing = 0
     /// Items waiting for the window.
-    public var queued = 0
+    package var queued = 0
     /// Items whose delay has not ended.
-    public var delayed = 0
+    package var delayed = 0
     /// Items ever posted (not refused ones, not repeats of an existing id).
-    public var receivedTotal = 0
+    package var receivedTotal = 0
     /// Items ever shown.
-    public var shownTotal = 0
+    package var shownTotal = 0
     /// Items dismissed by a client (shown or queued).
-    public var dismissedTotal = 0
+    package var dismissedTotal = 0
     /// Items dismissed by their display time.
-    public var expiredTotal = 0
+    package var expiredTotal = 0
     /// Items merged into a queued item with the same key.
-    public var mergedTotal = 0
+    package var mergedTotal = 0
 
     /// The window's names for the queue engine's counts.
     init(_ c: QueueCounts) {
@@ -111,7 +111,7 @@ public struct WindowCounts: Sendable, Equatable {
     }
 
     /// `{showing, queued, delayed, received_total, shown_total, dismissed_total, expired_total, merged_total}`.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("showing", .int(showing)),
             ("queued", .int(queued)),
@@ -126,27 +126,27 @@ public struct WindowCounts: Sendable, Equatable {
 }
 
 /// `GET /v1/windows/{w}`: the item shown, the queue behind it, counts.
-public struct WindowState: Sendable, Equatable {
-    public var name: String
+package struct WindowState: Sendable, Equatable {
+    package var name: String
     /// The config, defaults filled in.
-    public var config: WindowConfig
+    package var config: WindowConfig
     /// The item shown now, or nil.
-    public var showing: WindowItem?
+    package var showing: WindowItem?
     /// The first `limit` queued items, in showing order.
-    public var queued: [WindowItem]
-    public var counts: WindowCounts
+    package var queued: [WindowItem]
+    package var counts: WindowCounts
     /// Where the page resumes after each queued item; not part of the JSON.
-    public var cursors: [String] = []
+    package var cursors: [String] = []
     /// True when more queued items follow the last one listed.
-    public var more = false
+    package var more = false
     /// Where the next page starts (`next_cursor`), or nil on the last page.
-    public var nextCursor: String?
+    package var nextCursor: String?
 }
 
 /// The answer to `POST …/dismiss`: the item dismissed, and the one shown now.
-public struct Dismissal: Sendable, Equatable {
+package struct Dismissal: Sendable, Equatable {
     /// The item as it is after the dismiss (or as it was, if it had already finished).
-    public var dismissed: WindowItem
+    package var dismissed: WindowItem
     /// The item shown now (the next one, shown in the same step), or nil.
-    public var showing: WindowItem?
+    package var showing: WindowItem?
 }

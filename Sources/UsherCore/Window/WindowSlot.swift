@@ -13,20 +13,20 @@
 ///
 /// The actor, its timer and its long-polls are the shared `EngineHost`; the
 /// showing long-poll parks on the engine's first holder.
-public actor WindowSlot: EngineHost {
+package actor WindowSlot: EngineHost {
     /// Finished items kept visible (and their client ids remembered).
     static let history = 1000
 
     /// The executor the actor runs on; `withIsolation` takes its lock.
-    public nonisolated let executor: ResourceExecutor
+    package nonisolated let executor: ResourceExecutor
     /// Runs the actor's jobs on `executor`.
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    package nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     /// The window's name.
-    public nonisolated let name: String
+    package nonisolated let name: String
 
     let clock: any UsherClock
     /// Where state changes are emitted (nil: nowhere).
-    public nonisolated let events: EventLog?
+    package nonisolated let events: EventLog?
     static let eventKind = "window"
     /// Events: `shown` for a granted item, `dismissed` for a finished one,
     /// else the status (`waiting`, `expired`, `cancelled`, `merged`).
@@ -40,10 +40,10 @@ public actor WindowSlot: EngineHost {
     var engine: QueueEngine
     var host = HostState()
     /// The config in the window's words (the engine holds it in the queue's).
-    public private(set) var config: WindowConfig
+    package private(set) var config: WindowConfig
 
     /// A new, empty window whose fences start at the clock's current time in µs.
-    public init(
+    package init(
         name: String, config: WindowConfig, clock: any UsherClock, events: EventLog? = nil,
         budget: StorageBudget = StorageBudget()
     ) {
@@ -63,7 +63,7 @@ public actor WindowSlot: EngineHost {
     func engineDidChange(_ ids: [String]) {}
 
     /// Counts and totals, after applying `now` (the last ones once closed).
-    public var counts: WindowCounts {
+    package var counts: WindowCounts {
         if host.phase != .closed {
             engine.advance(to: clock.now())
             afterOperation()
@@ -74,7 +74,7 @@ public actor WindowSlot: EngineHost {
     /// `POST …/show`: shown at once when nothing is, else queued (or delayed,
     /// or merged into a queued item with the same key). An `id` that already
     /// exists returns that item with `created == false`.
-    public func show(_ r: ShowRequest) throws(WindowError) -> (item: WindowItem, created: Bool) {
+    package func show(_ r: ShowRequest) throws(WindowError) -> (item: WindowItem, created: Bool) {
         let (view, created) = try run(r.id) { (e, now) throws(QueueError) in try e.enqueue(r.visitorRequest, now: now) }
         return (item(view), created)
     }
@@ -83,7 +83,7 @@ public actor WindowSlot: EngineHost {
     /// when there is none); with `id`, that item, queued or shown; an item
     /// that already finished is returned as it is. The next item is shown in
     /// the same step.
-    public func dismiss(id: String? = nil) throws(WindowError) -> Dismissal {
+    package func dismiss(id: String? = nil) throws(WindowError) -> Dismissal {
         let dismissed = try run(id) { (e, now) throws(QueueError) -> VisitorView? in
             if let id { return try e.remove(id: id, now: now) }
             return e.removeFirstHolder(now: now)
@@ -93,7 +93,7 @@ public actor WindowSlot: EngineHost {
     }
 
     /// The item shown now, or nil.
-    public func showing() throws(WindowError) -> WindowItem? {
+    package func showing() throws(WindowError) -> WindowItem? {
         try run(nil) { (e, now) in
             e.advance(to: now)
             return e.firstHolderView
@@ -101,13 +101,13 @@ public actor WindowSlot: EngineHost {
     }
 
     /// One item, live or remembered.
-    public func item(id: String) throws(WindowError) -> WindowItem {
+    package func item(id: String) throws(WindowError) -> WindowItem {
         item(try run(id) { (e, now) throws(QueueError) in try e.visitor(id: id, now: now) })
     }
 
     /// `GET /v1/windows/{w}`: the item shown and the first `limit` queued
     /// after `cursor` (a waiting-line cursor).
-    public func state(limit: Int, after cursor: QueueCursor? = nil) throws(WindowError) -> WindowState {
+    package func state(limit: Int, after cursor: QueueCursor? = nil) throws(WindowError) -> WindowState {
         // Before the first place in any line: the page starts at the front.
         let from = cursor ?? .waiting(priority: .max, seq: .min)
         let s = try run(nil) { (e, now) in e.state(limit: limit, after: from, now: now) }
@@ -121,7 +121,7 @@ public actor WindowSlot: EngineHost {
 
     /// `PATCH`: effective at once for what happens next (a new
     /// `display_seconds` applies to items shown from now on).
-    public func apply(_ patch: WindowPatch) throws(WindowError) -> WindowConfig {
+    package func apply(_ patch: WindowPatch) throws(WindowError) -> WindowConfig {
         _ = try run(nil) { (e, now) in e.apply(patch.queuePatch, now: now) }
         config = patch.applied(to: config)
         return config
@@ -132,23 +132,23 @@ public actor WindowSlot: EngineHost {
     /// anything is shown), or what is shown at `deadline`. A dismiss and the
     /// showing of the next item are one step, so a waiter never sees the
     /// window empty in between.
-    public func waitForShowing(after: String?, until deadline: Timestamp) async throws(WindowError) -> WindowItem? {
+    func waitForShowing(after: String?, until deadline: Timestamp) async throws(WindowError) -> WindowItem? {
         try await parkForShowing(after: after, until: deadline).item()
     }
 
     /// `waitForShowing`, boxed (see `ShowingWait`).
-    public func parkForShowing(after: String?, until deadline: Timestamp) async -> ShowingWait {
+    package func parkForShowing(after: String?, until deadline: Timestamp) async -> ShowingWait {
         ShowingWait(await park(.firstHolder, until: .holderDiffers(after), deadline: deadline), window: name)
     }
 
     /// The window was deleted: parked waiters get `gone`, and so does every later call.
-    public func close() { closeHost() }
+    package func close() { closeHost() }
 
     /// The server is stopping: parked waiters get `shuttingDown`, and so do new waits.
-    public func shutdown() { shutdownHost() }
+    package func shutdown() { shutdownHost() }
 
     /// Parked long-polls (for tests).
-    public var waiterCount: Int { parkedCount }
+    var waiterCount: Int { parkedCount }
 
     // MARK: - Helpers
 
@@ -167,7 +167,7 @@ public actor WindowSlot: EngineHost {
 /// `VisitorWait` gives: a parked frame that receives a large value from a
 /// call holds a temporary for it (here 1.7 KiB with the error conversion, a
 /// task-allocator slab of its own).
-public final class ShowingWait: Sendable {
+package final class ShowingWait: Sendable {
     private let answer: QueueWaitAnswer
     private let window: String
 
@@ -178,7 +178,7 @@ public final class ShowingWait: Sendable {
 
     /// The item shown (nil: nothing); throws what ended the wait (`gone`, `shuttingDown`).
     @inline(never)
-    public func item() throws(WindowError) -> WindowItem? {
+    package func item() throws(WindowError) -> WindowItem? {
         do throws(QueueError) {
             return try answer.get().map { WindowItem($0, window: window) }
         } catch {

@@ -2,7 +2,7 @@ import Foundation
 import UsherCore
 
 /// How much to log.
-public enum LogLevel: String, Sendable, Comparable {
+package enum LogLevel: String, Sendable, Comparable {
     case debug, info, warn, error
 
     private var rank: Int {
@@ -14,18 +14,18 @@ public enum LogLevel: String, Sendable, Comparable {
         }
     }
 
-    public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
+    package static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
 }
 
 /// One JSON object per line on stdout: `{"ts", "level", "msg", fields…}`.
-public struct Logger: Sendable {
+package struct Logger: Sendable {
     /// Lines below this level are dropped.
-    public var level: LogLevel
+    package var level: LogLevel
 
-    public init(level: LogLevel) { self.level = level }
+    package init(level: LogLevel) { self.level = level }
 
     /// Writes one line if `level` is enabled.
-    public func log(_ level: LogLevel, _ message: String, _ fields: [(String, JSONValue)] = []) {
+    package func log(_ level: LogLevel, _ message: String, _ fields: [(String, JSONValue)] = []) {
         guard level >= self.level else { return }
         let line =
             JSONValue.object(
@@ -38,8 +38,8 @@ public struct Logger: Sendable {
         FileHandle.standardOutput.write(Data(line.utf8))
     }
 
-    public func debug(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.debug, message, fields) }
-    public func info(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.info, message, fields) }
-    public func warn(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.warn, message, fields) }
-    public func error(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.error, message, fields) }
+    package func debug(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.debug, message, fields) }
+    package func info(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.info, message, fields) }
+    func warn(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.warn, message, fields) }
+    package func error(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.error, message, fields) }
 }

@@ -6,28 +6,28 @@ import Synchronization
 ///
 /// One instance is injected into every manager, as the clock and the event
 /// log are. A lock-free counter: a charge is one compare-and-swap.
-public final class StorageBudget: Sendable {
+package final class StorageBudget: Sendable {
     /// The bytes one stored record costs besides its strings and payload
     /// (the slab entry, index entries and tree node it needs).
-    public static let recordOverhead = 192
+    static let recordOverhead = 192
     /// The bytes one JSON value costs besides its strings (its enum cell and
     /// container slot).
     static let valueOverhead = 16
 
     /// The most that may be stored, in bytes.
-    public let limit: Int
+    package let limit: Int
     private let used = Atomic<Int>(0)
 
     /// A budget of `limit` bytes (default: no limit, for tests and tools).
-    public init(limit: Int = .max) {
+    package init(limit: Int = .max) {
         self.limit = limit
     }
 
     /// The bytes charged now.
-    public var usedBytes: Int { used.load(ordering: .relaxed) }
+    package var usedBytes: Int { used.load(ordering: .relaxed) }
 
     /// Takes `bytes`, or throws `StorageFull` and takes nothing.
-    public func reserve(_ bytes: Int) throws(StorageFull) {
+    func reserve(_ bytes: Int) throws(StorageFull) {
         var current = used.load(ordering: .relaxed)
         while true {
             guard bytes <= limit - current else { throw StorageFull(used: current, limit: limit, requested: bytes) }
@@ -39,25 +39,25 @@ public final class StorageBudget: Sendable {
 
     /// Takes `bytes` even beyond the limit: for what an operation that has
     /// already been admitted must store (a lease recording its element).
-    public func charge(_ bytes: Int) {
+    func charge(_ bytes: Int) {
         used.wrappingAdd(bytes, ordering: .relaxed)
     }
 
     /// Gives `bytes` back.
-    public func release(_ bytes: Int) {
+    package func release(_ bytes: Int) {
         used.wrappingSubtract(bytes, ordering: .relaxed)
     }
 
     /// What a record with these strings and this payload costs: the fixed
     /// overhead, the strings' UTF-8 bytes and the payload's `size(of:)`.
-    public static func cost(_ a: String?, _ b: String? = nil, _ c: String? = nil, payload: JSONValue? = nil) -> Int {
+    package static func cost(_ a: String?, _ b: String? = nil, _ c: String? = nil, payload: JSONValue? = nil) -> Int {
         recordOverhead + (a?.utf8.count ?? 0) + (b?.utf8.count ?? 0) + (c?.utf8.count ?? 0) + size(of: payload)
     }
 
     /// A JSON value's stored size: its strings' and keys' UTF-8 bytes plus
     /// `valueOverhead` per value and per key. Iterative, so a deep value
     /// cannot exhaust the stack.
-    public static func size(of value: JSONValue?) -> Int {
+    package static func size(of value: JSONValue?) -> Int {
         guard let value else { return 0 }
         // Scalars without the walk's allocation (most payloads).
         switch value {
@@ -85,57 +85,57 @@ public final class StorageBudget: Sendable {
 }
 
 /// 507 `storage_full`: storing `requested` more bytes would pass the limit.
-public struct StorageFull: Error, Sendable, Equatable, CustomStringConvertible {
+package struct StorageFull: Error, Sendable, Equatable, CustomStringConvertible {
     /// The bytes stored when the write was refused.
-    public var used: Int
+    package var used: Int
     /// `max_stored_bytes`.
-    public var limit: Int
+    package var limit: Int
     /// What the write needed.
-    public var requested: Int
+    package var requested: Int
 
-    public init(used: Int, limit: Int, requested: Int) {
+    package init(used: Int, limit: Int, requested: Int) {
         self.used = used
         self.limit = limit
         self.requested = requested
     }
 
-    public var description: String {
+    package var description: String {
         "storing \(requested) more bytes would pass max_stored_bytes (\(used) of \(limit) used)"
     }
 }
 
 /// One owner's share of a `StorageBudget`: what it has charged, so that
 /// deleting the owner gives all of it back at once.
-public struct StorageAccount: Sendable {
+package struct StorageAccount: Sendable {
     /// The shared budget.
-    public let budget: StorageBudget
+    package let budget: StorageBudget
     /// The bytes this owner holds now.
-    public private(set) var bytes = 0
+    package private(set) var bytes = 0
 
-    public init(_ budget: StorageBudget) {
+    package init(_ budget: StorageBudget) {
         self.budget = budget
     }
 
     /// Takes `n` bytes or throws, taking nothing.
-    public mutating func reserve(_ n: Int) throws(StorageFull) {
+    mutating func reserve(_ n: Int) throws(StorageFull) {
         try budget.reserve(n)
         bytes += n
     }
 
     /// Takes `n` bytes even beyond the limit.
-    public mutating func charge(_ n: Int) {
+    mutating func charge(_ n: Int) {
         budget.charge(n)
         bytes += n
     }
 
     /// Gives `n` bytes back.
-    public mutating func release(_ n: Int) {
+    package mutating func release(_ n: Int) {
         budget.release(n)
         bytes -= n
     }
 
     /// Gives back everything this owner holds (it was deleted).
-    public mutating func releaseAll() {
+    mutating func releaseAll() {
         budget.release(bytes)
         bytes = 0
     }

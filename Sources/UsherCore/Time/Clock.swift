@@ -3,7 +3,7 @@ import Foundation
 import Locking
 
 /// A scheduled call that can be cancelled before it runs.
-public protocol ScheduledTimer: Sendable {
+package protocol ScheduledTimer: Sendable {
     /// Prevents the call if it has not run yet. Safe to call more than once.
     func cancel()
 }
@@ -12,7 +12,7 @@ public protocol ScheduledTimer: Sendable {
 ///
 /// Production uses `SystemClock`; tests use `ManualClock` and advance it by
 /// hand, so nothing in the core ever sleeps in a test.
-public protocol UsherClock: Sendable {
+package protocol UsherClock: Sendable {
     /// The current time.
     func now() -> Timestamp
     /// Calls `action` once, at or after `deadline`, unless the timer is cancelled.
@@ -22,27 +22,27 @@ public protocol UsherClock: Sendable {
 /// Wall-clock time; delayed calls run on one process-wide `DispatchTimerQueue`
 /// (one heap of deadlines, one Dispatch timer armed for the earliest), so a
 /// cancelled call is gone at once, closure included.
-public struct SystemClock: UsherClock {
+package struct SystemClock: UsherClock {
     private let timers: DispatchTimerQueue
 
-    public init() {
+    package init() {
         timers = .shared
     }
 
-    public func now() -> Timestamp {
+    package func now() -> Timestamp {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Timestamp(micros: Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000)
     }
 
-    public func schedule(at deadline: Timestamp, _ action: @escaping @Sendable () -> Void) -> any ScheduledTimer {
+    package func schedule(at deadline: Timestamp, _ action: @escaping @Sendable () -> Void) -> any ScheduledTimer {
         timers.schedule(after: max(0, now().seconds(until: deadline)), action)
     }
 }
 
 /// A clock that moves only when told to; scheduled calls run synchronously
 /// inside `advance`, in deadline order.
-public final class ManualClock: UsherClock, Sendable {
+package final class ManualClock: UsherClock, Sendable {
     private struct State {
         var now: Timestamp
         /// Deadlines in the timestamps' microseconds.
@@ -51,22 +51,22 @@ public final class ManualClock: UsherClock, Sendable {
     private let state: Locked<State>
 
     /// Starts at `start` (default 2026-01-01T00:00:00Z).
-    public init(start: Timestamp = Timestamp(micros: 1_767_225_600_000_000)) {
+    package init(start: Timestamp = Timestamp(micros: 1_767_225_600_000_000)) {
         state = Locked(State(now: start))
     }
 
-    public func now() -> Timestamp { state.withLock { $0.now } }
+    package func now() -> Timestamp { state.withLock { $0.now } }
 
-    public func schedule(at deadline: Timestamp, _ action: @escaping @Sendable () -> Void) -> any ScheduledTimer {
+    package func schedule(at deadline: Timestamp, _ action: @escaping @Sendable () -> Void) -> any ScheduledTimer {
         Handle(clock: self, id: state.withLock { $0.timers.insert(at: deadline.micros, action) })
     }
 
     /// The number of calls still scheduled.
-    public var pendingCount: Int { state.withLock { $0.timers.count } }
+    var pendingCount: Int { state.withLock { $0.timers.count } }
 
     /// Moves time forward by `seconds`, running every call that falls due, in
     /// order (by deadline, then by when it was scheduled).
-    public func advance(by seconds: Double) {
+    func advance(by seconds: Double) {
         let target = state.withLock { $0.now.adding(seconds: seconds) }
         while let action = state.withLock({ s -> TimerHeap.Action? in
             guard let due = s.timers.popDue(notAfter: target.micros) else { return nil }

@@ -4,18 +4,18 @@ import UsherCore
 
 /// One routed request with its path parameters, and the parsing every route
 /// shares: names, query parameters (unknown ones are 400) and the JSON body.
-public struct Call: Sendable {
+package struct Call: Sendable {
     /// The request.
-    public let request: HTTPRequest
+    package let request: HTTPRequest
     /// Path parameters by name.
-    public let parameters: PathParameters
+    package let parameters: PathParameters
     /// The application serving it.
-    public let app: UsherApp
+    package let app: UsherApp
 
     var maxWaitSeconds: Double { app.config.maxWaitSeconds }
 
     /// A path parameter that must be a valid name, else 400.
-    public func name(_ parameter: String) throws(APIError) -> String {
+    package func name(_ parameter: String) throws(APIError) -> String {
         let value = parameters[parameter] ?? ""
         guard Names.isValid(value) else {
             throw APIError.badRequest(
@@ -26,7 +26,7 @@ public struct Call: Sendable {
 
     /// The query parameters, checked against the ones this route accepts (a
     /// handful: a list, where a `Set` literal was built and hashed per request).
-    public func query(allowing allowed: [String]) throws(APIError) -> Query {
+    package func query(allowing allowed: [String]) throws(APIError) -> Query {
         var values: [String: String] = [:]
         for (name, value) in request.query {
             guard allowed.contains(name) else {
@@ -42,14 +42,14 @@ public struct Call: Sendable {
     }
 
     /// The body as a JSON object reader; an empty body reads as `{}`.
-    public func body() throws(APIError) -> FieldReader {
+    package func body() throws(APIError) -> FieldReader {
         let value = try bodyValue()
         do throws(FieldError) { return try FieldReader(value) } catch { throw APIError(error) }
     }
 
     /// Reads the body with `read`, then rejects any member `read` did not ask
     /// for; a field error becomes a 400 naming the field.
-    public func readBody<T>(_ read: (inout FieldReader) throws(FieldError) -> T) throws(APIError) -> T {
+    func readBody<T>(_ read: (inout FieldReader) throws(FieldError) -> T) throws(APIError) -> T {
         var reader = try body()
         do throws(FieldError) {
             let value = try read(&reader)
@@ -59,7 +59,7 @@ public struct Call: Sendable {
     }
 
     /// The body as JSON (at most `max_json_depth` deep), or nil when empty.
-    public func bodyValue() throws(APIError) -> JSONValue? {
+    func bodyValue() throws(APIError) -> JSONValue? {
         let blank = request.body.withUnsafeBytes { bytes in
             bytes.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
         }
@@ -71,15 +71,15 @@ public struct Call: Sendable {
 }
 
 /// Checked query parameters.
-public struct Query: Sendable {
+package struct Query: Sendable {
     let values: [String: String]
     let maxWaitSeconds: Double
 
     /// The raw value.
-    public subscript(name: String) -> String? { values[name] }
+    package subscript(name: String) -> String? { values[name] }
 
     /// `wait=S` in seconds, capped at `max_wait_seconds`; nil when absent or 0.
-    public func wait() throws(APIError) -> Double? {
+    package func wait() throws(APIError) -> Double? {
         guard let raw = values["wait"] else { return nil }
         guard let s = Double(raw), s.isFinite, s >= 0 else {
             throw APIError.badRequest("wait must be a number of seconds >= 0", field: "wait")
@@ -90,7 +90,7 @@ public struct Query: Sendable {
 
     /// `on_disconnect`: what a client's hang-up (or an answer that never
     /// reaches it) takes back. `withdraw` (the default) or `keep`.
-    public func onDisconnect() throws(APIError) -> DisconnectPolicy {
+    func onDisconnect() throws(APIError) -> DisconnectPolicy {
         guard let raw = values["on_disconnect"] else { return .withdraw }
         guard let policy = DisconnectPolicy(rawValue: raw) else {
             throw APIError.badRequest("on_disconnect must be withdraw or keep", field: "on_disconnect")
@@ -99,7 +99,7 @@ public struct Query: Sendable {
     }
 
     /// An integer parameter within `range`.
-    public func int(_ name: String, in range: ClosedRange<Int>) throws(APIError) -> Int? {
+    package func int(_ name: String, in range: ClosedRange<Int>) throws(APIError) -> Int? {
         guard let raw = values[name] else { return nil }
         guard let i = Int(raw), range.contains(i) else {
             throw APIError.badRequest(
@@ -109,7 +109,7 @@ public struct Query: Sendable {
     }
 
     /// A boolean parameter (`true` or `false`).
-    public func bool(_ name: String) throws(APIError) -> Bool? {
+    package func bool(_ name: String) throws(APIError) -> Bool? {
         guard let raw = values[name] else { return nil }
         switch raw {
         case "true", "1": return true
@@ -120,7 +120,7 @@ public struct Query: Sendable {
 }
 
 /// What a client that hangs up keeps (`on_disconnect`).
-public enum DisconnectPolicy: String, Sendable {
+package enum DisconnectPolicy: String, Sendable {
     /// Nothing: its wait is withdrawn (a visitor cancelled, a fetch, take or
     /// push dropped), and what an answer it never got gave away is taken back.
     case withdraw
@@ -139,16 +139,16 @@ extension HTTPResponse {
 }
 
 /// JSON responses.
-public enum Reply {
+package enum Reply {
     /// `application/json; charset=utf-8` with the given status.
-    public static func json(_ value: JSONValue, status: Int = 200, headers: [(name: String, value: String)] = [])
+    package static func json(_ value: JSONValue, status: Int = 200, headers: [(name: String, value: String)] = [])
         -> HTTPResponse
     {
         HTTPResponse(status: status, headers: jsonHeaders(headers), body: value.jsonBytes)
     }
 
     /// A value that writes its own JSON (no `JSONValue` tree on the way).
-    public static func json(
+    package static func json(
         _ value: some JSONEncodable, status: Int = 200, headers: [(name: String, value: String)] = []
     ) -> HTTPResponse {
         HTTPResponse(status: status, headers: jsonHeaders(headers), body: value.encodedJSON)
@@ -164,5 +164,5 @@ public enum Reply {
     }
 
     /// 204 with no body.
-    public static func noContent() -> HTTPResponse { HTTPResponse(status: 204) }
+    static func noContent() -> HTTPResponse { HTTPResponse(status: 204) }
 }

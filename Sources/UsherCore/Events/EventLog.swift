@@ -2,21 +2,21 @@ import Locking
 import Synchronization
 
 /// One state change of one resource, as `GET /v1/events` streams it.
-public struct ResourceEvent: Sendable, Equatable {
+package struct ResourceEvent: Sendable, Equatable {
     /// Increasing from 1 within one `EventLog` (the SSE `id:`).
-    public var id: UInt64
+    package var id: UInt64
     /// When it was recorded.
-    public var at: Timestamp
+    package var at: Timestamp
     /// The resource kind: `queue`, `window`, `pool`, `pipeline`, `machine`.
-    public var kind: String
+    package var kind: String
     /// The resource's name.
-    public var name: String
+    package var name: String
     /// What happened: `granted`, `expired`, `transition`, … (the SSE `event:`).
-    public var type: String
+    package var type: String
     /// The changed thing (a visitor, an item, a transition).
-    public var data: JSONValue
+    package var data: JSONValue
 
-    public init(id: UInt64, at: Timestamp, kind: String, name: String, type: String, data: JSONValue) {
+    package init(id: UInt64, at: Timestamp, kind: String, name: String, type: String, data: JSONValue) {
         self.id = id
         self.at = at
         self.kind = kind
@@ -26,13 +26,13 @@ public struct ResourceEvent: Sendable, Equatable {
     }
 
     /// The event without its id: what a manager emits.
-    public struct Draft: Sendable {
-        public var kind: String
-        public var name: String
-        public var type: String
-        public var data: JSONValue
+    package struct Draft: Sendable {
+        package var kind: String
+        package var name: String
+        package var type: String
+        package var data: JSONValue
 
-        public init(kind: String, name: String, type: String, data: JSONValue) {
+        package init(kind: String, name: String, type: String, data: JSONValue) {
             self.kind = kind
             self.name = name
             self.type = type
@@ -41,7 +41,7 @@ public struct ResourceEvent: Sendable, Equatable {
     }
 
     /// The SSE `data:` payload: `{"id","at","kind","name","type","data"}`.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         .object([
             ("id", .int(Int(truncatingIfNeeded: id))),
             ("at", .string(at.rfc3339)),
@@ -63,15 +63,15 @@ public struct ResourceEvent: Sendable, Equatable {
 /// Subscribers are callbacks run under the log's lock, in id order, on the
 /// emitting thread; they must be quick and must not call back into the log
 /// (a stream appends bytes to its buffer and wakes its connection).
-public final class EventLog: Sendable {
+package final class EventLog: Sendable {
     /// A subscriber's callback.
-    public typealias Handler = @Sendable (ResourceEvent) -> Void
+    package typealias Handler = @Sendable (ResourceEvent) -> Void
 
     /// Default replay ring size.
-    public static let defaultCapacity = 10_000
+    static let defaultCapacity = 10_000
 
     /// How many events are kept for `Last-Event-ID` replay.
-    public let capacity: Int
+    package let capacity: Int
     private let clock: any UsherClock
     private let recording = Atomic<Bool>(false)
     private let state: Locked<State>
@@ -88,20 +88,20 @@ public final class EventLog: Sendable {
     }
 
     /// What a subscription starts with.
-    public struct Subscription: Sendable {
+    package struct Subscription: Sendable {
         /// Pass to `unsubscribe`.
-        public let token: UInt64
+        package let token: UInt64
         /// Buffered events after the requested id, oldest first.
-        public let replay: [ResourceEvent]
+        package let replay: [ResourceEvent]
         /// True when events after the requested id were already dropped from
         /// the ring (the client missed some and should re-read state).
-        public let gap: Bool
+        package let gap: Bool
     }
 
     /// A log keeping up to `capacity` events for replay, within what
     /// `budget` allows: when the budget is short, the oldest buffered events
     /// go first, and an event that cannot fit at all is only streamed live.
-    public init(
+    package init(
         capacity: Int = EventLog.defaultCapacity, clock: any UsherClock = SystemClock(),
         budget: StorageBudget = StorageBudget()
     ) {
@@ -111,19 +111,19 @@ public final class EventLog: Sendable {
     }
 
     /// The bytes the replay buffer is charged now.
-    public var storedBytes: Int { state.withLock { $0.storage.bytes } }
+    var storedBytes: Int { state.withLock { $0.storage.bytes } }
 
     /// True once someone subscribed: emitters build events only then.
-    public var isRecording: Bool { recording.load(ordering: .relaxed) }
+    package var isRecording: Bool { recording.load(ordering: .relaxed) }
 
     /// Subscribers now.
-    public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+    var subscriberCount: Int { state.withLock { $0.subscribers.count } }
 
     /// The id the next event will get.
-    public var nextID: UInt64 { state.withLock { $0.nextID } }
+    var nextID: UInt64 { state.withLock { $0.nextID } }
 
     /// Records an event (only while recording) and hands it to every subscriber.
-    public func emit(_ draft: ResourceEvent.Draft) {
+    package func emit(_ draft: ResourceEvent.Draft) {
         guard isRecording else { return }
         let at = clock.now()
         state.withLock { s in
@@ -136,13 +136,13 @@ public final class EventLog: Sendable {
     }
 
     /// Emits several drafts (convenience for change points with many changes).
-    public func emit(_ drafts: [ResourceEvent.Draft]) {
+    package func emit(_ drafts: [ResourceEvent.Draft]) {
         for d in drafts { emit(d) }
     }
 
     /// Subscribes; `after` is the last id the client saw (nil: only new events).
     /// The replay and the live events that follow have no gap and no overlap.
-    public func subscribe(after: UInt64?, _ handler: @escaping Handler) -> Subscription {
+    package func subscribe(after: UInt64?, _ handler: @escaping Handler) -> Subscription {
         subscribe(after: after, start: { _ in }, deliver: handler)
     }
 
@@ -150,7 +150,7 @@ public final class EventLog: Sendable {
     /// before any live event reaches `handler`: a stream writes its replay
     /// there, so nothing live can overtake it.
     @discardableResult
-    public func subscribe(
+    package func subscribe(
         after: UInt64?, start: (Subscription) -> Void, deliver handler: @escaping Handler
     ) -> Subscription {
         recording.store(true, ordering: .relaxed)
@@ -176,12 +176,12 @@ public final class EventLog: Sendable {
     }
 
     /// Stops calling the subscription's handler.
-    public func unsubscribe(_ token: UInt64) {
+    package func unsubscribe(_ token: UInt64) {
         _ = state.withLock { $0.subscribers.removeValue(forKey: token) }
     }
 
     /// The buffered events, oldest first.
-    public func buffered() -> [ResourceEvent] { state.withLock { Self.ordered($0) } }
+    package func buffered() -> [ResourceEvent] { state.withLock { Self.ordered($0) } }
 
     private static func ordered(_ s: State) -> [ResourceEvent] {
         s.ring[s.start...].map(\.event)

@@ -1,22 +1,22 @@
 /// A request for a slot: the body of `POST /v1/queues/{q}/visitors`.
-public struct VisitorRequest: Sendable, Equatable {
+package struct VisitorRequest: Sendable, Equatable {
     /// Client-supplied id (a valid name); an id that already exists returns that visitor.
-    public var id: String?
+    package var id: String?
     /// Dedup key (1–256 characters); keyless visitors are never merged or cancelled.
-    public var key: String?
+    package var key: String?
     /// Action compared for duplicates and opposites (1–256 characters).
-    public var action: String?
+    package var action: String?
     /// Any JSON, echoed back.
-    public var payload: JSONValue?
+    package var payload: JSONValue?
     /// Higher is granted first; FIFO within a priority.
-    public var priority: Int
+    package var priority: Int
     /// A shorter hold than the queue's; 0 only when the queue has no limit.
-    public var holdSeconds: Double?
+    package var holdSeconds: Double?
     /// Join the waiting line only after this many seconds (0 = at once).
-    public var delaySeconds: Double?
+    package var delaySeconds: Double?
 
     /// A request; only what is given differs from `{}`.
-    public init(
+    package init(
         id: String? = nil, key: String? = nil, action: String? = nil, payload: JSONValue? = nil,
         priority: Int = 0, holdSeconds: Double? = nil, delaySeconds: Double? = nil
     ) {
@@ -32,7 +32,7 @@ public struct VisitorRequest: Sendable, Equatable {
     /// Reads `id, key, action, payload, priority, hold_seconds, delay_seconds`.
     /// Whether the hold suits the queue is checked by the queue itself. The
     /// caller calls `reader.finish()`.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> VisitorRequest {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> VisitorRequest {
         var r = VisitorRequest()
         r.id = try reader.name("id")
         r.key = try reader.key("key")

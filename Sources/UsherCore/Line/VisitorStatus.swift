@@ -1,6 +1,6 @@
 /// Where a visitor stands. `delayed` → `waiting` → `granted` → `completed` |
 /// `released` | `expired`; `delayed`/`waiting` → `cancelled` | `merged`.
-public enum VisitorStatus: String, Sendable, Equatable, CaseIterable {
+package enum VisitorStatus: String, Sendable, Equatable, CaseIterable {
     /// Asked with `delay_seconds`; enters the waiting line when the delay ends.
     case delayed
     /// In the waiting line.
@@ -19,7 +19,7 @@ public enum VisitorStatus: String, Sendable, Equatable, CaseIterable {
     case merged
 
     /// True for the five final statuses.
-    public var isFinished: Bool {
+    package var isFinished: Bool {
         switch self {
         case .delayed, .waiting, .granted: false
         case .completed, .released, .expired, .cancelled, .merged: true
@@ -27,12 +27,12 @@ public enum VisitorStatus: String, Sendable, Equatable, CaseIterable {
     }
 
     /// True while the visitor has neither a slot nor a final status.
-    public var isWaiting: Bool { self == .delayed || self == .waiting }
+    package var isWaiting: Bool { self == .delayed || self == .waiting }
 }
 
 /// What a queue operation can fail with; the API layer maps each case to a
 /// status and problem code (`notGranted` → 409 `not_granted`, `full` → 429, …).
-public enum QueueError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum QueueError: Error, Sendable, Equatable, CustomStringConvertible {
     /// 404: the named thing does not exist (e.g. `visitor "v7"`).
     case notFound(String)
     /// 409 `not_granted`: the visitor does not hold a slot; `current` is its status.
@@ -49,7 +49,7 @@ public enum QueueError: Error, Sendable, Equatable, CustomStringConvertible {
     case shuttingDown
 
     /// A one-line explanation for logs and problem details.
-    public var description: String {
+    package var description: String {
         switch self {
         case .notFound(let what): "\(what) not found"
         case .notGranted(let current): "the visitor does not hold a slot (it is \(current.rawValue))"

@@ -13,21 +13,21 @@
 /// order-statistic treap for the line, intrusive lists for "most recent
 /// waiting visitor with this key / key and action / at all", and one
 /// lazily-pruned min-heap of deadlines.
-public struct QueueEngine: Sendable {
+package struct QueueEngine: Sendable {
     /// The queue's name (shown in every visitor).
-    public let name: String
+    package let name: String
     /// The current config.
-    public internal(set) var config: QueueConfig
+    package internal(set) var config: QueueConfig
     /// Live counts and totals.
-    public internal(set) var counts = QueueCounts()
+    package internal(set) var counts = QueueCounts()
     /// Waits from entering the line to the grant (for metrics).
-    public internal(set) var waitHistogram = WaitHistogram()
+    package internal(set) var waitHistogram = WaitHistogram()
     /// The fence the next grant gets: starts at the creation time in µs, +1 per grant.
-    public internal(set) var nextFence: Int64
+    package internal(set) var nextFence: Int64
     /// How a visitor's own hold relates to the config's `hold_seconds`.
-    public let holdPolicy: HoldPolicy
+    let holdPolicy: HoldPolicy
     /// What server-made ids start with (`v` for visitors).
-    public let idPrefix: String
+    let idPrefix: String
 
     // Segmented and sharded: none of these grows by copying or rehashing all
     // of a big queue at once (a pause under the lock; docs/design.md).
@@ -57,11 +57,11 @@ public struct QueueEngine: Sendable {
     var oppositesOf: [String: [String]] = [:]
     /// This engine's share of the server's storage budget: every record it
     /// keeps (waiting, holding or remembered) is charged until evicted.
-    public internal(set) var storage: StorageAccount
+    package internal(set) var storage: StorageAccount
 
     /// A new, empty queue; fences start at `createdAt`. Windows and pools run
     /// on this engine too, with their own hold policy and id prefix.
-    public init(
+    package init(
         name: String, config: QueueConfig, createdAt: Timestamp,
         holdPolicy: HoldPolicy = .atMostResource, idPrefix: String = "v", budget: StorageBudget = StorageBudget()
     ) {
@@ -75,18 +75,18 @@ public struct QueueEngine: Sendable {
     }
 
     /// The earliest pending delay end or hold expiry: when `advance` next has work.
-    public var nextDeadline: Timestamp? {
+    var nextDeadline: Timestamp? {
         timeline.min.map { Timestamp(micros: $0.deadline) }
     }
 
     /// When the visitor that has waited longest entered the line (for metrics).
-    public var oldestWaitingSince: Timestamp? {
+    package var oldestWaitingSince: Timestamp? {
         guard firstArrival != VisitorRecord.none else { return nil }
         return Timestamp(micros: records[Int(firstArrival)].deadline)
     }
 
     /// Applies everything due by `now` (the manager's timer calls this).
-    public mutating func advance(to now: Timestamp) {
+    mutating func advance(to now: Timestamp) {
         begin(now)
         end()
     }
@@ -98,7 +98,7 @@ public struct QueueEngine: Sendable {
     /// Room: only a visitor that will wait or be delayed needs it. One that
     /// is granted at once, merges, or cancels with an opposite never makes the
     /// line longer, so it is accepted even when the line is full.
-    public mutating func enqueue(
+    package mutating func enqueue(
         _ r: VisitorRequest, now: Timestamp
     ) throws(QueueError) -> (view: VisitorView, created: Bool) {
         begin(now)
@@ -127,7 +127,7 @@ public struct QueueEngine: Sendable {
     }
 
     /// The holder finishes: `completed`, and its slot passes on.
-    public mutating func complete(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
+    package mutating func complete(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
         begin(now)
         defer { end() }
         let h = try handle(id)
@@ -140,7 +140,7 @@ public struct QueueEngine: Sendable {
     /// Moves a holder's expiry to `now + holdSeconds` (default: its own hold,
     /// or the queue's) unless it is already later: an extend never shortens a
     /// hold. The same limits as a request's `hold_seconds`.
-    public mutating func extend(id: String, holdSeconds: Double?, now: Timestamp) throws(QueueError) -> VisitorView {
+    package mutating func extend(id: String, holdSeconds: Double?, now: Timestamp) throws(QueueError) -> VisitorView {
         begin(now)
         defer { end() }
         let h = try handle(id)
@@ -160,7 +160,7 @@ public struct QueueEngine: Sendable {
 
     /// `DELETE`: a waiting or delayed visitor is `cancelled` (reason
     /// `client`), a holder `released`; a finished one is returned as it is.
-    public mutating func remove(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
+    package mutating func remove(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
         begin(now)
         defer { end() }
         let h = try handle(id)
@@ -174,7 +174,7 @@ public struct QueueEngine: Sendable {
     }
 
     /// One visitor, live or remembered.
-    public mutating func visitor(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
+    package mutating func visitor(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
         begin(now)
         defer { end() }
         return view(try handle(id))
@@ -185,7 +185,7 @@ public struct QueueEngine: Sendable {
     /// also walks the holders before it). The page lists holders, then the
     /// waiting line; when holders alone fill it, waiting visitors come on the
     /// next page. `cursors` gives each listed visitor's resume point.
-    public mutating func state(limit: Int, after cursor: QueueCursor? = nil, now: Timestamp) -> QueueState {
+    package mutating func state(limit: Int, after cursor: QueueCursor? = nil, now: Timestamp) -> QueueState {
         begin(now)
         defer { end() }
         let limit = min(max(0, limit), Int.max - 1)
@@ -233,7 +233,7 @@ public struct QueueEngine: Sendable {
     /// takes no slot away. Other changes apply to what happens next.
     /// Returns the new config.
     @discardableResult
-    public mutating func apply(_ patch: QueuePatch, now: Timestamp) -> QueueConfig {
+    package mutating func apply(_ patch: QueuePatch, now: Timestamp) -> QueueConfig {
         begin(now)
         defer { end() }
         config = patch.applied(to: config)
@@ -244,7 +244,7 @@ public struct QueueEngine: Sendable {
 
     /// The ids whose status changed during the last operation (each once).
     /// Cleared when the next operation begins; so call it after each one.
-    public mutating func drainChanges() -> [String] {
+    mutating func drainChanges() -> [String] {
         guard !changed.isEmpty else { return [] }
         var out: [String] = []
         out.reserveCapacity(changed.count)
@@ -260,7 +260,7 @@ public struct QueueEngine: Sendable {
     }
 
     /// A visitor's view without applying time: for the manager, right after an operation.
-    public func currentView(id: String) -> VisitorView? {
+    func currentView(id: String) -> VisitorView? {
         ids[id].map { view($0) }
     }
 }

@@ -2,27 +2,27 @@
 /// runs on the request path.
 extension WindowSlot {
     /// When the item that has been queued longest entered the queue.
-    public var oldestWaitingSince: Timestamp? { engine.oldestWaitingSince }
+    package var oldestWaitingSince: Timestamp? { engine.oldestWaitingSince }
     /// Waits from entering the queue to being shown.
-    public var waitHistogram: WaitHistogram { engine.waitHistogram }
+    package var waitHistogram: WaitHistogram { engine.waitHistogram }
 }
 
 extension LeasePool {
     /// When the fetcher that has waited longest started waiting.
-    public var oldestWaitingSince: Timestamp? { engine.oldestWaitingSince }
+    package var oldestWaitingSince: Timestamp? { engine.oldestWaitingSince }
     /// Waits from the fetch to the lease (immediate leases count as 0).
-    public var waitHistogram: WaitHistogram { engine.waitHistogram }
+    package var waitHistogram: WaitHistogram { engine.waitHistogram }
 }
 
 extension VisitorQueue {
     /// Waits from entering the line to the grant.
-    public var waitHistogram: WaitHistogram { engine.waitHistogram }
+    package var waitHistogram: WaitHistogram { engine.waitHistogram }
 }
 
 extension Pipeline {
     /// Waits from push to first delivery.
-    public var waitHistogram: WaitHistogram { engine.waitHistogram }
+    package var waitHistogram: WaitHistogram { engine.waitHistogram }
     /// When the ready item pushed longest ago was pushed (a scan of the
     /// items: scrape time only).
-    public var oldestReadySince: Timestamp? { engine.oldestReadySince }
+    package var oldestReadySince: Timestamp? { engine.oldestReadySince }
 }

@@ -3,22 +3,22 @@
 ///
 /// Observing is an index search over a dozen bounds and two additions; the
 /// bucket storage is allocated once, with the engine.
-public struct WaitHistogram: Sendable, Equatable {
+package struct WaitHistogram: Sendable, Equatable {
     /// Bucket upper bounds in seconds.
-    public static let bounds: [Double] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600]
+    package static let bounds: [Double] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600]
     private static let boundMicros: [Int64] = bounds.map { Int64($0 * 1_000_000) }
 
     /// Per-bucket (not cumulative) counts; the last is above every bound.
-    public private(set) var buckets = [Int](repeating: 0, count: WaitHistogram.bounds.count + 1)
+    package private(set) var buckets = [Int](repeating: 0, count: WaitHistogram.bounds.count + 1)
     /// The sum of every observed wait, in µs.
-    public private(set) var sumMicros: Int64 = 0
+    package private(set) var sumMicros: Int64 = 0
     /// How many waits were observed.
-    public private(set) var count = 0
+    package private(set) var count = 0
 
-    public init() {}
+    package init() {}
 
     /// Records one wait of `micros` µs (negative counts as 0).
-    public mutating func observe(micros: Int64) {
+    package mutating func observe(micros: Int64) {
         let m = max(0, micros)
         var i = 0
         while i < Self.boundMicros.count, m > Self.boundMicros[i] { i += 1 }

@@ -1,24 +1,24 @@
 /// A request or config field that is missing, of the wrong type, out of range,
 /// or unknown. `field` is a dotted path (`queues.jobs.capacity`).
-public struct FieldError: Error, Sendable, Equatable {
+package struct FieldError: Error, Sendable, Equatable {
     /// The offending field, as a dotted path; empty for the body itself.
-    public var field: String
+    package var field: String
     /// What is wrong with it.
-    public var message: String
+    package var message: String
 
-    public init(field: String, message: String) {
+    package init(field: String, message: String) {
         self.field = field
         self.message = message
     }
 
     /// A one-line description naming the field.
-    public var description: String { field.isEmpty ? message : "\(field): \(message)" }
+    package var description: String { field.isEmpty ? message : "\(field): \(message)" }
 }
 
 /// Names of resources, visitors, items, leases, elements, filters and states.
-public enum Names {
+package enum Names {
     /// `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`
-    public static func isValid(_ name: String) -> Bool {
+    package static func isValid(_ name: String) -> Bool {
         // Over the contiguous bytes (iterating `utf8` checks the storage per byte).
         var name = name
         return name.withUTF8 { bytes in
@@ -35,7 +35,7 @@ public enum Names {
     }
 
     /// Keys and actions: 1–256 characters.
-    public static func isValidKey(_ key: String) -> Bool {
+    static func isValidKey(_ key: String) -> Bool {
         let n = key.count
         return n >= 1 && n <= 256
     }
@@ -44,17 +44,17 @@ public enum Names {
 /// Reads the members of a JSON object field by field, with typed checks, and
 /// rejects members nobody asked for (`finish()`), so a typo such as
 /// `capactiy` is an error naming the field instead of being ignored.
-public struct FieldReader {
+package struct FieldReader {
     private let members: [(String, JSONValue)]
     /// Bit `i`: some accessor asked for `members[i]` (flags by index: no
     /// hashing on the request path); members past 64 in `usedBeyond`.
     private var used: UInt64 = 0
     private var usedBeyond: [Bool] = []
     /// The dotted path of this object, used as the prefix of field names.
-    public let path: String
+    package let path: String
 
     /// Reads `value`, which must be an object; nil or `null` reads as `{}`.
-    public init(_ value: JSONValue?, path: String = "") throws(FieldError) {
+    package init(_ value: JSONValue?, path: String = "") throws(FieldError) {
         self.path = path
         switch value {
         case nil, .null?: members = []
@@ -75,13 +75,13 @@ public struct FieldReader {
     }
 
     /// The names of all members, in order.
-    public var keys: [String] { members.map(\.0) }
+    package var keys: [String] { members.map(\.0) }
 
     /// The dotted path of a member.
-    public func fieldPath(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+    package func fieldPath(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
     /// The raw value of a member; `null` reads as absent.
-    public mutating func value(_ key: String) -> JSONValue? {
+    package mutating func value(_ key: String) -> JSONValue? {
         guard let i = index(of: key) else { return nil }
         markUsed(i)
         let v = members[i].1
@@ -89,7 +89,7 @@ public struct FieldReader {
     }
 
     /// True when the member is present (and not null).
-    public func has(_ key: String) -> Bool {
+    package func has(_ key: String) -> Bool {
         guard let i = index(of: key) else { return false }
         return !members[i].1.isNull
     }
@@ -99,14 +99,14 @@ public struct FieldReader {
         return nil
     }
 
-    public mutating func string(_ key: String) throws(FieldError) -> String? {
+    package mutating func string(_ key: String) throws(FieldError) -> String? {
         guard let v = value(key) else { return nil }
         guard case .string(let s) = v else { throw FieldError(field: fieldPath(key), message: "must be a string") }
         return s
     }
 
     /// A string that must be a valid name (see `Names.isValid`).
-    public mutating func name(_ key: String) throws(FieldError) -> String? {
+    package mutating func name(_ key: String) throws(FieldError) -> String? {
         guard let s = try string(key) else { return nil }
         guard Names.isValid(s) else {
             throw FieldError(field: fieldPath(key), message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -115,7 +115,7 @@ public struct FieldReader {
     }
 
     /// A string of 1–256 characters (keys, actions).
-    public mutating func key(_ key: String) throws(FieldError) -> String? {
+    package mutating func key(_ key: String) throws(FieldError) -> String? {
         guard let s = try string(key) else { return nil }
         guard Names.isValidKey(s) else {
             throw FieldError(field: fieldPath(key), message: "must be 1 to 256 characters")
@@ -123,14 +123,14 @@ public struct FieldReader {
         return s
     }
 
-    public mutating func bool(_ key: String) throws(FieldError) -> Bool? {
+    package mutating func bool(_ key: String) throws(FieldError) -> Bool? {
         guard let v = value(key) else { return nil }
         guard case .bool(let b) = v else { throw FieldError(field: fieldPath(key), message: "must be true or false") }
         return b
     }
 
     /// An integer within `range` (a JSON number with no fraction).
-    public mutating func int(_ key: String, in range: ClosedRange<Int>) throws(FieldError) -> Int? {
+    package mutating func int(_ key: String, in range: ClosedRange<Int>) throws(FieldError) -> Int? {
         guard let v = value(key) else { return nil }
         let i: Int
         switch v {
@@ -146,7 +146,7 @@ public struct FieldReader {
     }
 
     /// A number within `range` (seconds and the like).
-    public mutating func number(_ key: String, in range: ClosedRange<Double>) throws(FieldError) -> Double? {
+    package mutating func number(_ key: String, in range: ClosedRange<Double>) throws(FieldError) -> Double? {
         guard let v = value(key) else { return nil }
         let d: Double
         switch v {
@@ -162,21 +162,21 @@ public struct FieldReader {
         return d
     }
 
-    public mutating func array(_ key: String) throws(FieldError) -> [JSONValue]? {
+    package mutating func array(_ key: String) throws(FieldError) -> [JSONValue]? {
         guard let v = value(key) else { return nil }
         guard case .array(let a) = v else { throw FieldError(field: fieldPath(key), message: "must be an array") }
         return a
     }
 
     /// A nested object, read with its own reader (call `finish()` on it too).
-    public mutating func object(_ key: String) throws(FieldError) -> FieldReader? {
+    package mutating func object(_ key: String) throws(FieldError) -> FieldReader? {
         guard let v = value(key) else { return nil }
         guard case .object = v else { throw FieldError(field: fieldPath(key), message: "must be an object") }
         return try FieldReader(v, path: fieldPath(key))
     }
 
     /// Fails naming the first member that no accessor asked for.
-    public func finish() throws(FieldError) {
+    package func finish() throws(FieldError) {
         for i in members.indices where !isUsed(i) {
             throw FieldError(field: fieldPath(members[i].0), message: "unknown field")
         }

@@ -1,6 +1,6 @@
 /// How a visitor's own hold (`hold_seconds`, a window item's
 /// `display_seconds`, a lease's `lease_seconds`) relates to its resource's.
-public enum HoldPolicy: Sendable, Equatable {
+package enum HoldPolicy: Sendable, Equatable {
     /// SPEC §1: a shorter hold than the resource's, never a longer one, and
     /// none (0) only where the resource itself has no limit, so that a
     /// vanished client cannot block a resource for ever. Queues and pools.
@@ -16,7 +16,7 @@ extension HoldPolicy {
     /// the resource allows `limit` (0 = no limit), or nil when it is allowed.
     /// `resource` and `holds` name things in the caller's words ("queue",
     /// "holds", "hold_seconds"; "pool", "leases", "lease_seconds").
-    public static func excess(
+    static func excess(
         _ seconds: Double, limit: Double, resource: String, holds: String, field: String
     ) -> String? {
         guard limit > 0 else { return nil }

@@ -7,31 +7,31 @@
 /// `maxDepthRange.upperBound` (500) deep and never builds a value deeper than
 /// `maxDepth`, so a response, which wraps stored values in a few levels of its
 /// own, stays within the 512 levels a client using the same parser reads.
-public struct JSONLimits: Sendable, Equatable {
+package struct JSONLimits: Sendable, Equatable {
     /// `max_json_depth`: the deepest nesting of a request body or source item
     /// (`{}` and `[]` are 1 deep, a scalar 0), and so of any value stored.
-    public var maxDepth: Int
+    package var maxDepth: Int
     /// `max_pointer_segments`: the most reference tokens in a JSON Pointer
     /// (`/a/0/b` has 3).
-    public var maxPointerSegments: Int
+    package var maxPointerSegments: Int
 
     /// Limits; the defaults are the config keys' defaults.
-    public init(maxDepth: Int = 500, maxPointerSegments: Int = 32) {
+    package init(maxDepth: Int = 500, maxPointerSegments: Int = 32) {
         self.maxDepth = maxDepth
         self.maxPointerSegments = maxPointerSegments
     }
 
     /// Accepted `max_json_depth`: at most 500, leaving responses room to wrap a
     /// stored value and stay within Foundation's 512.
-    public static let maxDepthRange = 1...500
+    package static let maxDepthRange = 1...500
     /// Accepted `max_pointer_segments`.
-    public static let maxPointerSegmentsRange = 1...128
+    package static let maxPointerSegmentsRange = 1...128
 }
 
 extension JSONValue {
     /// Levels of nesting: 0 for a scalar, 1 for `{}`, `[]` or a container of
     /// scalars. Walks with its own stack, so any value can be measured.
-    public var depth: Int {
+    package var depth: Int {
         var deepest = 0
         var pending: [(JSONValue, Int)] = [(self, 0)]
         while let (value, above) = pending.popLast() {

@@ -4,16 +4,16 @@
 
 extension QueueEngine {
     /// Gives back every byte this engine holds: its resource was deleted.
-    public mutating func releaseStorage() { storage.releaseAll() }
+    mutating func releaseStorage() { storage.releaseAll() }
 
     /// The longest-standing holder, without applying time (a window: the item shown).
-    public var firstHolderView: VisitorView? {
+    var firstHolderView: VisitorView? {
         firstHolder == VisitorRecord.none ? nil : view(firstHolder)
     }
 
     /// The longest-standing holder leaves as with `remove` (`released`) and
     /// its slot passes on in the same step; nil when nobody holds a slot.
-    public mutating func removeFirstHolder(now: Timestamp) -> VisitorView? {
+    mutating func removeFirstHolder(now: Timestamp) -> VisitorView? {
         begin(now)
         defer { end() }
         let h = firstHolder
@@ -27,14 +27,14 @@ extension QueueEngine {
     /// what a grant gave (a pool: the element). False for an unknown id.
     /// A visitor's status and payload, without building its view (no
     /// position, no timestamps): for a manager reacting to changes.
-    public func statusAndPayload(of id: String) -> (status: VisitorStatus, payload: JSONValue?)? {
+    func statusAndPayload(of id: String) -> (status: VisitorStatus, payload: JSONValue?)? {
         guard let h = ids[id] else { return nil }
         let record = records[Int(h)]
         return (record.status, record.payload)
     }
 
     @discardableResult
-    public mutating func setPayload(_ payload: JSONValue?, of id: String) -> Bool {
+    mutating func setPayload(_ payload: JSONValue?, of id: String) -> Bool {
         guard let h = ids[id] else { return false }
         storage.release(storedBytes(h))
         records[Int(h)].payload = payload
@@ -47,7 +47,7 @@ extension QueueEngine {
     /// fetch whose wait ended without an element). Applies `now` first, so a
     /// visitor granted by then stays granted; answers nil when withdrawn,
     /// else the visitor as it is.
-    public mutating func withdraw(id: String, now: Timestamp) throws(QueueError) -> VisitorView? {
+    package mutating func withdraw(id: String, now: Timestamp) throws(QueueError) -> VisitorView? {
         begin(now)
         defer { end() }
         let h = try handle(id)

@@ -10,7 +10,7 @@ import Synchronization
 /// This keeps the actor model (all state is actor-isolated; every async caller
 /// hops onto the actor as usual) while letting the common request path avoid a
 /// task, a thread hop and a suspend/resume round trip.
-public final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
+package final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
     /// An adaptive mutex: under brief contention (two server threads on one
     /// hot queue) it spins a little instead of sleeping in the kernel at once.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
@@ -20,7 +20,7 @@ public final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
     private let queue: DispatchQueue
 
     /// Creates an executor whose jobs run on a serial queue with this label.
-    public init(label: String = "usher.resource") {
+    package init(label: String = "usher.resource") {
         queue = DispatchQueue(label: label)
         mutex = .allocate(capacity: 1)
         var attributes = pthread_mutexattr_t()
@@ -37,25 +37,25 @@ public final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
         mutex.deallocate()
     }
 
-    public func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
         queue.async {
             self.withLock { unowned.runSynchronously(on: self.asUnownedSerialExecutor()) }
         }
     }
 
-    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+    package func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
     }
 
     /// Called by the runtime for `assumeIsolated` from a thread it does not know:
     /// isolated exactly when this thread holds the lock.
-    public func checkIsolated() {
+    package func checkIsolated() {
         precondition(owner.load(ordering: .relaxed) == Self.currentThread, "not on the resource's executor")
     }
 
     /// Runs `body` holding the executor's lock (re-entrant on the same thread).
-    public func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+    package func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         let me = Self.currentThread
         if owner.load(ordering: .relaxed) == me { return try body() }
         pthread_mutex_lock(mutex)
@@ -78,7 +78,7 @@ public final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
 
 /// An actor that runs on a `ResourceExecutor`, so that synchronous callers can
 /// run isolated to it without awaiting.
-public protocol LockIsolatedActor: Actor {
+package protocol LockIsolatedActor: Actor {
     /// The executor the actor runs on.
     nonisolated var executor: ResourceExecutor { get }
 }
@@ -88,7 +88,7 @@ extension LockIsolatedActor {
     ///
     /// Use it for short operations only: it blocks while the actor runs a job.
     @inlinable
-    public nonisolated func withIsolation<T: Sendable, E: Error>(
+    package nonisolated func withIsolation<T: Sendable, E: Error>(
         _ body: (isolated Self) throws(E) -> T
     ) throws(E) -> T {
         try executor.withLock { () throws(E) -> T in

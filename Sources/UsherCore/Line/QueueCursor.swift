@@ -2,14 +2,14 @@
 /// holder (by fence, grant order) or after a place in the waiting line (by
 /// priority and arrival). Visitors that stay where they are appear exactly
 /// once across pages. Clients see it as an opaque `next_cursor` string.
-public enum QueueCursor: Sendable, Equatable {
+package enum QueueCursor: Sendable, Equatable {
     /// After the holder granted with this fence.
     case holding(fence: Int64)
     /// After this place in the waiting line.
     case waiting(priority: Int32, seq: Int64)
 
     /// Reads a cursor's text (`h<fence>` or `w<priority>_<seq>`); nil when malformed.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         guard let tag = text.first else { return nil }
         let rest = text.dropFirst()
         switch tag {
@@ -26,7 +26,7 @@ public enum QueueCursor: Sendable, Equatable {
     }
 
     /// The cursor's text, as `next_cursor` carries it.
-    public var text: String {
+    package var text: String {
         switch self {
         case .holding(let fence): "h\(fence)"
         case .waiting(let priority, let seq): "w\(priority)_\(seq)"

@@ -4,38 +4,38 @@ import Foundation
 ///
 /// All of Usher's timing is in this unit: deadlines, fences (which start at a
 /// resource's creation time in microseconds) and the times shown in responses.
-public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
+package struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// Microseconds since 1970-01-01T00:00:00Z.
-    public var micros: Int64
+    package var micros: Int64
 
     /// Creates a timestamp from microseconds since the epoch.
-    public init(micros: Int64) { self.micros = micros }
+    package init(micros: Int64) { self.micros = micros }
 
     /// Creates a timestamp from seconds since the epoch.
-    public init(seconds: Double) { self.micros = Int64((seconds * 1_000_000).rounded()) }
+    package init(seconds: Double) { self.micros = Int64((seconds * 1_000_000).rounded()) }
 
     /// Seconds since the epoch.
-    public var seconds: Double { Double(micros) / 1_000_000 }
+    package var seconds: Double { Double(micros) / 1_000_000 }
 
     /// This time moved by a number of seconds (may be negative).
-    public func adding(seconds: Double) -> Timestamp {
+    package func adding(seconds: Double) -> Timestamp {
         Timestamp(micros: micros &+ Timestamp.micros(fromSeconds: seconds))
     }
 
     /// Seconds from `self` to `later` (negative when `later` is earlier).
-    public func seconds(until later: Timestamp) -> Double {
+    package func seconds(until later: Timestamp) -> Double {
         Double(later.micros - micros) / 1_000_000
     }
 
     /// Converts a duration in seconds to whole microseconds (rounded).
-    public static func micros(fromSeconds seconds: Double) -> Int64 {
+    package static func micros(fromSeconds seconds: Double) -> Int64 {
         Int64((seconds * 1_000_000).rounded())
     }
 
-    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.micros < rhs.micros }
+    package static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.micros < rhs.micros }
 
     /// RFC 3339 UTC with milliseconds, e.g. `2026-11-30T03:24:02.123Z`.
-    public var rfc3339: String {
+    package var rfc3339: String {
         String(unsafeUninitializedCapacity: 24) { buffer in
             writeRFC3339(into: UnsafeMutableRawBufferPointer(buffer))
             return 24
@@ -43,7 +43,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// Appends `rfc3339` to `out` without making a `String`.
-    public func writeRFC3339(to out: inout [UInt8]) {
+    func writeRFC3339(to out: inout [UInt8]) {
         withUnsafeTemporaryAllocation(byteCount: 24, alignment: 1) { buffer in
             writeRFC3339(into: buffer)
             out.append(contentsOf: buffer)
@@ -82,7 +82,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         buffer[23] = 0x5A
     }
 
-    public var description: String { rfc3339 }
+    package var description: String { rfc3339 }
 
     /// Writes `value` as `width` decimal digits at `offset` (a plain function:
     /// a nested one capturing the buffer was allocated as a closure per call).

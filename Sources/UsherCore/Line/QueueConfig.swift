@@ -1,5 +1,5 @@
 /// How a queue merges duplicates and cancels opposite pairs (SPEC §2).
-public enum DedupMode: String, Sendable, Equatable, CaseIterable {
+package enum DedupMode: String, Sendable, Equatable, CaseIterable {
     /// Against every waiting visitor with the same key (the default).
     case key
     /// Only against the most recent arrival still waiting in the whole queue.
@@ -9,22 +9,22 @@ public enum DedupMode: String, Sendable, Equatable, CaseIterable {
 }
 
 /// A queue's configuration. Every field has a default, so `{}` is a valid config.
-public struct QueueConfig: Sendable, Equatable, JSONEncodable {
+package struct QueueConfig: Sendable, Equatable, JSONEncodable {
     /// `capacity` (1): slots; 0 closes the resource (nobody is granted, visitors still wait).
-    public var capacity: Int
+    package var capacity: Int
     /// `max_waiting` (10000): waiting plus delayed visitors allowed; more is 429 `queue_full`.
-    public var maxWaiting: Int
+    package var maxWaiting: Int
     /// `hold_seconds` (30): a holder not completed by then expires; 0 = no limit.
-    public var holdSeconds: Double
+    package var holdSeconds: Double
     /// `dedup` (`key`): see `DedupMode`.
-    public var dedup: DedupMode
+    package var dedup: DedupMode
     /// `opposites` (`[]`): pairs of actions that cancel each other.
-    public var opposites: [[String]]
+    package var opposites: [[String]]
     /// `history` (1000): finished visitors kept visible, and their client ids remembered.
-    public var history: Int
+    package var history: Int
 
     /// A config; every argument defaults to the documented default.
-    public init(
+    package init(
         capacity: Int = 1, maxWaiting: Int = 10_000, holdSeconds: Double = 30,
         dedup: DedupMode = .key, opposites: [[String]] = [], history: Int = 1000
     ) {
@@ -37,28 +37,28 @@ public struct QueueConfig: Sendable, Equatable, JSONEncodable {
     }
 
     /// Allowed ranges, shared by the config, the patch and visitor requests.
-    public enum Limits {
+    package enum Limits {
         /// `capacity`.
-        public static let capacity = 0...1_000_000
+        package static let capacity = 0...1_000_000
         /// `max_waiting`.
-        public static let maxWaiting = 0...10_000_000
+        package static let maxWaiting = 0...10_000_000
         /// Also the range of a visitor's `hold_seconds` and `delay_seconds` (one year).
-        public static let seconds = 0.0...31_536_000.0
+        package static let seconds = 0.0...31_536_000.0
         /// `history`.
-        public static let history = 0...100_000
+        package static let history = 0...100_000
         /// A visitor's `priority`.
-        public static let priority = -1_000_000...1_000_000
+        package static let priority = -1_000_000...1_000_000
     }
 
     /// Reads a config object; missing fields take their defaults. The caller
     /// calls `reader.finish()` to reject unknown fields.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> QueueConfig {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> QueueConfig {
         let patch = try QueuePatch.parse(&reader)
         return patch.applied(to: QueueConfig())
     }
 
     /// The config with every default filled in, keys in documented order.
-    public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
+    package func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
         sink.beginObject()
         sink.key("capacity")
         sink.int(capacity)
@@ -83,22 +83,22 @@ public struct QueueConfig: Sendable, Equatable, JSONEncodable {
 }
 
 /// A change to a queue's config (`PATCH`): every field optional, all mutable.
-public struct QueuePatch: Sendable, Equatable {
+package struct QueuePatch: Sendable, Equatable {
     /// `capacity`; nil leaves it as it is (and so for every field).
-    public var capacity: Int?
+    package var capacity: Int?
     /// `max_waiting`: lowering it refuses new visitors, it never removes any.
-    public var maxWaiting: Int?
+    package var maxWaiting: Int?
     /// `hold_seconds`: applies to grants and extends from now on.
-    public var holdSeconds: Double?
+    package var holdSeconds: Double?
     /// `dedup`: applies to visitors entering the line from now on.
-    public var dedup: DedupMode?
+    package var dedup: DedupMode?
     /// `opposites`: replaces the whole list.
-    public var opposites: [[String]]?
+    package var opposites: [[String]]?
     /// `history`: lowering it forgets the oldest finished visitors.
-    public var history: Int?
+    package var history: Int?
 
     /// A patch naming only the given fields.
-    public init(
+    package init(
         capacity: Int? = nil, maxWaiting: Int? = nil, holdSeconds: Double? = nil,
         dedup: DedupMode? = nil, opposites: [[String]]? = nil, history: Int? = nil
     ) {
@@ -112,7 +112,7 @@ public struct QueuePatch: Sendable, Equatable {
 
     /// Reads the same keys as `QueueConfig.parse`, none required. The caller
     /// calls `reader.finish()`.
-    public static func parse(_ reader: inout FieldReader) throws(FieldError) -> QueuePatch {
+    package static func parse(_ reader: inout FieldReader) throws(FieldError) -> QueuePatch {
         var p = QueuePatch()
         p.capacity = try reader.int("capacity", in: QueueConfig.Limits.capacity)
         p.maxWaiting = try reader.int("max_waiting", in: QueueConfig.Limits.maxWaiting)
@@ -131,7 +131,7 @@ public struct QueuePatch: Sendable, Equatable {
     }
 
     /// `config` with the fields present in the patch replaced.
-    public func applied(to config: QueueConfig) -> QueueConfig {
+    package func applied(to config: QueueConfig) -> QueueConfig {
         var c = config
         if let capacity { c.capacity = capacity }
         if let maxWaiting { c.maxWaiting = maxWaiting }

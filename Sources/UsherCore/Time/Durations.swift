@@ -2,21 +2,21 @@
 /// display times, ack limits, delays and machine timeouts. 0 keeps meaning
 /// "none" where a field allows it; anything else is at least
 /// `minimumSeconds`, so that a cycle of tiny timeouts cannot spin a core.
-public enum Durations {
+package enum Durations {
     /// The shortest duration other than 0: 10 ms.
-    public static let minimumSeconds = 0.01
+    package static let minimumSeconds = 0.01
     /// The longest: one year.
-    public static let maximumSeconds = 31_536_000.0
+    static let maximumSeconds = 31_536_000.0
 
     /// True for 0 (when `zero` allows it) or a finite duration within
     /// `minimumSeconds...maximumSeconds`.
-    public static func isAllowed(_ seconds: Double, zero: Bool = true) -> Bool {
+    static func isAllowed(_ seconds: Double, zero: Bool = true) -> Bool {
         if seconds == 0 { return zero }
         return seconds.isFinite && seconds >= minimumSeconds && seconds <= maximumSeconds
     }
 
     /// The range in words, for error messages.
-    public static func range(zero: Bool = true) -> String {
+    package static func range(zero: Bool = true) -> String {
         zero ? "must be 0 or between 0.01 and 31536000" : "must be between 0.01 and 31536000"
     }
 }
@@ -24,7 +24,7 @@ public enum Durations {
 extension FieldReader {
     /// A duration in seconds: 0 or `Durations.minimumSeconds` to
     /// `Durations.maximumSeconds` (see `Durations`).
-    public mutating func duration(_ key: String) throws(FieldError) -> Double? {
+    package mutating func duration(_ key: String) throws(FieldError) -> Double? {
         guard let seconds = try number(key, in: -Double.greatestFiniteMagnitude...Double.greatestFiniteMagnitude) else {
             return nil
         }

@@ -8,7 +8,7 @@ import Foundation
 /// Comparing, hashing, writing and releasing a value recurse once per level;
 /// what clients send or make the server build is at most `max_json_depth`
 /// deep (`JSONLimits`), which keeps that recursion short.
-public enum JSONValue: Sendable, Hashable {
+package enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
     case int(Int)
@@ -17,7 +17,7 @@ public enum JSONValue: Sendable, Hashable {
     case array([JSONValue])
     case object([(String, JSONValue)])
 
-    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+    package static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
         case (.bool(let a), .bool(let b)): return a == b
@@ -34,7 +34,7 @@ public enum JSONValue: Sendable, Hashable {
         }
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         switch self {
         case .null: hasher.combine(0)
         case .bool(let b): hasher.combine(b)
@@ -49,11 +49,11 @@ public enum JSONValue: Sendable, Hashable {
     }
 
     /// The member named `key` of an object, or nil.
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         return members.first(where: { $0.0 == key })?.1
     }
 
     /// True for `.null`.
-    public var isNull: Bool { if case .null = self { return true } else { return false } }
+    var isNull: Bool { if case .null = self { return true } else { return false } }
 }

@@ -8,46 +8,46 @@
 /// (`merged`; `cancelled` by an opposite; `cancelled`, or `released` with
 /// `undelivered`). A waiting visitor's
 /// `estimated_wait_seconds` is `null` when it cannot be estimated.
-public struct VisitorView: Sendable, Equatable, JSONEncodable {
+package struct VisitorView: Sendable, Equatable, JSONEncodable {
     /// The visitor's id (client-supplied or `v` + base 36).
-    public var id: String
+    package var id: String
     /// The queue's name.
-    public var queue: String
+    package var queue: String
     /// Dedup key, as requested.
-    public var key: String?
+    package var key: String?
     /// Action, as requested.
-    public var action: String?
+    package var action: String?
     /// Payload, as requested.
-    public var payload: JSONValue?
+    package var payload: JSONValue?
     /// Priority, as requested (default 0).
-    public var priority: Int
+    package var priority: Int
     /// Where it stands now.
-    public var status: VisitorStatus
+    package var status: VisitorStatus
     /// 1-based place in grant order, while waiting.
-    public var position: Int?
+    package var position: Int?
     /// While waiting: position × recent mean hold ÷ capacity; nil when unknowable.
-    public var estimatedWaitSeconds: Double?
+    package var estimatedWaitSeconds: Double?
     /// When it was posted (for a delayed visitor, before its delay).
-    public var enqueuedAt: Timestamp
+    package var enqueuedAt: Timestamp
     /// When it was granted a slot.
-    public var grantedAt: Timestamp?
+    package var grantedAt: Timestamp?
     /// When the hold runs out; nil for no limit (and before a grant).
-    public var expiresAt: Timestamp?
+    package var expiresAt: Timestamp?
     /// When it reached its final status.
-    public var finishedAt: Timestamp?
+    package var finishedAt: Timestamp?
     /// The fencing token of its grant.
-    public var fence: Int64?
+    package var fence: Int64?
     /// The waiting visitor this one was merged into.
-    public var mergedInto: String?
+    package var mergedInto: String?
     /// The opposite visitor this one cancelled with.
-    public var cancelledWith: String?
+    package var cancelledWith: String?
     /// Why it finished as it did: cancelled `"opposite"`, `"client"`
     /// (`DELETE`) or `"disconnected"` (its waiting client hung up); released
     /// (a pool's lease: recycled) `"undelivered"` (the grant never reached its client).
-    public var reason: String?
+    package var reason: String?
 
     /// A view; normally made by the engine.
-    public init(
+    package init(
         id: String, queue: String, key: String? = nil, action: String? = nil, payload: JSONValue? = nil,
         priority: Int = 0, status: VisitorStatus, position: Int? = nil, estimatedWaitSeconds: Double? = nil,
         enqueuedAt: Timestamp, grantedAt: Timestamp? = nil, expiresAt: Timestamp? = nil,
@@ -75,7 +75,7 @@ public struct VisitorView: Sendable, Equatable, JSONEncodable {
 
     /// The SPEC §2 visitor object, fields in documented order.
     @_specialize(where Sink == JSONWriter)
-    public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
+    package func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
         sink.beginObject()
         sink.key("id")
         sink.string(id)
@@ -129,33 +129,33 @@ public struct VisitorView: Sendable, Equatable, JSONEncodable {
 ///
 /// Invariant: `enqueuedTotal == waiting + holding + delayed + completedTotal +
 /// releasedTotal + expiredTotal + cancelledTotal + mergedTotal`.
-public struct QueueCounts: Sendable, Equatable, JSONEncodable {
+package struct QueueCounts: Sendable, Equatable, JSONEncodable {
     /// Visitors in the waiting line now.
-    public var waiting = 0
+    package var waiting = 0
     /// Visitors holding a slot now.
-    public var holding = 0
+    package var holding = 0
     /// Visitors whose delay has not ended.
-    public var delayed = 0
+    package var delayed = 0
     /// Visitors ever created (not refused ones, not repeats of an existing id).
-    public var enqueuedTotal = 0
+    package var enqueuedTotal = 0
     /// Grants ever made (one per granted visitor).
-    public var grantedTotal = 0
+    package var grantedTotal = 0
     /// Holders that completed.
-    public var completedTotal = 0
+    package var completedTotal = 0
     /// Holders removed with `DELETE`.
-    public var releasedTotal = 0
+    package var releasedTotal = 0
     /// Holders whose hold ran out.
-    public var expiredTotal = 0
+    package var expiredTotal = 0
     /// Waiting or delayed visitors removed, or cancelled by an opposite.
-    public var cancelledTotal = 0
+    package var cancelledTotal = 0
     /// Visitors merged into a waiting duplicate.
-    public var mergedTotal = 0
+    package var mergedTotal = 0
 
     /// All zero.
-    public init() {}
+    package init() {}
 
     /// `{waiting, holding, delayed, enqueued_total, …, merged_total}`.
-    public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
+    package func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
         sink.beginObject()
         sink.key("waiting")
         sink.int(waiting)
@@ -182,27 +182,27 @@ public struct QueueCounts: Sendable, Equatable, JSONEncodable {
 }
 
 /// `GET /v1/queues/{q}`: the config, the holders, the head of the line, counts.
-public struct QueueState: Sendable, Equatable, JSONEncodable {
+package struct QueueState: Sendable, Equatable, JSONEncodable {
     /// The queue's name.
-    public var name: String
+    package var name: String
     /// Its config, defaults filled in.
-    public var config: QueueConfig
+    package var config: QueueConfig
     /// Holders in grant order (at most `limit`).
-    public var holding: [VisitorView]
+    package var holding: [VisitorView]
     /// The first `limit` waiting visitors in grant order.
-    public var waiting: [VisitorView]
+    package var waiting: [VisitorView]
     /// Counts and totals.
-    public var counts: QueueCounts
+    package var counts: QueueCounts
     /// Where the page resumes after each listed visitor (holding, then
     /// waiting); not part of the JSON.
-    public var cursors: [QueueCursor] = []
+    package var cursors: [QueueCursor] = []
     /// True when more visitors follow the last one listed.
-    public var more = false
+    package var more = false
     /// Where the next page starts (`next_cursor`), or nil on the last page.
-    public var nextCursor: String?
+    package var nextCursor: String?
 
     /// A state; normally made by the engine.
-    public init(name: String, config: QueueConfig, holding: [VisitorView], waiting: [VisitorView], counts: QueueCounts)
+    package init(name: String, config: QueueConfig, holding: [VisitorView], waiting: [VisitorView], counts: QueueCounts)
     {
         self.name = name
         self.config = config
@@ -213,7 +213,7 @@ public struct QueueState: Sendable, Equatable, JSONEncodable {
 
     /// `{"name", "config", "holding", "waiting", "counts"}`.
     @_specialize(where Sink == JSONWriter)
-    public func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
+    package func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
         sink.beginObject()
         sink.key("name")
         sink.string(name)

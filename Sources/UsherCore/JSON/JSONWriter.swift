@@ -4,7 +4,7 @@
 ///
 /// Members are written as `key` then one value; containers as begin, values,
 /// end. Sinks place the commas.
-public protocol JSONSink {
+package protocol JSONSink {
     mutating func beginObject()
     mutating func endObject()
     mutating func beginArray()
@@ -21,16 +21,16 @@ public protocol JSONSink {
 
 extension JSONSink {
     // Optionals are written as `null` when absent.
-    public mutating func string(_ value: String?) { if let value { string(value) } else { null() } }
-    public mutating func int(_ value: Int?) { if let value { int(value) } else { null() } }
-    public mutating func timestamp(_ value: Timestamp?) { if let value { timestamp(value) } else { null() } }
-    public mutating func value(_ value: JSONValue?) { if let value { self.value(value) } else { null() } }
+    package mutating func string(_ value: String?) { if let value { string(value) } else { null() } }
+    package mutating func int(_ value: Int?) { if let value { int(value) } else { null() } }
+    package mutating func timestamp(_ value: Timestamp?) { if let value { timestamp(value) } else { null() } }
+    package mutating func value(_ value: JSONValue?) { if let value { self.value(value) } else { null() } }
 
     /// Any encodable value (e.g. an element of an array).
-    public mutating func encode(_ value: some JSONEncodable) { value.writeJSON(to: &self) }
+    package mutating func encode(_ value: some JSONEncodable) { value.writeJSON(to: &self) }
 
     /// An array of encodable values.
-    public mutating func array(_ values: [some JSONEncodable]) {
+    package mutating func array(_ values: [some JSONEncodable]) {
         beginArray()
         for value in values { value.writeJSON(to: &self) }
         endArray()
@@ -40,20 +40,20 @@ extension JSONSink {
 /// A value that writes itself to a `JSONSink`: straight to bytes on the hot
 /// path (building a `JSONValue` tree first costs an allocation per member and
 /// a second walk), or as a tree through `json()`.
-public protocol JSONEncodable {
+package protocol JSONEncodable {
     func writeJSON<Sink: JSONSink>(to sink: inout Sink)
 }
 
 extension JSONEncodable {
     /// Compact JSON text as UTF-8 bytes.
-    public var encodedJSON: [UInt8] {
+    package var encodedJSON: [UInt8] {
         var writer = JSONWriter()
         writeJSON(to: &writer)
         return writer.finish()
     }
 
     /// The same value as a tree, members in the order written.
-    public func json() -> JSONValue {
+    package func json() -> JSONValue {
         var builder = JSONTreeBuilder()
         writeJSON(to: &builder)
         return builder.result
@@ -61,7 +61,7 @@ extension JSONEncodable {
 }
 
 extension JSONValue: JSONEncodable {
-    public func writeJSON<Sink: JSONSink>(to sink: inout Sink) { sink.value(self) }
+    package func writeJSON<Sink: JSONSink>(to sink: inout Sink) { sink.value(self) }
 }
 
 /// Writes compact JSON text into a buffer it grows itself, with plain stores
@@ -281,7 +281,7 @@ struct JSONWriter: JSONSink {
 }
 
 /// Builds a `JSONValue` from what is written to it.
-public struct JSONTreeBuilder: JSONSink {
+package struct JSONTreeBuilder: JSONSink {
     /// An open container and the member name it will have in its parent.
     private enum Container {
         case object([(String, JSONValue)], key: String?)
@@ -292,10 +292,10 @@ public struct JSONTreeBuilder: JSONSink {
     private var pendingKey: String?
     private var finished: JSONValue?
 
-    public init() {}
+    package init() {}
 
     /// The value written (null when nothing was).
-    public var result: JSONValue { finished ?? .null }
+    package var result: JSONValue { finished ?? .null }
 
     private mutating func add(_ value: JSONValue) {
         guard let top = stack.popLast() else {
@@ -313,17 +313,17 @@ public struct JSONTreeBuilder: JSONSink {
         pendingKey = nil
     }
 
-    public mutating func beginObject() {
+    package mutating func beginObject() {
         stack.append(.object([], key: pendingKey))
         pendingKey = nil
     }
 
-    public mutating func beginArray() {
+    package mutating func beginArray() {
         stack.append(.array([], key: pendingKey))
         pendingKey = nil
     }
 
-    public mutating func endObject() {
+    package mutating func endObject() {
         guard case .object(let members, let key)? = stack.popLast() else {
             preconditionFailure("endObject without beginObject")
         }
@@ -331,7 +331,7 @@ public struct JSONTreeBuilder: JSONSink {
         add(.object(members))
     }
 
-    public mutating func endArray() {
+    package mutating func endArray() {
         guard case .array(let elements, let key)? = stack.popLast() else {
             preconditionFailure("endArray without beginArray")
         }
@@ -339,10 +339,10 @@ public struct JSONTreeBuilder: JSONSink {
         add(.array(elements))
     }
 
-    public mutating func key(_ name: StaticString) { pendingKey = name.description }
-    public mutating func string(_ value: String) { add(.string(value)) }
-    public mutating func int(_ value: Int) { add(.int(value)) }
-    public mutating func null() { add(.null) }
-    public mutating func timestamp(_ value: Timestamp) { add(.string(value.rfc3339)) }
-    public mutating func value(_ value: JSONValue) { add(value) }
+    package mutating func key(_ name: StaticString) { pendingKey = name.description }
+    package mutating func string(_ value: String) { add(.string(value)) }
+    package mutating func int(_ value: Int) { add(.int(value)) }
+    package mutating func null() { add(.null) }
+    package mutating func timestamp(_ value: Timestamp) { add(.string(value.rfc3339)) }
+    package mutating func value(_ value: JSONValue) { add(value) }
 }

@@ -1,22 +1,22 @@
 /// A `JSONSink` that writes nothing and counts the bytes `JSONWriter` would
 /// write: the exact size of an answer's element, without building it (a
 /// page is cut at `max_response_bytes` before it is encoded once).
-public struct JSONSizeCounter: JSONSink {
+package struct JSONSizeCounter: JSONSink {
     /// The bytes counted so far.
-    public private(set) var count = 0
+    package private(set) var count = 0
     private var needsComma = false
 
-    public init() {}
+    package init() {}
 
     /// The encoded size of `value`.
-    public static func size(of value: some JSONEncodable) -> Int {
+    package static func size(of value: some JSONEncodable) -> Int {
         var counter = JSONSizeCounter()
         value.writeJSON(to: &counter)
         return counter.count
     }
 
     /// The encoded size of a JSON value.
-    public static func size(of value: JSONValue) -> Int {
+    package static func size(of value: JSONValue) -> Int {
         var counter = JSONSizeCounter()
         counter.value(value)
         return counter.count
@@ -27,38 +27,38 @@ public struct JSONSizeCounter: JSONSink {
         needsComma = false
     }
 
-    public mutating func beginObject() {
+    package mutating func beginObject() {
         separate()
         count += 1
     }
 
-    public mutating func endObject() {
+    package mutating func endObject() {
         count += 1
         needsComma = true
     }
 
-    public mutating func beginArray() {
+    package mutating func beginArray() {
         separate()
         count += 1
     }
 
-    public mutating func endArray() {
+    package mutating func endArray() {
         count += 1
         needsComma = true
     }
 
-    public mutating func key(_ name: StaticString) {
+    package mutating func key(_ name: StaticString) {
         separate()
         count += name.utf8CodeUnitCount + 3
     }
 
-    public mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         separate()
         needsComma = true
         count += Self.quotedLength(value)
     }
 
-    public mutating func int(_ value: Int) {
+    package mutating func int(_ value: Int) {
         separate()
         needsComma = true
         var digits = value < 0 ? 2 : 1
@@ -70,19 +70,19 @@ public struct JSONSizeCounter: JSONSink {
         count += digits
     }
 
-    public mutating func null() {
+    package mutating func null() {
         separate()
         needsComma = true
         count += 4
     }
 
-    public mutating func timestamp(_ value: Timestamp) {
+    package mutating func timestamp(_ value: Timestamp) {
         separate()
         needsComma = true
         count += 26
     }
 
-    public mutating func value(_ value: JSONValue) {
+    package mutating func value(_ value: JSONValue) {
         switch value {
         case .null: null()
         case .bool(let b):

@@ -6,7 +6,7 @@ extension QueueEngine {
     /// (reason `disconnected`). Applies `now` first, so a visitor granted by
     /// then stays granted (the grant came first; the answer's undo releases
     /// it); a visitor in any other status is returned as it is.
-    public mutating func disconnect(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
+    mutating func disconnect(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
         begin(now)
         defer { end() }
         let h = try handle(id)
@@ -19,7 +19,7 @@ extension QueueEngine {
     /// `completed`, shown as recycled) with reason `undelivered`, and its slot
     /// passes on. Nil, changing nothing, when it no longer holds that grant
     /// (it finished meanwhile, or the id now names a later visitor).
-    public mutating func undoGrant(
+    package mutating func undoGrant(
         id: String, fence: Int64, as status: VisitorStatus = .released, now: Timestamp
     ) -> VisitorView? {
         begin(now)

@@ -1,13 +1,13 @@
 import Foundation
 
 /// A request body that is not valid JSON, or nests deeper than allowed.
-public struct JSONSyntaxError: Error, Sendable {
+package struct JSONSyntaxError: Error, Sendable {
     /// What the parser said.
-    public var message: String
+    package var message: String
     /// True when the text is JSON but nests deeper than `max_json_depth`.
-    public var isTooDeep = false
+    package var isTooDeep = false
     /// The member a refused number sits at (`payload.n`), when that is the error.
-    public var field: String?
+    package var field: String?
 }
 
 extension JSONValue {
@@ -17,7 +17,7 @@ extension JSONValue {
     ///
     /// - Parameter maxDepth: deeper nesting is an error (`JSONLimits.maxDepth`);
     ///   the default is the most any setting allows.
-    public static func parse(
+    package static func parse(
         _ data: Data, maxDepth: Int = JSONLimits.maxDepthRange.upperBound
     ) throws(JSONSyntaxError) -> JSONValue {
         let object: Any
@@ -41,7 +41,7 @@ extension JSONValue {
     }
 
     /// Parses JSON text given as a string.
-    public static func parse(
+    package static func parse(
         _ text: String, maxDepth: Int = JSONLimits.maxDepthRange.upperBound
     ) throws(JSONSyntaxError) -> JSONValue {
         try parse(Data(text.utf8), maxDepth: maxDepth)
@@ -123,16 +123,16 @@ extension JSONValue {
     private static let arrayType = ObjectIdentifier([Any].self)
 
     /// Compact JSON text.
-    public var jsonString: String { String(decoding: jsonBytes, as: UTF8.self) }
+    package var jsonString: String { String(decoding: jsonBytes, as: UTF8.self) }
 
     /// Compact JSON text as UTF-8 bytes (what responses carry).
-    public var jsonBytes: [UInt8] { encodedJSON }
+    package var jsonBytes: [UInt8] { encodedJSON }
 
     /// Appends compact JSON text to `out`.
-    public func write(to out: inout [UInt8]) { out.append(contentsOf: encodedJSON) }
+    package func write(to out: inout [UInt8]) { out.append(contentsOf: encodedJSON) }
 
     /// Appends a JSON string literal, escaping what RFC 8259 requires.
-    public static func writeString(_ s: String, to out: inout [UInt8]) {
+    static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
         // Most strings need no escape: check and copy the contiguous bytes.
         let copied = s.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
