@@ -100,6 +100,34 @@ final class SSEReader {
         #expect(transition.id == 7)
     }
 
+    /// A window's and a pool's events carry the object their own routes
+    /// answer (the item, the lease), not the queue engine's visitor.
+    @Test func eventsCarryTheObjectOfTheirOwnKind() throws {
+        let s = try LiveServer(#"{"windows": {"w": {}}, "pools": {"gpus": {"elements": [{"id": "g1", "data": 7}]}}}"#)
+        let events = try SSEReader(port: s.port)
+
+        let posted = try s.call("POST", "/v1/windows/w/show", #"{"title": "Hi", "payload": {"n": 1}}"#)
+        let shown = try #require(try events.next())
+        #expect(shown.type == "shown")
+        #expect(NSDictionary(dictionary: shown.data["data"] as? [String: Any] ?? [:]).isEqual(to: posted.json))
+        #expect((shown.data["data"] as? [String: Any])?["status"] as? String == "showing")
+
+        let fetched = try s.call("POST", "/v1/pools/gpus/fetch", #"{"holder": "me"}"#)
+        let lease = try #require(fetched.json["lease"] as? [String: Any])
+        let leased = try #require(try events.next())
+        #expect(leased.type == "leased")
+        #expect(NSDictionary(dictionary: leased.data["data"] as? [String: Any] ?? [:]).isEqual(to: lease))
+        let leaseID = try #require(lease["id"] as? String)
+        let recycled = try s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "\#(leaseID)"}"#)
+        #expect(recycled.status == 200, "\(recycled.json)")
+        let ended = try #require(try events.next())
+        #expect(ended.type == "recycled")
+        #expect(
+            NSDictionary(dictionary: ended.data["data"] as? [String: Any] ?? [:]).isEqual(
+                to: try #require(recycled.json["lease"] as? [String: Any])))
+        #expect(((ended.data["data"] as? [String: Any])?["element"] as? [String: Any])?["data"] as? Int == 7)
+    }
+
     @Test func resourcesCreatedAndDeletedAreEvents() throws {
         let s = try LiveServer(#"{"queues": {"q": {}}}"#)
         let all = try SSEReader(port: s.port)
@@ -173,7 +201,8 @@ final class SSEReader {
         let payload = JSONValue.string(String(repeating: "x", count: 8192))
         var emitted = 0
         while s.server.openStreams > 0 && emitted < 8192 {
-            s.app.events.emit(ResourceEvent.Draft(kind: "queue", name: "q", type: "waiting", data: payload))
+            s.app.events.emit(
+                ResourceEvent.Draft(kind: "queue", name: "q", type: "waiting", subject: .summary(payload)))
             emitted += 1
         }
         #expect(eventually { s.server.openStreams == 0 }, "the slow client was never dropped")

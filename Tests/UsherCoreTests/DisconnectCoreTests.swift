@@ -17,7 +17,7 @@ import Testing
     func record(_ events: EventLog) -> SeenEvents {
         let seen = SeenEvents()
         _ = events.subscribe(after: nil) { e in
-            seen.list.withLock { $0.append("\(e.type):\(e.data["reason"]?.jsonString ?? "null")") }
+            seen.list.withLock { $0.append("\(e.type):\(e.subject.reason.map { "\"\($0)\"" } ?? "null")") }
         }
         return seen
     }
@@ -261,4 +261,16 @@ import Testing
 /// Events seen by a subscriber.
 final class SeenEvents: Sendable {
     let list = Locked<[String]>([])
+}
+
+extension EventSubject {
+    /// The `reason` the event's object carries, if any.
+    fileprivate var reason: String? {
+        switch self {
+        case .visitor(let v): v.reason
+        case .lease(let lease): lease.reason
+        case .pipelineItem(_, let reason): reason
+        default: nil
+        }
+    }
 }

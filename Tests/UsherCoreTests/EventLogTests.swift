@@ -5,7 +5,7 @@ import Testing
 
 @Suite struct EventLogTests {
     private func draft(_ n: Int) -> ResourceEvent.Draft {
-        ResourceEvent.Draft(kind: "queue", name: "q", type: "granted", data: .object([("n", .int(n))]))
+        ResourceEvent.Draft(kind: "queue", name: "q", type: "granted", subject: .summary(.object([("n", .int(n))])))
     }
 
     @Test func recordsNothingUntilSomeoneSubscribes() {
@@ -40,7 +40,7 @@ import Testing
         _ = log.subscribe(after: nil) { _ in }
         for n in 0..<7 { log.emit(draft(n)) }
         #expect(log.buffered().map(\.id) == [5, 6, 7])
-        #expect(log.buffered().map { $0.data["n"] } == [.int(4), .int(5), .int(6)])
+        #expect(log.buffered().map { $0.subject.payload?["n"] } == [.int(4), .int(5), .int(6)])
     }
 
     @Test func replaysAfterALastEventIDWithoutGapOrOverlap() {
@@ -69,18 +69,18 @@ import Testing
         #expect(future.replay.map(\.id) == [4, 5, 6])
     }
 
-    @Test func eventJSONCarriesEveryField() {
+    @Test func eventCarriesEveryField() {
         let clock = ManualClock()
         let log = EventLog(capacity: 2, clock: clock)
         _ = log.subscribe(after: nil) { _ in }
         log.emit(draft(7))
-        let json = log.buffered()[0].json()
-        #expect(json["id"] == .int(1))
-        #expect(json["kind"] == .string("queue"))
-        #expect(json["name"] == .string("q"))
-        #expect(json["type"] == .string("granted"))
-        #expect(json["data"]?["n"] == .int(7))
-        #expect(json["at"] == .string(clock.now().rfc3339))
+        let event = log.buffered()[0]
+        #expect(event.id == 1)
+        #expect(event.kind == "queue")
+        #expect(event.name == "q")
+        #expect(event.type == "granted")
+        #expect(event.subject == .summary(.object([("n", .int(7))])))
+        #expect(event.at == clock.now())
     }
 
     @Test func queueEmitsGrantAndCompletionThroughTheLog() throws {

@@ -205,7 +205,7 @@ import Testing
     }
 
     @Test func eventBufferDropsItsOldestToStayWithinTheBudget() {
-        let draft = ResourceEvent.Draft(kind: "queue", name: "q", type: "granted", data: Self.kilobyte)
+        let draft = ResourceEvent.Draft(kind: "queue", name: "q", type: "granted", subject: .summary(Self.kilobyte))
         let one = StorageBudget.cost("queue", "q", "granted", payload: Self.kilobyte)
         let budget = StorageBudget(limit: 3 * one)
         let log = EventLog(capacity: 100, clock: ManualClock(), budget: budget)

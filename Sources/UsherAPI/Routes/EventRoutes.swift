@@ -65,11 +65,8 @@ enum EventRoutes {
             start: { sub in
                 var opening: [UInt8] = Array(": usher events\n\n".utf8)
                 if sub.gap {
-                    let data = JSONValue.object([
-                        ("last_event_id", after.map { .int(Int(truncatingIfNeeded: $0)) } ?? .null),
-                        ("oldest_event_id", sub.replay.first.map { .int(Int(truncatingIfNeeded: $0.id)) } ?? .null),
-                    ])
-                    opening += Array("event: reset\ndata: ".utf8) + data.jsonBytes + Array("\n\n".utf8)
+                    let reset = EventResetBody(lastEventID: after, oldestEventID: sub.replay.first?.id)
+                    opening += Array("event: reset\ndata: ".utf8) + Wire.bytes(reset) + Array("\n\n".utf8)
                 }
                 for event in sub.replay where matches(event) { opening += frame(event) }
                 stream.write(opening)
@@ -91,10 +88,7 @@ enum EventRoutes {
 
     /// One event in SSE form.
     static func frame(_ event: ResourceEvent) -> [UInt8] {
-        var out = Array("id: \(event.id)\nevent: \(event.type)\ndata: ".utf8)
-        event.json().write(to: &out)
-        out += [10, 10]
-        return out
+        Array("id: \(event.id)\nevent: \(event.type)\ndata: ".utf8) + Wire.bytes(EventBody(event: event)) + [10, 10]
     }
 }
 

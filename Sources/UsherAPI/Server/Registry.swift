@@ -91,7 +91,8 @@ package final class Registry: Sendable {
         }
         if outcome.created, let events, events.isRecording {
             events.emit(
-                ResourceEvent.Draft(kind: kind.noun, name: name, type: "created", data: outcome.resource.summary()))
+                ResourceEvent.Draft(
+                    kind: kind.noun, name: name, type: "created", subject: .summary(outcome.resource.summary())))
         }
         return outcome
     }
@@ -107,8 +108,7 @@ package final class Registry: Sendable {
         removed.markDeleted()
         if let events, events.isRecording {
             events.emit(
-                ResourceEvent.Draft(
-                    kind: kind.noun, name: name, type: "deleted", data: .object([("name", .string(name))])))
+                ResourceEvent.Draft(kind: kind.noun, name: name, type: "deleted", subject: .deleted(name: name)))
         }
     }
 

@@ -2,13 +2,18 @@ import UsherCore
 
 /// An item as stored: `id, payload, priority, status, deliveries, pushed_at,
 /// available_at, taken_at, ack_deadline, fence, dead_at`, every member always
-/// present (`null` when it has no value).
+/// present (`null` when it has no value); `reason` only in events that
+/// say why (`undelivered`).
 struct PipelineItemBody: Encodable {
     let item: PipelineItem
-    init(_ item: PipelineItem) { self.item = item }
+    let reason: String?
+    init(_ item: PipelineItem, reason: String? = nil) {
+        self.item = item
+        self.reason = reason
+    }
 
     enum CodingKeys: String, CodingKey {
-        case id, payload, priority, status, deliveries, fence
+        case id, payload, priority, status, deliveries, fence, reason
         case pushedAt = "pushed_at"
         case availableAt = "available_at"
         case takenAt = "taken_at"
@@ -29,6 +34,7 @@ struct PipelineItemBody: Encodable {
         try container.encodeTime(item.ackDeadline, forKey: .ackDeadline)
         try container.encodeAlways(item.fence, forKey: .fence)
         try container.encodeTime(item.deadAt, forKey: .deadAt)
+        try container.encodeIfPresent(reason, forKey: .reason)
     }
 }
 
@@ -106,7 +112,7 @@ struct PipelineDeadBody: Encodable {
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(dead, forKey: .dead)
-        try container.encode(items.map(PipelineItemBody.init), forKey: .items)
+        try container.encode(items.map { PipelineItemBody($0) }, forKey: .items)
         try container.encodeAlways(nextCursor, forKey: .nextCursor)
     }
 }
@@ -208,7 +214,7 @@ struct PipelineStateBody: Encodable {
         try container.encode(state.waitingProducers, forKey: .waitingProducers)
         try container.encode(
             state.filters.ordered.map { PipelineFilterBody(name: $0.name, filter: $0.filter) }, forKey: .filters)
-        try container.encode(state.items.map(PipelineItemBody.init), forKey: .items)
+        try container.encode(state.items.map { PipelineItemBody($0) }, forKey: .items)
         try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
         let c = state.counts
         var counts = container.nestedContainer(keyedBy: CountsKeys.self, forKey: .counts)

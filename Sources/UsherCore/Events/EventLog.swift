@@ -1,6 +1,41 @@
 import Locking
 import Synchronization
 
+/// What an event carries: the changed thing, in its own kind's terms.
+package enum EventSubject: Sendable, Equatable {
+    /// A queue's visitor.
+    case visitor(VisitorView)
+    /// A window's item.
+    case windowItem(WindowItem)
+    /// A pool's lease.
+    case lease(Lease)
+    /// A pipeline's item; `reason` says why, where the status alone does not.
+    case pipelineItem(PipelineItem, reason: String?)
+    /// One hand-out of a pipeline item.
+    case delivery(PipelineDelivery)
+    /// How many items a clock-driven change moved (redeliveries, dead letters).
+    case count(Int)
+    /// A machine's transition.
+    case transition(MachineTransition)
+    /// A created resource: its list summary.
+    case summary(JSONValue)
+    /// A deleted resource: its name.
+    case deleted(name: String)
+
+    /// The client-given JSON inside, which dominates what the event costs to keep.
+    var payload: JSONValue? {
+        switch self {
+        case .visitor(let v): v.payload
+        case .windowItem(let item): item.payload
+        case .lease(let lease): lease.elementData
+        case .pipelineItem(let item, _): item.payload
+        case .delivery(let delivery): delivery.payload
+        case .summary(let summary): summary
+        case .count, .transition, .deleted: nil
+        }
+    }
+}
+
 /// One state change of one resource, as `GET /v1/events` streams it.
 package struct ResourceEvent: Sendable, Equatable {
     /// Increasing from 1 within one `EventLog` (the SSE `id:`).
@@ -14,15 +49,15 @@ package struct ResourceEvent: Sendable, Equatable {
     /// What happened: `granted`, `expired`, `transition`, … (the SSE `event:`).
     package var type: String
     /// The changed thing (a visitor, an item, a transition).
-    package var data: JSONValue
+    package var subject: EventSubject
 
-    package init(id: UInt64, at: Timestamp, kind: String, name: String, type: String, data: JSONValue) {
+    package init(id: UInt64, at: Timestamp, kind: String, name: String, type: String, subject: EventSubject) {
         self.id = id
         self.at = at
         self.kind = kind
         self.name = name
         self.type = type
-        self.data = data
+        self.subject = subject
     }
 
     /// The event without its id: what a manager emits.
@@ -30,26 +65,14 @@ package struct ResourceEvent: Sendable, Equatable {
         package var kind: String
         package var name: String
         package var type: String
-        package var data: JSONValue
+        package var subject: EventSubject
 
-        package init(kind: String, name: String, type: String, data: JSONValue) {
+        package init(kind: String, name: String, type: String, subject: EventSubject) {
             self.kind = kind
             self.name = name
             self.type = type
-            self.data = data
+            self.subject = subject
         }
-    }
-
-    /// The SSE `data:` payload: `{"id","at","kind","name","type","data"}`.
-    package func json() -> JSONValue {
-        .object([
-            ("id", .int(Int(truncatingIfNeeded: id))),
-            ("at", .string(at.rfc3339)),
-            ("kind", .string(kind)),
-            ("name", .string(name)),
-            ("type", .string(type)),
-            ("data", data),
-        ])
     }
 }
 
@@ -128,7 +151,7 @@ package final class EventLog: Sendable {
         let at = clock.now()
         state.withLock { s in
             let event = ResourceEvent(
-                id: s.nextID, at: at, kind: draft.kind, name: draft.name, type: draft.type, data: draft.data)
+                id: s.nextID, at: at, kind: draft.kind, name: draft.name, type: draft.type, subject: draft.subject)
             s.nextID += 1
             Self.buffer(event, in: &s, capacity: capacity)
             for handler in s.subscribers.values { handler(event) }
@@ -190,7 +213,7 @@ package final class EventLog: Sendable {
     /// Keeps `event` for replay, dropping the oldest beyond `capacity` or
     /// while the storage budget is short.
     private static func buffer(_ event: ResourceEvent, in s: inout State, capacity: Int) {
-        let bytes = StorageBudget.cost(event.kind, event.name, event.type, payload: event.data)
+        let bytes = StorageBudget.cost(event.kind, event.name, event.type, payload: event.subject.payload)
         while s.ring.count - s.start >= capacity { dropOldest(&s) }
         while true {
             do throws(StorageFull) {
@@ -206,7 +229,7 @@ package final class EventLog: Sendable {
 
     private static func dropOldest(_ s: inout State) {
         s.storage.release(s.ring[s.start].bytes)
-        s.ring[s.start].event.data = .null
+        s.ring[s.start].event.subject = .count(0)
         s.start += 1
         if s.start == s.ring.count {
             s.ring.removeAll(keepingCapacity: true)

@@ -34,9 +34,9 @@ protocol EngineHost: LockIsolatedActor {
     var events: EventLog? { get }
     /// The event kind: `queue`, `window` or `pool`.
     static var eventKind: String { get }
-    /// The event type for a visitor that reached `status` (`granted` → a
-    /// pool's `leased`, a window's `shown`, …).
-    static func eventType(_ status: VisitorStatus) -> String
+    /// The event for a visitor that changed: its type in the kind's words
+    /// (`granted` is a pool's `leased`, a window's `shown`) and the kind's object.
+    func event(for v: VisitorView) -> (type: String, subject: EventSubject)
     /// Takes back the visitor `id` whose waiting client hung up (see
     /// `park`'s `withdrawing`); by default it is cancelled, reason `disconnected`.
     static func withdrawWaiting(_ id: String, in engine: inout QueueEngine, now: Timestamp) throws(QueueError)
@@ -94,8 +94,8 @@ extension EngineHost {
         guard let events, events.isRecording else { return }
         for id in ids {
             guard let v = engine.currentView(id: id) else { continue }
-            events.emit(
-                ResourceEvent.Draft(kind: Self.eventKind, name: name, type: Self.eventType(v.status), data: v.json()))
+            let (type, subject) = event(for: v)
+            events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, subject: subject))
         }
     }
 

@@ -155,7 +155,8 @@ package actor StateMachine: LockIsolatedActor {
     /// A `transition` event, when someone listens.
     private func emitTransition(_ transition: MachineTransition) {
         guard let events, events.isRecording else { return }
-        events.emit(ResourceEvent.Draft(kind: "machine", name: name, type: "transition", data: transition.json()))
+        events.emit(
+            ResourceEvent.Draft(kind: "machine", name: name, type: "transition", subject: .transition(transition)))
     }
 
     private func checkOpen() throws(MachineError) {

@@ -334,12 +334,9 @@ extension Pipeline {
     /// members when given; returns `item`.
     func emit(_ type: String, _ item: PipelineItem, reason: String? = nil) -> PipelineItem {
         if let events, events.isRecording {
-            var data = item.json()
-            if let reason, case .object(var members) = data {
-                members.append(("reason", .string(reason)))
-                data = .object(members)
-            }
-            events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, data: data))
+            events.emit(
+                ResourceEvent.Draft(
+                    kind: Self.eventKind, name: name, type: type, subject: .pipelineItem(item, reason: reason)))
         }
         return item
     }
@@ -354,7 +351,8 @@ extension Pipeline {
     func emitDelivered(_ deliveries: [PipelineDelivery]) -> [PipelineDelivery] {
         if let events, events.isRecording {
             for d in deliveries {
-                events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: "delivered", data: d.json()))
+                events.emit(
+                    ResourceEvent.Draft(kind: Self.eventKind, name: name, type: "delivered", subject: .delivery(d)))
             }
         }
         return deliveries
@@ -370,7 +368,7 @@ extension Pipeline {
             ("dead-lettered", after.deadTotal - before.deadTotal),
         ] where n > 0 {
             events.emit(
-                ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, data: .object([("count", .int(n))])))
+                ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, subject: .count(n)))
         }
     }
 }

@@ -29,14 +29,18 @@ package actor LeasePool: EngineHost {
     /// Where state changes are emitted (nil: nowhere).
     package nonisolated let events: EventLog?
     static let eventKind = "pool"
-    /// Events: `leased` for a granted lease, `released` for a returned one,
-    /// else the status (`waiting`, `expired`, `cancelled`, `merged`).
-    static func eventType(_ status: VisitorStatus) -> String {
-        switch status {
-        case .granted: "leased"
-        case .completed, .released: "released"
-        default: status.rawValue
-        }
+    /// Events carry the lease; their type is its new status (`waiting`,
+    /// `recycled`, `expired`, `revoked`), `leased` when it is active, and
+    /// `cancelled` for a fetch that left the line unserved.
+    func event(for v: VisitorView) -> (type: String, subject: EventSubject) {
+        let lease = lease(v)
+        let type =
+            switch (v.status, lease.status) {
+            case (.cancelled, _), (.merged, _): "cancelled"
+            case (_, .active): "leased"
+            default: lease.status.rawValue
+            }
+        return (type, .lease(lease))
     }
     var engine: QueueEngine
     var host = HostState()

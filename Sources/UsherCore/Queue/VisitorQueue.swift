@@ -26,7 +26,7 @@ package actor VisitorQueue: EngineHost {
     package nonisolated let events: EventLog?
     static let eventKind = "queue"
     /// Events: a visitor's new status (`waiting`, `granted`, `completed`, …).
-    static func eventType(_ status: VisitorStatus) -> String { status.rawValue }
+    func event(for v: VisitorView) -> (type: String, subject: EventSubject) { (v.status.rawValue, .visitor(v)) }
     var engine: QueueEngine
     var host = HostState()
 

@@ -28,14 +28,11 @@ package actor WindowSlot: EngineHost {
     /// Where state changes are emitted (nil: nowhere).
     package nonisolated let events: EventLog?
     static let eventKind = "window"
-    /// Events: `shown` for a granted item, `dismissed` for a finished one,
-    /// else the status (`waiting`, `expired`, `cancelled`, `merged`).
-    static func eventType(_ status: VisitorStatus) -> String {
-        switch status {
-        case .granted: "shown"
-        case .completed, .released: "dismissed"
-        default: status.rawValue
-        }
+    /// Events carry the item; their type is its new status (`queued`,
+    /// `dismissed`, `expired`, `merged`), `shown` when it is showing.
+    func event(for v: VisitorView) -> (type: String, subject: EventSubject) {
+        let item = item(v)
+        return (item.status == .showing ? "shown" : item.status.rawValue, .windowItem(item))
     }
     var engine: QueueEngine
     var host = HostState()
