@@ -45,11 +45,13 @@ import Testing
         _ = try engine.enqueue(VisitorRequest(key: "k\u{3}", action: "a\u{1}\"", payload: .int(1)), now: t0)
         let state = engine.state(limit: 100, now: t0)
         #expect(state.holding.count == 2 && state.waiting.count == 6)
-        for v in state.holding + state.waiting { #expect(Paging.bound(v) >= v.encodedJSON.count, "\(v.id)") }
+        for v in state.holding + state.waiting {
+            #expect(Paging.bound(v) >= Wire.bytes(VisitorBody(v)).count, "\(v.id)")
+        }
         var envelope = state
         envelope.holding = []
         envelope.waiting = []
-        #expect(Paging.envelopeBound(state) >= envelope.encodedJSON.count)
+        #expect(Paging.envelopeBound(state) >= Wire.bytes(QueueStateBody(envelope)).count)
     }
 
     @Test func aWriteBeyondTheBudgetIs507WithTheFiguresAndStoresNothing() throws {

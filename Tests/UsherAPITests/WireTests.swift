@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import Locking
 @testable import UsherAPI
 @testable import UsherCore
 
@@ -110,5 +111,71 @@ import Testing
         #expect(
             Self.text(PipelineDeliveriesBody(items: [delivery])) == #"{"items":[{"ack_deadline":null,"deliveries":1,"#
                 + #""fence":3,"id":"x","payload":1,"taken_at":"2026-01-01T00:00:00.000Z"}]}"#)
+    }
+
+    @Test func aQueueConfigShowsEveryDefault() {
+        #expect(
+            Self.text(QueueConfigBody(config: QueueConfig()))
+                == #"{"capacity":1,"dedup":"key","history":1000,"hold_seconds":30,"max_waiting":10000,"opposites":[]}"#)
+    }
+
+    @Test func aDefinitionIsNormalizedAndParsesBack() throws {
+        #expect(
+            Self.text(MachineDefinitionBody(definition: .player))
+                == #"{"initial":"NotReady","states":["NotReady","Ready","Running"],"timeouts":[],"#
+                + #""transitions":[{"event":"prepare","from":["NotReady"],"to":"Ready"},"#
+                + #"{"event":"start","from":["Ready"],"to":"Running"},"#
+                + #"{"event":"teardown","from":["Running"],"to":"NotReady"}]}"#)
+        let definition = try MachineDefinition.parse(
+            try JSONValue.parse(
+                #"{"initial": "Idle", "transitions": [{"event": "claim", "from": "Idle", "to": "Held"},"#
+                    + #"{"event": "drop", "from": ["Held", "Idle"], "to": "Idle"}],"#
+                    + #""timeouts": [{"state": "Held", "after_seconds": 2.5, "event": "drop"}]}"#), path: "")
+        let back = Wire.value(MachineDefinitionBody(definition: definition))
+        #expect(
+            back["timeouts"]
+                == .array([
+                    .object([("after_seconds", .double(2.5)), ("event", .string("drop")), ("state", .string("Held"))])
+                ]))
+        #expect(try MachineDefinition.parse(back, path: "") == definition)
+    }
+
+    @Test func stringsAreEscapedAsRFC8259Asks() {
+        #expect(Self.text(JSONValue.string("q\"b\\\n\u{01}/é")) == #""q\"b\\\n\u0001/é""#)
+    }
+
+    /// The payload-size bound the pipeline's take uses is never below what
+    /// the encoder writes, and exact for text with nothing to escape.
+    @Test func theEncodedSizeBoundHoldsForEveryKindOfValue() {
+        let values: [JSONValue] = [
+            .null, .bool(true), .bool(false), .int(0), .int(Int.min), .double(-2e-9), .double(.infinity),
+            .string(""), .string("q\"b\\n\n\r\t\u{1}\u{1f}/é😀"), .array([]), .object([]),
+            .object([("a", .array([.int(1), .string("x"), .null, .object([("k\"", .bool(false))])]))]),
+        ]
+        for value in values {
+            #expect(value.encodedSizeBound >= Wire.bytes(value).count, "\(value)")
+        }
+        let plain = JSONValue.object([("name", .string("plain text")), ("list", .array([.string("a"), .null]))])
+        #expect(plain.encodedSizeBound == Wire.bytes(plain).count)
+    }
+
+    /// The deepest payload the server accepts, inside a visitor, encodes on
+    /// a 2 MiB stack (a quarter of a thread's default), even in a debug build:
+    /// Foundation's encoder recurses once per level.
+    @Test func theDeepestPayloadEncodesOnASmallStack() throws {
+        let text =
+            String(repeating: #"{"a":"#, count: 12) + String(repeating: "[", count: 488)
+            + String(repeating: "]", count: 488) + String(repeating: "}", count: 12)
+        let payload = try JSONValue.parse(text, maxDepth: 500)
+        let encoded = Locked(0)
+        let thread = Thread {
+            let view = VisitorView(
+                id: "v", queue: "q", payload: payload, status: .waiting, enqueuedAt: Timestamp(micros: 0))
+            encoded.withLock { $0 = Wire.bytes(VisitorBody(view)).count }
+        }
+        thread.stackSize = 2 << 20
+        thread.start()
+        for _ in 0..<3000 where encoded.withLock({ $0 }) == 0 { usleep(10_000) }
+        #expect(encoded.withLock { $0 } > text.count)
     }
 }

@@ -60,7 +60,7 @@ import Testing
 
     /// The deepest value the server holds, wrapped as a response wraps it,
     /// goes through every recursive operation (conversion, comparison,
-    /// hashing, writing, release, a filter) on a 1 MiB stack: an eighth of
+    /// hashing, sizing, release, a filter) on a 1 MiB stack: an eighth of
     /// the 8 MiB glibc gives each thread by default, even in a debug build.
     @Test func theDeepestValueFitsASmallStack() throws {
         let text = String(repeating: #"{"a":"#, count: 12) + nested(500) + String(repeating: "}", count: 12)
@@ -73,8 +73,7 @@ import Testing
             var copy = value
             _ = copy == value
             _ = copy.hashValue
-            _ = value.jsonBytes
-            _ = value.json()
+            _ = value.encodedSizeBound
             copy = .null
             _ = value.depth
             let set = PipelineFilter(action: .set(field: JSONPointer(tokens: ["a"]), value: value))

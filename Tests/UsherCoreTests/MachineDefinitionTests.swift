@@ -30,35 +30,6 @@ import Testing
         #expect(parsed.target(of: "start", from: "Running") == nil)
     }
 
-    @Test func jsonIsNormalized() throws {
-        let json = MachineDefinition.player.json().jsonString
-        #expect(
-            json == """
-                {"initial":"NotReady","states":["NotReady","Ready","Running"],\
-                "transitions":[{"event":"prepare","from":["NotReady"],"to":"Ready"},\
-                {"event":"start","from":["Ready"],"to":"Running"},\
-                {"event":"teardown","from":["Running"],"to":"NotReady"}],"timeouts":[]}
-                """)
-    }
-
-    @Test func normalizedJSONParsesBackToTheSameDefinition() throws {
-        let d = try Self.parse(
-            """
-            {"initial": "Idle",
-             "transitions": [{"event": "claim", "from": "Idle", "to": "Held"},
-                             {"event": "drop", "from": ["Held", "Idle"], "to": "Idle"}],
-             "timeouts": [{"state": "Held", "after_seconds": 2.5, "event": "drop"},
-                          {"state": "Held", "after_seconds": 60, "event": "drop"}]}
-            """)
-        #expect(try MachineDefinition.parse(d.json(), path: "") == d)
-        #expect(
-            d.json()["timeouts"]
-                == .array([
-                    .object([("state", .string("Held")), ("after_seconds", .double(2.5)), ("event", .string("drop"))]),
-                    .object([("state", .string("Held")), ("after_seconds", .int(60)), ("event", .string("drop"))]),
-                ]))
-    }
-
     @Test func statesDefaultToFirstMentionOrder() throws {
         let d = try Self.parse(
             """

@@ -27,10 +27,6 @@ import Testing
                 PoolElementSpec(id: "c"),
             ])
         #expect(c.grow == PoolGrow(maxSize: 9, prefix: "el-"))
-        #expect(
-            c.json().jsonString
-                == #"{"elements":["a",{"id":"b","data":{"k":1}},"c"],"lease_seconds":60,"max_waiting":1000,"grow":{"max_size":9,"prefix":"el-"}}"#
-        )
     }
 
     @Test func badConfigsNameTheField() throws {

@@ -19,16 +19,14 @@ struct ResourceSample {
         self.name = name
     }
 
-    /// Takes every integer member of a counts object: `*_total` members as
-    /// events, the others as gauges.
-    mutating func add(_ counts: JSONValue) {
-        guard case .object(let members) = counts else { return }
-        for (key, value) in members {
-            guard case .int(let n) = value else { continue }
-            if key.hasSuffix("_total") {
-                events.append((String(key.dropLast(6)), n))
+    /// Takes a counts object's members: `*_total` ones as events, the
+    /// others as gauges.
+    mutating func add(_ counts: CountsBody) {
+        for (name, value) in counts.members {
+            if name.hasSuffix("_total") {
+                events.append((String(name.dropLast(6)), value))
             } else {
-                gauges.append((key, n))
+                gauges.append((name, value))
             }
         }
     }
@@ -45,7 +43,7 @@ extension VisitorQueue: MetricsSampled {
         withIsolation { q in
             var s = ResourceSample(.queues, q.name)
             s.gauges.append(("capacity", q.config.capacity))
-            s.add(q.counts.json())
+            s.add(.queue(q.counts))
             s.oldestSince = q.oldestWaitingSince
             s.wait = q.waitHistogram
             return s
@@ -57,7 +55,7 @@ extension WindowSlot: MetricsSampled {
     nonisolated func metricsSample() -> ResourceSample? {
         withIsolation { w in
             var s = ResourceSample(.windows, w.name)
-            s.add(w.counts.json())
+            s.add(.window(w.counts))
             s.oldestSince = w.oldestWaitingSince
             s.wait = w.waitHistogram
             return s
@@ -74,7 +72,7 @@ extension LeasePool: MetricsSampled {
                 ("size", state.size), ("available", state.available), ("leased", state.leased),
                 ("waiting", state.waiting),
             ]
-            s.add(state.counts.json())
+            s.add(.pool(state.counts))
             s.oldestSince = p.oldestWaitingSince
             s.wait = p.waitHistogram
             return s
@@ -93,7 +91,7 @@ extension Pipeline: MetricsSampled {
                 ("dead", state.dead), ("waiting_consumers", state.waitingConsumers),
                 ("waiting_producers", state.waitingProducers),
             ]
-            s.add(state.counts.json())
+            s.add(.pipeline(state.counts))
             if let source = state.source {
                 s.events.append(("source_pulled", source.pulledTotal))
                 s.events.append(("source_errors", source.errorsTotal))

@@ -15,7 +15,7 @@ enum OpenAPIDocument {
     static let json: JSONValue = build()
 
     /// The document as served (compact JSON), made once.
-    static let bytes: [UInt8] = json.jsonBytes
+    static let bytes: [UInt8] = Wire.bytes(json)
 
     /// `GET /openapi.json`: 200 with the document.
     static func response() -> HTTPResponse {

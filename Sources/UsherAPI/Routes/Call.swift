@@ -140,20 +140,6 @@ extension HTTPResponse {
 
 /// JSON responses.
 package enum Reply {
-    /// `application/json; charset=utf-8` with the given status.
-    package static func json(_ value: JSONValue, status: Int = 200, headers: [(name: String, value: String)] = [])
-        -> HTTPResponse
-    {
-        HTTPResponse(status: status, headers: jsonHeaders(headers), body: value.jsonBytes)
-    }
-
-    /// A value that writes its own JSON (no `JSONValue` tree on the way).
-    package static func json(
-        _ value: some JSONEncodable, status: Int = 200, headers: [(name: String, value: String)] = []
-    ) -> HTTPResponse {
-        HTTPResponse(status: status, headers: jsonHeaders(headers), body: value.encodedJSON)
-    }
-
     private static let contentType: [(name: String, value: String)] = [
         ("Content-Type", "application/json; charset=utf-8")
     ]

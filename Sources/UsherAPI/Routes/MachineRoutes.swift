@@ -7,7 +7,10 @@ extension StateMachine: ManagedResource {
         return .object([
             ("name", .string(name)),
             // As the machine's own GET shows it: the name, or the inline definition.
-            ("definition", definitionName.map { .string($0) } ?? definition.json()),
+            (
+                "definition",
+                definitionName.map { .string($0) } ?? Wire.value(MachineDefinitionBody(definition: definition))
+            ),
             ("state", .string(snapshot.state)),
             ("version", .int(Int(snapshot.version))),
         ])

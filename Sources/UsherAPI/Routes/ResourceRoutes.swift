@@ -22,13 +22,11 @@ enum ResourceRoutes {
         let limit = try query.int("limit", in: 0...1_000_000) ?? 1000
         let after = try Paging.cursor(query) { Names.isValid($0) ? $0 : nil }
         let page = call.app.registry.list(kind, after: after, limit: limit)
-        var items = page.resources.map { $0.summary() }
-        let envelope = JSONValue.object([(kind.rawValue, .array([])), ("next_cursor", .null)])
-        let next = Paging.cut(
-            &items, cursors: page.resources.map(\.name), more: page.more, envelope: JSONSizeCounter.size(of: envelope),
-            maxBytes: call.app.config.maxResponseBytes
-        ) { JSONSizeCounter.size(of: $0) }
-        return .respond(Reply.encoded(ListBody(kind: kind, items: items, nextCursor: next)))
+        let list = ListBody(kind: kind, items: page.resources.map { $0.summary() }, nextCursor: nil)
+        return .respond(
+            Paging.reply(
+                list, list: \.items, nextCursor: \.nextCursor, cursors: page.resources.map(\.name), more: page.more,
+                maxBytes: call.app.config.maxResponseBytes, body: { $0 }, itemSize: { Wire.bytes($0).count }))
     }
 
     /// `DELETE /v1/{kind}/{name}`: 204; requests waiting on it get 410.

@@ -27,15 +27,13 @@ package struct Logger: Sendable {
     /// Writes one line if `level` is enabled.
     package func log(_ level: LogLevel, _ message: String, _ fields: [(String, JSONValue)] = []) {
         guard level >= self.level else { return }
-        let line =
-            JSONValue.object(
-                [
-                    ("ts", .string(SystemClock().now().rfc3339)), ("level", .string(level.rawValue)),
-                    ("msg", .string(message)),
-                ]
-                    + fields
-            ).jsonString + "\n"
-        FileHandle.standardOutput.write(Data(line.utf8))
+        let line = JSONValue.object(
+            [
+                ("ts", .string(SystemClock().now().rfc3339)), ("level", .string(level.rawValue)),
+                ("msg", .string(message)),
+            ]
+                + fields)
+        FileHandle.standardOutput.write(Data(Wire.bytes(line) + [0x0A]))
     }
 
     package func debug(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.debug, message, fields) }

@@ -27,8 +27,8 @@ struct KindsBody: Encodable {
 /// `GET /v1/{kind}`: `{"<kind>": [summaries], "next_cursor": … | null}`.
 struct ListBody: Encodable {
     let kind: ResourceKind
-    let items: [JSONValue]
-    let nextCursor: String?
+    var items: [JSONValue]
+    var nextCursor: String?
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: WireKey.self)

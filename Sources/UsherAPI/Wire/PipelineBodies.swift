@@ -174,17 +174,6 @@ struct PipelineStateBody: Encodable {
         case nextCursor = "next_cursor"
     }
 
-    enum CountsKeys: String, CodingKey {
-        case pushedTotal = "pushed_total"
-        case deliveredTotal = "delivered_total"
-        case consumedTotal = "consumed_total"
-        case filteredTotal = "filtered_total"
-        case redeliveredTotal = "redelivered_total"
-        case deadTotal = "dead_total"
-        case deadDroppedTotal = "dead_dropped_total"
-        case cancelledTotal = "cancelled_total"
-    }
-
     enum ConfigKeys: String, CodingKey {
         case capacity, history, filters, source
         case maxInFlight = "max_in_flight"
@@ -216,16 +205,7 @@ struct PipelineStateBody: Encodable {
             state.filters.ordered.map { PipelineFilterBody(name: $0.name, filter: $0.filter) }, forKey: .filters)
         try container.encode(state.items.map { PipelineItemBody($0) }, forKey: .items)
         try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
-        let c = state.counts
-        var counts = container.nestedContainer(keyedBy: CountsKeys.self, forKey: .counts)
-        try counts.encode(c.pushedTotal, forKey: .pushedTotal)
-        try counts.encode(c.deliveredTotal, forKey: .deliveredTotal)
-        try counts.encode(c.consumedTotal, forKey: .consumedTotal)
-        try counts.encode(c.filteredTotal, forKey: .filteredTotal)
-        try counts.encode(c.redeliveredTotal, forKey: .redeliveredTotal)
-        try counts.encode(c.deadTotal, forKey: .deadTotal)
-        try counts.encode(c.deadDroppedTotal, forKey: .deadDroppedTotal)
-        try counts.encode(c.cancelledTotal, forKey: .cancelledTotal)
+        try container.encode(CountsBody.pipeline(state.counts), forKey: .counts)
         if let source = state.source {
             var nested = container.nestedContainer(keyedBy: SourceKeys.self, forKey: .source)
             try Self.write(source.config, to: &nested)

@@ -133,14 +133,6 @@ struct PoolStateBody: Encodable {
         case maxSize = "max_size"
     }
 
-    enum CountsKeys: String, CodingKey {
-        case fetchedTotal = "fetched_total"
-        case recycledTotal = "recycled_total"
-        case expiredTotal = "expired_total"
-        case revokedTotal = "revoked_total"
-        case grownTotal = "grown_total"
-    }
-
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(state.name, forKey: .name)
@@ -155,13 +147,7 @@ struct PoolStateBody: Encodable {
             var nested = elements.nestedContainer(keyedBy: ElementKeys.self)
             try PoolElementBody.write(element, to: &nested)
         }
-        let c = state.counts
-        var counts = container.nestedContainer(keyedBy: CountsKeys.self, forKey: .counts)
-        try counts.encode(c.fetchedTotal, forKey: .fetchedTotal)
-        try counts.encode(c.recycledTotal, forKey: .recycledTotal)
-        try counts.encode(c.expiredTotal, forKey: .expiredTotal)
-        try counts.encode(c.revokedTotal, forKey: .revokedTotal)
-        try counts.encode(c.grownTotal, forKey: .grownTotal)
+        try container.encode(CountsBody.pool(state.counts), forKey: .counts)
         try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
     }
 

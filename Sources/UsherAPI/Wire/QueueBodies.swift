@@ -78,41 +78,6 @@ struct QueueConfigBody: Encodable {
     }
 }
 
-/// A queue's counts and lifetime totals.
-struct QueueCountsBody: Encodable {
-    let counts: QueueCounts
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try Self.write(counts, to: &container)
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case waiting, holding, delayed
-        case enqueuedTotal = "enqueued_total"
-        case grantedTotal = "granted_total"
-        case completedTotal = "completed_total"
-        case releasedTotal = "released_total"
-        case expiredTotal = "expired_total"
-        case cancelledTotal = "cancelled_total"
-        case mergedTotal = "merged_total"
-    }
-
-    /// The members, into an object being written.
-    static func write(_ counts: QueueCounts, to container: inout KeyedEncodingContainer<CodingKeys>) throws {
-        try container.encode(counts.waiting, forKey: .waiting)
-        try container.encode(counts.holding, forKey: .holding)
-        try container.encode(counts.delayed, forKey: .delayed)
-        try container.encode(counts.enqueuedTotal, forKey: .enqueuedTotal)
-        try container.encode(counts.grantedTotal, forKey: .grantedTotal)
-        try container.encode(counts.completedTotal, forKey: .completedTotal)
-        try container.encode(counts.releasedTotal, forKey: .releasedTotal)
-        try container.encode(counts.expiredTotal, forKey: .expiredTotal)
-        try container.encode(counts.cancelledTotal, forKey: .cancelledTotal)
-        try container.encode(counts.mergedTotal, forKey: .mergedTotal)
-    }
-}
-
 /// `GET /v1/queues/{q}`: name, config, holders, the head of the line, counts,
 /// and `next_cursor` (`null` on the last page).
 struct QueueStateBody: Encodable {
@@ -139,8 +104,7 @@ struct QueueStateBody: Encodable {
             var visitor = waiting.nestedContainer(keyedBy: VisitorBody.CodingKeys.self)
             try VisitorBody.write(view, to: &visitor)
         }
-        var counts = container.nestedContainer(keyedBy: QueueCountsBody.CodingKeys.self, forKey: .counts)
-        try QueueCountsBody.write(state.counts, to: &counts)
+        try container.encode(CountsBody.queue(state.counts), forKey: .counts)
         try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
     }
 }

@@ -66,15 +66,6 @@ struct WindowStateBody: Encodable {
         case displaySeconds = "display_seconds"
     }
 
-    enum CountsKeys: String, CodingKey {
-        case showing, queued, delayed
-        case receivedTotal = "received_total"
-        case shownTotal = "shown_total"
-        case dismissedTotal = "dismissed_total"
-        case expiredTotal = "expired_total"
-        case mergedTotal = "merged_total"
-    }
-
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(state.name, forKey: .name)
@@ -88,16 +79,7 @@ struct WindowStateBody: Encodable {
             var nested = queued.nestedContainer(keyedBy: WindowItemBody.CodingKeys.self)
             try WindowItemBody.write(item, to: &nested)
         }
-        let c = state.counts
-        var counts = container.nestedContainer(keyedBy: CountsKeys.self, forKey: .counts)
-        try counts.encode(c.showing, forKey: .showing)
-        try counts.encode(c.queued, forKey: .queued)
-        try counts.encode(c.delayed, forKey: .delayed)
-        try counts.encode(c.receivedTotal, forKey: .receivedTotal)
-        try counts.encode(c.shownTotal, forKey: .shownTotal)
-        try counts.encode(c.dismissedTotal, forKey: .dismissedTotal)
-        try counts.encode(c.expiredTotal, forKey: .expiredTotal)
-        try counts.encode(c.mergedTotal, forKey: .mergedTotal)
+        try container.encode(CountsBody.window(state.counts), forKey: .counts)
         try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
     }
 }

@@ -21,6 +21,12 @@ enum Wire {
         guard let data = try? encoder.encode(value) else { return unencodable }
         return [UInt8](data)
     }
+
+    /// `value`'s wire form as a `JSONValue`, to nest in a summary.
+    static func value(_ value: some Encodable) -> JSONValue {
+        guard let data = try? encoder.encode(value), let parsed = try? JSONValue.parse(data) else { return .null }
+        return parsed
+    }
 }
 
 extension Reply {

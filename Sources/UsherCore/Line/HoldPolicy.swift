@@ -20,7 +20,7 @@ extension HoldPolicy {
         _ seconds: Double, limit: Double, resource: String, holds: String, field: String
     ) -> String? {
         guard limit > 0 else { return nil }
-        let shown = JSONValue.seconds(limit).jsonString
+        let shown = Durations.text(limit)
         if seconds == 0 { return "must be more than 0: this \(resource) limits \(holds) to \(shown) s" }
         if seconds > limit { return "must be at most \(shown), the \(resource)'s \(field)" }
         return nil

@@ -9,7 +9,7 @@ package enum DedupMode: String, Sendable, Equatable, CaseIterable {
 }
 
 /// A queue's configuration. Every field has a default, so `{}` is a valid config.
-package struct QueueConfig: Sendable, Equatable, JSONEncodable {
+package struct QueueConfig: Sendable, Equatable {
     /// `capacity` (1): slots; 0 closes the resource (nobody is granted, visitors still wait).
     package var capacity: Int
     /// `max_waiting` (10000): waiting plus delayed visitors allowed; more is 429 `queue_full`.
@@ -55,30 +55,6 @@ package struct QueueConfig: Sendable, Equatable, JSONEncodable {
     package static func parse(_ reader: inout FieldReader) throws(FieldError) -> QueueConfig {
         let patch = try QueuePatch.parse(&reader)
         return patch.applied(to: QueueConfig())
-    }
-
-    /// The config with every default filled in, keys in documented order.
-    package func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
-        sink.beginObject()
-        sink.key("capacity")
-        sink.int(capacity)
-        sink.key("max_waiting")
-        sink.int(maxWaiting)
-        sink.key("hold_seconds")
-        sink.value(.seconds(holdSeconds))
-        sink.key("dedup")
-        sink.string(dedup.rawValue)
-        sink.key("opposites")
-        sink.beginArray()
-        for pair in opposites {
-            sink.beginArray()
-            for action in pair { sink.string(action) }
-            sink.endArray()
-        }
-        sink.endArray()
-        sink.key("history")
-        sink.int(history)
-        sink.endObject()
     }
 }
 
@@ -157,12 +133,5 @@ package struct QueuePatch: Sendable, Equatable {
             pairs.append([a, b])
         }
         return pairs
-    }
-}
-
-extension JSONValue {
-    /// A duration in seconds: an integer when it has no fraction (`30`, not `30.0`).
-    static func seconds(_ s: Double) -> JSONValue {
-        s.rounded() == s && abs(s) < 9e15 ? .int(Int(s)) : .double(s)
     }
 }

@@ -8,7 +8,7 @@
 /// (`merged`; `cancelled` by an opposite; `cancelled`, or `released` with
 /// `undelivered`). A waiting visitor's
 /// `estimated_wait_seconds` is `null` when it cannot be estimated.
-package struct VisitorView: Sendable, Equatable, JSONEncodable {
+package struct VisitorView: Sendable, Equatable {
     /// The visitor's id (client-supplied or `v` + base 36).
     package var id: String
     /// The queue's name.
@@ -72,64 +72,13 @@ package struct VisitorView: Sendable, Equatable, JSONEncodable {
         self.cancelledWith = cancelledWith
         self.reason = reason
     }
-
-    /// The SPEC §2 visitor object, fields in documented order.
-    @_specialize(where Sink == JSONWriter)
-    package func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
-        sink.beginObject()
-        sink.key("id")
-        sink.string(id)
-        sink.key("queue")
-        sink.string(queue)
-        sink.key("key")
-        sink.string(key)
-        sink.key("action")
-        sink.string(action)
-        sink.key("payload")
-        sink.value(payload)
-        sink.key("priority")
-        sink.int(priority)
-        sink.key("status")
-        sink.string(status.rawValue)
-        if status == .waiting {
-            if let position {
-                sink.key("position")
-                sink.int(position)
-            }
-            sink.key("estimated_wait_seconds")
-            sink.value(estimatedWaitSeconds.map(JSONValue.seconds))
-        }
-        sink.key("enqueued_at")
-        sink.timestamp(enqueuedAt)
-        sink.key("granted_at")
-        sink.timestamp(grantedAt)
-        sink.key("expires_at")
-        sink.timestamp(expiresAt)
-        sink.key("finished_at")
-        sink.timestamp(finishedAt)
-        sink.key("fence")
-        sink.int(fence.map { Int($0) })
-        if let mergedInto {
-            sink.key("merged_into")
-            sink.string(mergedInto)
-        }
-        if let cancelledWith {
-            sink.key("cancelled_with")
-            sink.string(cancelledWith)
-        }
-        if let reason {
-            sink.key("reason")
-            sink.string(reason)
-        }
-        sink.endObject()
-    }
 }
 
 /// Live counts and lifetime totals of one queue.
 ///
 /// Invariant: `enqueuedTotal == waiting + holding + delayed + completedTotal +
 /// releasedTotal + expiredTotal + cancelledTotal + mergedTotal`.
-package struct QueueCounts: Sendable, Equatable, JSONEncodable {
+package struct QueueCounts: Sendable, Equatable {
     /// Visitors in the waiting line now.
     package var waiting = 0
     /// Visitors holding a slot now.
@@ -153,36 +102,10 @@ package struct QueueCounts: Sendable, Equatable, JSONEncodable {
 
     /// All zero.
     package init() {}
-
-    /// `{waiting, holding, delayed, enqueued_total, …, merged_total}`.
-    package func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
-        sink.beginObject()
-        sink.key("waiting")
-        sink.int(waiting)
-        sink.key("holding")
-        sink.int(holding)
-        sink.key("delayed")
-        sink.int(delayed)
-        sink.key("enqueued_total")
-        sink.int(enqueuedTotal)
-        sink.key("granted_total")
-        sink.int(grantedTotal)
-        sink.key("completed_total")
-        sink.int(completedTotal)
-        sink.key("released_total")
-        sink.int(releasedTotal)
-        sink.key("expired_total")
-        sink.int(expiredTotal)
-        sink.key("cancelled_total")
-        sink.int(cancelledTotal)
-        sink.key("merged_total")
-        sink.int(mergedTotal)
-        sink.endObject()
-    }
 }
 
 /// `GET /v1/queues/{q}`: the config, the holders, the head of the line, counts.
-package struct QueueState: Sendable, Equatable, JSONEncodable {
+package struct QueueState: Sendable, Equatable {
     /// The queue's name.
     package var name: String
     /// Its config, defaults filled in.
@@ -209,24 +132,5 @@ package struct QueueState: Sendable, Equatable, JSONEncodable {
         self.holding = holding
         self.waiting = waiting
         self.counts = counts
-    }
-
-    /// `{"name", "config", "holding", "waiting", "counts"}`.
-    @_specialize(where Sink == JSONWriter)
-    package func writeJSON<Sink: JSONSink>(to sink: inout Sink) {
-        sink.beginObject()
-        sink.key("name")
-        sink.string(name)
-        sink.key("config")
-        sink.encode(config)
-        sink.key("holding")
-        sink.array(holding)
-        sink.key("waiting")
-        sink.array(waiting)
-        sink.key("counts")
-        sink.encode(counts)
-        sink.key("next_cursor")
-        sink.string(nextCursor)
-        sink.endObject()
     }
 }

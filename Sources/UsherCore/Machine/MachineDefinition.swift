@@ -129,38 +129,6 @@ package struct MachineDefinition: Sendable, Equatable {
             && lhs.transitions == rhs.transitions && lhs.timeouts == rhs.timeouts
     }
 
-    /// The normalized definition as JSON:
-    /// `{"initial", "states": [...], "transitions": [{"event", "from": [...], "to"}],
-    /// "timeouts": [{"state", "after_seconds", "event"}]}`.
-    package func json() -> JSONValue {
-        .object([
-            ("initial", .string(initial)),
-            ("states", .array(states.map(JSONValue.string))),
-            (
-                "transitions",
-                .array(
-                    transitions.map { t in
-                        .object([
-                            ("event", .string(t.event)),
-                            ("from", .array(t.from.map(JSONValue.string))),
-                            ("to", .string(t.to)),
-                        ])
-                    })
-            ),
-            (
-                "timeouts",
-                .array(
-                    timeouts.map { t in
-                        .object([
-                            ("state", .string(t.state)),
-                            ("after_seconds", Self.number(t.afterSeconds)),
-                            ("event", .string(t.event)),
-                        ])
-                    })
-            ),
-        ])
-    }
-
     /// Whole seconds as an integer (`5`, not `5.0`), fractions as they are.
     private static func number(_ d: Double) -> JSONValue {
         d.rounded() == d && abs(d) < 1e15 ? .int(Int(d)) : .double(d)

@@ -16,19 +16,4 @@ package struct MachineSnapshot: Sendable, Equatable {
     package let enteredAt: Timestamp
     /// The last transitions (at most 50), oldest first.
     package let history: [MachineTransition]
-
-    /// `{"name", "definition", "state", "version", "allowed_events", "entered_at", "history"}`.
-    /// `definition` is the definition's name when it came from the config,
-    /// otherwise the normalized inline definition object.
-    package func json() -> JSONValue {
-        .object([
-            ("name", .string(name)),
-            ("definition", definitionName.map(JSONValue.string) ?? definition.json()),
-            ("state", .string(state)),
-            ("version", .int(Int(version))),
-            ("allowed_events", .array(allowedEvents.map(JSONValue.string))),
-            ("entered_at", .string(enteredAt.rfc3339)),
-            ("history", .array(history.map { $0.json() })),
-        ])
-    }
 }

@@ -22,18 +22,4 @@ package struct MachineTransition: Sendable, Equatable {
     package let cause: Cause
     /// The `data` the client sent with the event, if any (never for a timeout).
     package let data: JSONValue?
-
-    /// `{"event", "from", "to", "version", "at", "cause", "data"?}`; `data` is left out when absent.
-    package func json() -> JSONValue {
-        var members: [(String, JSONValue)] = [
-            ("event", .string(event)),
-            ("from", .string(from)),
-            ("to", .string(to)),
-            ("version", .int(Int(version))),
-            ("at", .string(at.rfc3339)),
-            ("cause", .string(cause.rawValue)),
-        ]
-        if let data { members.append(("data", data)) }
-        return .object(members)
-    }
 }

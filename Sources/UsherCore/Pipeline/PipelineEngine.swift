@@ -407,13 +407,9 @@ package struct PipelineEngine: Sendable {
     }
 
     /// At least what a delivery of `payload` adds to a take's answer: its
-    /// fields, its id, and the payload's encoded size (counted exactly when
-    /// large; a small one at six bytes per stored byte, the most escaping
-    /// makes, so the hot path does not walk it twice).
+    /// fields, its id, and the payload's encoded size.
     static func deliveryBytes(id: String, payload: JSONValue) -> Int {
-        let stored = StorageBudget.size(of: payload)
-        let encoded = stored > 1024 ? JSONSizeCounter.size(of: payload) : 6 * stored
-        return 256 + id.utf8.count + encoded
+        256 + id.utf8.count + payload.encodedSizeBound
     }
 
     /// What an item is charged: its id and stored payload.

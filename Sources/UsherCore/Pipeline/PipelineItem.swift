@@ -49,25 +49,6 @@ package struct PipelineItem: Sendable, Equatable {
     var timerToken: Int64 = 0
     /// A delayed release: goes to the front when the delay ends.
     var toFront = false
-
-    /// `{"id", "payload", "priority", "status", "deliveries", "pushed_at",
-    /// "available_at", "taken_at", "ack_deadline", "fence", "dead_at"}`; every
-    /// member is always present, `null` when it has no value.
-    package func json() -> JSONValue {
-        .object([
-            ("id", .string(id)),
-            ("payload", payload),
-            ("priority", .int(priority)),
-            ("status", .string(status.rawValue)),
-            ("deliveries", .int(deliveries)),
-            ("pushed_at", .string(pushedAt.rfc3339)),
-            ("available_at", .string(availableAt.rfc3339)),
-            ("taken_at", takenAt.map { .string($0.rfc3339) } ?? .null),
-            ("ack_deadline", ackDeadline.map { .string($0.rfc3339) } ?? .null),
-            ("fence", fence.map { .int(Int($0)) } ?? .null),
-            ("dead_at", deadAt.map { .string($0.rfc3339) } ?? .null),
-        ])
-    }
 }
 
 /// One hand-out: what `take` returns for each item.
@@ -86,19 +67,6 @@ package struct PipelineDelivery: Sendable, Equatable {
     package var ackDeadline: Timestamp?
     /// The fencing token of this hand-out.
     package var fence: Int64
-
-    /// `{"id", "payload", "deliveries", "taken_at", "ack_deadline", "fence"}`;
-    /// `ack_deadline` is `null` when there is no limit.
-    package func json() -> JSONValue {
-        .object([
-            ("id", .string(id)),
-            ("payload", payload),
-            ("deliveries", .int(deliveries)),
-            ("taken_at", .string(takenAt.rfc3339)),
-            ("ack_deadline", ackDeadline.map { .string($0.rfc3339) } ?? .null),
-            ("fence", .int(Int(fence))),
-        ])
-    }
 }
 
 /// A push: the body of `POST /v1/pipelines/{p}/items`, or one entry of a batch.
@@ -184,19 +152,4 @@ package struct PipelineCounts: Sendable, Equatable {
 
     /// All zero.
     package init() {}
-
-    /// `{"pushed_total", "delivered_total", "consumed_total", "filtered_total",
-    /// "redelivered_total", "dead_total", "dead_dropped_total", "cancelled_total"}`.
-    package func json() -> JSONValue {
-        .object([
-            ("pushed_total", .int(pushedTotal)),
-            ("delivered_total", .int(deliveredTotal)),
-            ("consumed_total", .int(consumedTotal)),
-            ("filtered_total", .int(filteredTotal)),
-            ("redelivered_total", .int(redeliveredTotal)),
-            ("dead_total", .int(deadTotal)),
-            ("dead_dropped_total", .int(deadDroppedTotal)),
-            ("cancelled_total", .int(cancelledTotal)),
-        ])
-    }
 }

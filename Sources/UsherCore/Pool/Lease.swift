@@ -95,16 +95,6 @@ package struct PoolCounts: Sendable, Equatable {
         revokedTotal = c.releasedTotal
         grownTotal = grown
     }
-
-    package func json() -> JSONValue {
-        .object([
-            ("fetched_total", .int(fetchedTotal)),
-            ("recycled_total", .int(recycledTotal)),
-            ("expired_total", .int(expiredTotal)),
-            ("revoked_total", .int(revokedTotal)),
-            ("grown_total", .int(grownTotal)),
-        ])
-    }
 }
 
 /// `GET /v1/pools/{p}`.

@@ -9,12 +9,6 @@ package struct PoolElementSpec: Sendable, Equatable {
         self.id = id
         self.data = data
     }
-
-    /// `"id"` when there is no data, else `{"id", "data"}`.
-    package func json() -> JSONValue {
-        guard let data else { return .string(id) }
-        return .object([("id", .string(id)), ("data", data)])
-    }
 }
 
 /// `grow`: when nothing is free, create `prefix1`, `prefix2`, … until the
@@ -43,10 +37,6 @@ package struct PoolGrow: Sendable, Equatable {
         }
         try reader.finish()
         return PoolGrow(maxSize: maxSize, prefix: prefix)
-    }
-
-    package func json() -> JSONValue {
-        .object([("max_size", .int(maxSize)), ("prefix", .string(prefix))])
     }
 }
 
@@ -102,16 +92,6 @@ package struct PoolConfig: Sendable, Equatable {
         QueueConfig(
             capacity: size, maxWaiting: maxWaiting, holdSeconds: leaseSeconds, dedup: .off,
             opposites: [], history: LeasePool.history)
-    }
-
-    /// The config with every default filled in, keys in documented order.
-    package func json() -> JSONValue {
-        .object([
-            ("elements", .array(elements.map { $0.json() })),
-            ("lease_seconds", .seconds(leaseSeconds)),
-            ("max_waiting", .int(maxWaiting)),
-            ("grow", grow?.json() ?? .null),
-        ])
     }
 
     /// Each entry is an id or `{"id", "data"?}`; ids are unique.

@@ -15,6 +15,11 @@ package enum Durations {
         return seconds.isFinite && seconds >= minimumSeconds && seconds <= maximumSeconds
     }
 
+    /// Seconds as a message shows them: `30`, not `30.0`.
+    static func text(_ seconds: Double) -> String {
+        seconds.rounded() == seconds && abs(seconds) < 9e15 ? String(Int(seconds)) : String(seconds)
+    }
+
     /// The range in words, for error messages.
     package static func range(zero: Bool = true) -> String {
         zero ? "must be 0 or between 0.01 and 31536000" : "must be between 0.01 and 31536000"

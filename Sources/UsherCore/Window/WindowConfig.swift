@@ -29,15 +29,6 @@ package struct WindowConfig: Sendable, Equatable {
             capacity: 1, maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup,
             opposites: [], history: WindowSlot.history)
     }
-
-    /// The config with every default filled in, keys in documented order.
-    package func json() -> JSONValue {
-        .object([
-            ("max_waiting", .int(maxWaiting)),
-            ("display_seconds", .seconds(displaySeconds)),
-            ("dedup", .string(dedup.rawValue)),
-        ])
-    }
 }
 
 /// A change to a window's config (`PATCH`): every field optional.

@@ -109,20 +109,6 @@ package struct WindowCounts: Sendable, Equatable {
         expiredTotal = c.expiredTotal
         mergedTotal = c.mergedTotal
     }
-
-    /// `{showing, queued, delayed, received_total, shown_total, dismissed_total, expired_total, merged_total}`.
-    package func json() -> JSONValue {
-        .object([
-            ("showing", .int(showing)),
-            ("queued", .int(queued)),
-            ("delayed", .int(delayed)),
-            ("received_total", .int(receivedTotal)),
-            ("shown_total", .int(shownTotal)),
-            ("dismissed_total", .int(dismissedTotal)),
-            ("expired_total", .int(expiredTotal)),
-            ("merged_total", .int(mergedTotal)),
-        ])
-    }
 }
 
 /// `GET /v1/windows/{w}`: the item shown, the queue behind it, counts.

@@ -1,0 +1,48 @@
+import UsherCore
+
+/// A resource's `counts` object: live gauges and `*_total` lifetime counts,
+/// by their wire names. `GET /metrics` reads the same list, so a count's
+/// metric and its member in the state answer cannot drift apart.
+struct CountsBody: Encodable {
+    let members: [(name: String, value: Int)]
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: WireKey.self)
+        for (name, value) in members { try container.encode(value, forKey: WireKey(name)) }
+    }
+
+    static func queue(_ c: QueueCounts) -> CountsBody {
+        CountsBody(members: [
+            ("waiting", c.waiting), ("holding", c.holding), ("delayed", c.delayed),
+            ("enqueued_total", c.enqueuedTotal), ("granted_total", c.grantedTotal),
+            ("completed_total", c.completedTotal), ("released_total", c.releasedTotal),
+            ("expired_total", c.expiredTotal), ("cancelled_total", c.cancelledTotal),
+            ("merged_total", c.mergedTotal),
+        ])
+    }
+
+    static func window(_ c: WindowCounts) -> CountsBody {
+        CountsBody(members: [
+            ("showing", c.showing), ("queued", c.queued), ("delayed", c.delayed),
+            ("received_total", c.receivedTotal), ("shown_total", c.shownTotal),
+            ("dismissed_total", c.dismissedTotal), ("expired_total", c.expiredTotal),
+            ("merged_total", c.mergedTotal),
+        ])
+    }
+
+    static func pool(_ c: PoolCounts) -> CountsBody {
+        CountsBody(members: [
+            ("fetched_total", c.fetchedTotal), ("recycled_total", c.recycledTotal),
+            ("expired_total", c.expiredTotal), ("revoked_total", c.revokedTotal), ("grown_total", c.grownTotal),
+        ])
+    }
+
+    static func pipeline(_ c: PipelineCounts) -> CountsBody {
+        CountsBody(members: [
+            ("pushed_total", c.pushedTotal), ("delivered_total", c.deliveredTotal),
+            ("consumed_total", c.consumedTotal), ("filtered_total", c.filteredTotal),
+            ("redelivered_total", c.redeliveredTotal), ("dead_total", c.deadTotal),
+            ("dead_dropped_total", c.deadDroppedTotal), ("cancelled_total", c.cancelledTotal),
+        ])
+    }
+}
