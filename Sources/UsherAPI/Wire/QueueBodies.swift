@@ -113,14 +113,15 @@ struct QueueCountsBody: Encodable {
     }
 }
 
-/// `GET /v1/queues/{q}`: name, config, holders, the head of the line, counts,
-/// and `next_cursor` (`null` on the last page).
+/// `GET /v1/queues/{q}`: name, config, holders, the head of the line, the
+/// first delayed visitors (`[]` after the first page), counts, and
+/// `next_cursor` (`null` on the last page).
 struct QueueStateBody: Encodable {
     let state: QueueState
     init(_ state: QueueState) { self.state = state }
 
     enum CodingKeys: String, CodingKey {
-        case name, config, holding, waiting, counts
+        case name, config, holding, waiting, delayed, counts
         case nextCursor = "next_cursor"
     }
 
@@ -137,6 +138,11 @@ struct QueueStateBody: Encodable {
         var waiting = container.nestedUnkeyedContainer(forKey: .waiting)
         for view in state.waiting {
             var visitor = waiting.nestedContainer(keyedBy: VisitorBody.CodingKeys.self)
+            try VisitorBody.write(view, to: &visitor)
+        }
+        var delayed = container.nestedUnkeyedContainer(forKey: .delayed)
+        for view in state.delayed {
+            var visitor = delayed.nestedContainer(keyedBy: VisitorBody.CodingKeys.self)
             try VisitorBody.write(view, to: &visitor)
         }
         var counts = container.nestedContainer(keyedBy: QueueCountsBody.CodingKeys.self, forKey: .counts)

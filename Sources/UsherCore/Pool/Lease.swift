@@ -123,6 +123,9 @@ public struct PoolState: Sendable, Equatable {
     public var nextExpiryAt: Timestamp?
     /// The first `limit` elements in stable order.
     public var elements: [PoolElement]
+    /// On the first page: the first `limit` waiting fetches, first in line
+    /// first, as leases with status `waiting`.
+    public var waitingLeases: [Lease] = []
     public var counts: PoolCounts
     /// Where the page resumes after each listed element; not part of the JSON.
     public var cursors: [String] = []

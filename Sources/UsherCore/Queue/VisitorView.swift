@@ -191,6 +191,9 @@ public struct QueueState: Sendable, Equatable, JSONEncodable {
     public var holding: [VisitorView]
     /// The first `limit` waiting visitors in grant order.
     public var waiting: [VisitorView]
+    /// On the first page: the first `limit` delayed visitors, the next to
+    /// enter the line first.
+    public var delayed: [VisitorView] = []
     /// Counts and totals.
     public var counts: QueueCounts
     /// Where the page resumes after each listed visitor (holding, then
