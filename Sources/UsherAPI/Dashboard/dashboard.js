@@ -31,6 +31,7 @@
   let unreachable = false;     // the last poll did not reach the server
   let pollTimer = null;
   let syncTimer = null;
+  const loaded = new Set();    // kinds whose list and states have been read once
   const summaries = {};        // kind → Map(name → summary JSON)
   const pending = new Map();   // "kind/name" → debounce timer
   const seqs = new Map();      // "kind/name" → latest request number
@@ -78,6 +79,14 @@
     if (s < 3600) return two(Math.floor(s / 60), 'm', s % 60, 's');
     if (s < 86400) return two(Math.floor(s / 3600), 'h', Math.floor((s % 3600) / 60), 'm');
     return two(Math.floor(s / 86400), 'd', Math.floor((s % 86400) / 3600), 'h');
+  }
+  // A fence or version (16 digits: a creation time in µs plus a counter) in
+  // short: its last 6 digits, which tell neighbours apart; the whole value
+  // on hover (title) and in data-full.
+  function serial(value, cls) {
+    if (value === null || value === undefined) return '—';
+    const text = String(value);
+    return el('span', {class: cls, title: text, 'data-full': text}, text.length > 8 ? '…' + text.slice(-6) : text);
   }
   function compact(value, max = 80) {
     if (value === null || value === undefined) return '';
@@ -139,11 +148,14 @@
   function renderQueue(q) {
     const c = q.counts, cfg = q.config;
     const holders = q.holding.map((v) => el('tr', {'data-id': v.id},
-      el('td', {}, withPayload(v.id, v.payload), el('span', {class: 'fence'}, 'fence ' + v.fence)), el('td', {}, keyAction(v)),
+      el('td', {}, withPayload(v.id, v.payload), el('span', {class: 'fence-line'}, 'fence ', serial(v.fence, 'fence'))), el('td', {}, keyAction(v)),
       el('td', {class: 'num'}, since(v.granted_at)), el('td', {class: 'num'}, until(v.expires_at, 'no limit'))));
     const waiting = q.waiting.slice(0, WAITING_ROWS).map((v) => el('tr', {'data-id': v.id},
       el('td', {class: 'num'}, v.position), el('td', {}, withPayload(v.id, v.payload)), el('td', {}, keyAction(v)),
       el('td', {class: 'num'}, v.estimated_wait_seconds === null ? '—' : '~' + duration(v.estimated_wait_seconds)),
+      el('td', {class: 'num'}, since(v.enqueued_at))));
+    const delayed = (q.delayed || []).slice(0, WAITING_ROWS).map((v) => el('tr', {'data-id': v.id},
+      el('td', {}, withPayload(v.id, v.payload)), el('td', {}, keyAction(v)), el('td', {class: 'num'}, v.priority),
       el('td', {class: 'num'}, since(v.enqueued_at))));
     return [
       head(q.name, 'capacity ' + cfg.capacity + ' · hold ' + (cfg.hold_seconds ? cfg.hold_seconds + ' s' : 'no limit')
@@ -153,6 +165,10 @@
       table('Holding', ['id · fence', 'key / action', 'held for', 'expires in'], holders, 'none', {class: 'holders'}),
       table('Waiting', ['#', 'id', 'key / action', 'est. wait', 'waiting'], waiting, 'none', {class: 'waiting'}),
       more(waiting.length, c.waiting, 'waiting'),
+      // Only while there are any: most queues never delay.
+      c.delayed ? table('Delayed, next to wait first', ['id', 'key / action', 'priority', 'delayed for'], delayed, 'none',
+        {class: 'delayed'}) : null,
+      c.delayed ? more(delayed.length, c.delayed, 'delayed') : null,
       totals(c, ['enqueued_total', 'granted_total', 'completed_total', 'released_total', 'expired_total', 'cancelled_total', 'merged_total']),
     ];
   }
@@ -166,7 +182,7 @@
         el('p', {class: 'title'}, s.title !== null ? s.title : s.id),
         s.message !== null ? el('p', {class: 'message'}, s.message) : null,
         el('p', {class: 'meta'}, el('span', {class: 'id'}, s.id), ' · shown for ', since(s.shown_at),
-          ' · ', s.expires_at ? ['expires in ', until(s.expires_at)] : 'until dismissed', ' · fence ', el('span', {class: 'fence'}, s.fence)))
+          ' · ', s.expires_at ? ['expires in ', until(s.expires_at)] : 'until dismissed', ' · fence ', serial(s.fence, 'fence')))
       : el('div', {class: 'showing empty-slot'}, el('p', {class: 'none'}, 'Nothing showing.'));
     const queued = w.queued.slice(0, WAITING_ROWS).map((i) => el('tr', {'data-id': i.id},
       el('td', {class: 'num'}, i.position),
@@ -195,6 +211,9 @@
         lease ? el('span', {class: 'tile-exp'}, lease.expires_at ? ['expires in ', until(lease.expires_at)] : 'no expiry') : null,
         e.data !== null ? el('code', {class: 'payload'}, compact(e.data, 40)) : null);
     });
+    const waiting = (p.waiting_leases || []).slice(0, WAITING_ROWS).map((l, i) => el('tr', {'data-id': l.id},
+      el('td', {class: 'num'}, i + 1), el('td', {}, el('span', {class: 'id'}, l.id)),
+      el('td', {}, l.holder !== null ? el('span', {class: 'holder'}, l.holder) : '—')));
     const cfg = p.config;
     return [
       head(p.name, 'lease ' + (cfg.lease_seconds ? cfg.lease_seconds + ' s' : 'no expiry')
@@ -203,6 +222,9 @@
         ['leased', p.leased, 'leased'], ['waiting', p.waiting, 'waiting']]),
       tiles.length ? el('ul', {class: 'tiles'}, tiles) : el('p', {class: 'none'}, 'No elements yet.'),
       more(tiles.length, p.size, 'elements'),
+      // Only while fetches wait: the line, first in line first.
+      p.waiting ? table('Waiting for an element', ['#', 'lease', 'holder'], waiting, 'none', {class: 'waiting'}) : null,
+      p.waiting ? more(waiting.length, p.waiting, 'waiting') : null,
       totals(p.counts, ['fetched_total', 'recycled_total', 'expired_total', 'revoked_total', 'grown_total']),
     ];
   }
@@ -355,7 +377,8 @@
       el('span', {class: 'event'}, h.event), ' ', el('span', {class: 'from-to'}, h.from + ' → ' + h.to),
       el('span', {class: 'when'}, since(h.at), ' ago', h.cause === 'timeout' ? ' · timeout' : '')));
     return [
-      head(m.name, 'definition ' + (typeof m.definition === 'string' ? m.definition : 'inline') + ' · version ' + m.version),
+      head(m.name, ['definition ' + (typeof m.definition === 'string' ? m.definition : 'inline') + ' · version ',
+        serial(m.version, 'version')]),
       el('p', {class: 'current-state'}, el('span', {class: 'state-pill', 'data-stat': 'state'}, m.state), ' for ', since(m.entered_at)),
       diagram(m),
       el('div', {class: 'block'}, el('h4', {}, 'Allowed now'), m.allowed_events.length
@@ -379,20 +402,34 @@
   }
 
   function section(kind) { return $(byKind[kind].plural); }
+  function cardsOf(kind) { return [...section(kind).querySelectorAll('article.card')]; }
   function cardFor(kind, name, create) {
-    const cards = section(kind).querySelector('.cards');
-    for (const c of cards.children) if (c.dataset.name === name) return c;
+    const cards = cardsOf(kind);
+    for (const c of cards) if (c.dataset.name === name) return c;
     if (!create) return null;
     const card = el('article', {class: 'card', 'data-kind': kind, 'data-name': name});
-    let before = null;
-    for (const c of cards.children) if (c.dataset.name > name) { before = c; break; }
-    cards.insertBefore(card, before);
+    const before = cards.find((c) => c.dataset.name > name);
+    if (before) before.before(card);
+    else section(kind).querySelector('.cards').append(card);
+    lead(kind);
     return card;
   }
+  // The heading and the first card share one block (.lead), which the wide
+  // layout never splits across columns: a heading never ends a column alone,
+  // whether or not the browser honours break-after: avoid.
+  function lead(kind) {
+    const box = section(kind).querySelector('.lead'), cards = cardsOf(kind);
+    if (cards.length && cards[0].parentNode !== box) box.append(cards[0]);
+    const extra = [...box.querySelectorAll(':scope > article.card')].slice(1);
+    if (extra.length) box.after(...extra);
+  }
+  // The count and "No queues." only once the kind has been read; "Loading…" until then.
   function counted(kind) {
-    const s = section(kind), n = s.querySelector('.cards').children.length;
-    s.querySelector('.kind-count').textContent = String(n);
-    s.querySelector('.empty').hidden = n > 0;
+    lead(kind);
+    const s = section(kind), n = cardsOf(kind).length, ready = loaded.has(kind);
+    s.querySelector('.kind-count').textContent = ready ? String(n) : '';
+    s.querySelector('.loading').hidden = ready || n > 0;
+    s.querySelector('.empty').hidden = !ready || n > 0;
   }
 
   async function refreshNow(kind, name, pulse) {
@@ -441,9 +478,11 @@
       }
     }
     summaries[k.kind] = now;
-    for (const c of [...section(k.kind).querySelector('.cards').children]) if (!now.has(c.dataset.name)) c.remove();
+    for (const c of cardsOf(k.kind)) if (!now.has(c.dataset.name)) c.remove();
     counted(k.kind);
     await Promise.all(work);
+    loaded.add(k.kind);
+    counted(k.kind);
   }
   async function loadAll(full) {
     await Promise.all(KINDS.map((k) => loadKind(k, full)));
