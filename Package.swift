@@ -47,7 +47,13 @@ let package = Package(
         // The managers (actors) and their value-type engines. No HTTP, no C.
         .target(name: "UsherCore", dependencies: ["Locking"], exclude: ["Concurrency/README.md"]),
         // Routes, JSON shapes, the error table, configuration.
-        .target(name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking"]),
+        // The dashboard's page, script and style are compiled in (`PackageResources`): no files at run time.
+        .target(
+            name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking"],
+            resources: [
+                .embedInCode("Dashboard/dashboard.html"), .embedInCode("Dashboard/dashboard.js"),
+                .embedInCode("Dashboard/dashboard.css"),
+            ]),
         // Thin executable: read config, trap signals, serve; `usher health` uses the HTTP client.
         .executableTarget(
             name: "usher",

@@ -42,6 +42,20 @@ import Testing
         #expect(try s.call("GET", "/dashboard.mjs").status == 404)
     }
 
+    /// The three files are served byte for byte as they are in the source
+    /// tree: SwiftPM compiled them in, nothing is read at run time.
+    @Test func servedFilesAreTheSourceFiles() throws {
+        let s = try LiveServer()
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Sources/UsherAPI/Dashboard").standardized
+        for (path, file) in [
+            ("/", "dashboard.html"), ("/dashboard.js", "dashboard.js"), ("/dashboard.css", "dashboard.css"),
+        ] {
+            let source = try Data(contentsOf: folder.appendingPathComponent(file))
+            #expect(try s.call("GET", path).body == source, "\(path)")
+        }
+    }
+
     @Test func openWithATokenWhileV1NeedsIt() throws {
         let s = try LiveServer(#"{"auth_token": "secret", "queues": {"q": {}}}"#)
         for path in ["/", "/dashboard.js", "/dashboard.css"] {

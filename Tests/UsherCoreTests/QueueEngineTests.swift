@@ -312,6 +312,50 @@ import Testing
     }
 }
 
+/// The first page's `delayed`: the next to enter the line first, read from
+/// the deadline heap among hold expiries and stale entries.
+@Suite struct QueueDelayedListTests {
+    typealias F = QueueFixtures
+
+    @Test func delayedVisitorsAreListedInTheOrderTheirDelaysEnd() throws {
+        var e = F.engine(QueueConfig(capacity: 3, holdSeconds: 500))
+        var seed: UInt64 = 42
+        func next(_ n: Int) -> Int {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int(seed >> 33) % n
+        }
+        var expected: [(end: Double, arrival: Int, id: String)] = []
+        for i in 0..<300 {
+            if i % 7 == 0 {
+                try e.add("h\(i)", hold: Double(1 + next(400)))  // holders and waiting visitors
+                continue
+            }
+            let delay = Double(1 + next(60))  // many equal ends: arrival order breaks the tie
+            try e.add("d\(i)", delay: delay)
+            expected.append((delay, i, "d\(i)"))
+        }
+        // Stale entries: cancelled delays and finished holds stay in the heap.
+        for i in stride(from: 1, to: 300, by: 11) where i % 7 != 0 {
+            _ = try e.remove(id: "d\(i)", now: F.at(0))
+            expected.removeAll { $0.id == "d\(i)" }
+        }
+        _ = try e.complete(id: "h0", now: F.at(0))
+        let order = expected.sorted { ($0.end, $0.arrival) < ($1.end, $1.arrival) }.map(\.id)
+        for limit in [0, 1, 10, 1000] {
+            #expect(e.state(limit: limit, now: F.at(0)).delayed.map(\.id) == Array(order.prefix(limit)))
+        }
+        #expect(e.state(limit: 5, now: F.at(0)).delayed.allSatisfy { $0.status == .delayed && $0.position == nil })
+        // Later pages leave them out; so do windows' pages, which always have a cursor.
+        #expect(e.state(limit: 5, after: .holding(fence: 0), now: F.at(0)).delayed.isEmpty)
+        // Once some delays end, the rest follow in the same order.
+        #expect(
+            e.state(limit: 1000, now: F.at(30)).delayed.map(\.id)
+                == order.filter { id in
+                    expected.first { $0.id == id }!.end > 30
+                })
+    }
+}
+
 /// Shared helpers for the queue tests: explicit timestamps, short request builders.
 enum QueueFixtures {
     /// 2026-01-01T00:00:00Z, the ManualClock's default start.

@@ -4,8 +4,9 @@ import HTTPServer
 /// style sheet as separate same-origin files so the Content-Security-Policy
 /// can forbid inline script and style.
 ///
-/// The three files are Swift string literals compiled into the binary
-/// (`DashboardPage`, `DashboardScript`, `DashboardStyle`): no build step, no
+/// The three files (`dashboard.html`, `.js`, `.css` beside this one) are
+/// compiled into the binary by SwiftPM (`.embedInCode` in Package.swift, read
+/// through `PackageResources`): nothing is read from disk at run time, no
 /// CDN, no outside fonts. The responses are built once. They are open, like
 /// /healthz: the page must load to ask for a token; the data it shows comes
 /// from `/v1`, which the token guards.
@@ -25,14 +26,16 @@ enum DashboardRoutes {
     ]
 
     /// `GET /`.
-    static let page = HTTPResponse(
-        status: 200, contentType: "text/html; charset=utf-8", text: DashboardPage.html, headers: headers)
+    static let page = file("text/html; charset=utf-8", PackageResources.dashboard_html)
     /// `GET /dashboard.js`.
-    static let script = HTTPResponse(
-        status: 200, contentType: "text/javascript; charset=utf-8", text: DashboardScript.js, headers: headers)
+    static let script = file("text/javascript; charset=utf-8", PackageResources.dashboard_js)
     /// `GET /dashboard.css`.
-    static let style = HTTPResponse(
-        status: 200, contentType: "text/css; charset=utf-8", text: DashboardStyle.css, headers: headers)
+    static let style = file("text/css; charset=utf-8", PackageResources.dashboard_css)
+
+    /// One embedded file as an answer, with the shared headers.
+    private static func file(_ contentType: String, _ bytes: [UInt8]) -> HTTPResponse {
+        HTTPResponse(status: 200, headers: [("Content-Type", contentType)] + headers, body: bytes)
+    }
 
     static func add(to router: inout Router<Route>) {
         router.add("GET", "/") { _ throws(APIError) in .respond(page) }

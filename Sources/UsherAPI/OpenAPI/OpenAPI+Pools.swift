@@ -128,6 +128,12 @@ extension OpenAPIDocument {
                     ("waiting", Schema.count),
                     ("next_expiry_at", Schema.nullable(Schema.timestamp)),
                     ("elements", Schema.array(Schema.ref("PoolElement"), "the first `limit` elements in stable order")),
+                    (
+                        "waiting_leases",
+                        Schema.array(
+                            Schema.ref("Lease"),
+                            "first page only: the first `limit` waiting fetches, first in line first (status waiting)")
+                    ),
                     ("counts", Schema.ref("PoolCounts")),
                     ("next_cursor", Schema.nextCursor),
                 ])

@@ -120,6 +120,12 @@ extension OpenAPIDocument {
                         "waiting",
                         Schema.array(Schema.ref("Visitor"), "the first `limit` waiting visitors in grant order")
                     ),
+                    (
+                        "delayed",
+                        Schema.array(
+                            Schema.ref("Visitor"),
+                            "first page only: the first `limit` delayed visitors, the next to enter the line first")
+                    ),
                     ("counts", Schema.ref("QueueCounts")),
                     ("next_cursor", Schema.nextCursor),
                 ])

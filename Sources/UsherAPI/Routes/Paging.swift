@@ -81,14 +81,41 @@ enum Paging {
         return Reply.encoded(body(page), status: status)
     }
 
-    /// Cuts a queue's page at `maxBytes` and sets its `next_cursor`. A page
-    /// whose upper bound fits (the usual case) is not measured.
+    /// The leading `items` that fit in `room` bytes, each costing its `size`
+    /// and a comma: for a list shown beside the paged one (the first delayed
+    /// visitors, the first waiting fetches), which gets the room that list leaves.
+    static func preview<T>(_ items: [T], room: Int, size: (T) -> Int) -> [T] {
+        var used = 0
+        var n = 0
+        for item in items {
+            used += size(item) + 1
+            if used > room { break }
+            n += 1
+        }
+        return Array(items.prefix(n))
+    }
+
+    /// Cuts a queue's page at `maxBytes` and sets its `next_cursor`; the
+    /// delayed visitors get the room the page leaves. A page whose upper
+    /// bound fits (the usual case) is not measured.
     static func cut(_ state: inout QueueState, maxBytes: Int) {
         let holdersBound = state.holding.reduce(envelopeBound(state)) { $0 + Self.bound($1) + 1 }
-        if state.waiting.reduce(holdersBound, { $0 + Self.bound($1) + 1 }) + cursorRoom <= maxBytes {
+        let listedBound = state.waiting.reduce(holdersBound) { $0 + Self.bound($1) + 1 }
+        if state.delayed.reduce(listedBound, { $0 + Self.bound($1) + 1 }) + cursorRoom <= maxBytes {
             if state.more { state.nextCursor = state.cursors.last?.text }
             return
         }
+        let delayed = state.delayed
+        state.delayed = []
+        cutListed(&state, maxBytes: maxBytes)
+        if !delayed.isEmpty {
+            let room = maxBytes - cursorRoom - Wire.bytes(QueueStateBody(state)).count
+            state.delayed = preview(delayed, room: room) { Wire.bytes(VisitorBody($0)).count }
+        }
+    }
+
+    /// Cuts a queue's holders and waiting visitors at `maxBytes`, measured.
+    private static func cutListed(_ state: inout QueueState, maxBytes: Int) {
         var envelope = state
         envelope.holding = []
         envelope.waiting = []

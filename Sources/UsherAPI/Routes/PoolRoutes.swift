@@ -101,11 +101,20 @@ enum PoolRoutes: ResourceAPI {
     }
 
     /// The state as an answer, its elements cut at `max_response_bytes`:
-    /// encoded whole first, measured element by element only when that does not fit.
+    /// encoded whole first, measured element by element only when that does
+    /// not fit. The waiting fetches get the room the elements leave.
     private static func reply(_ state: PoolState, _ call: Call, status: Int = 200) -> HTTPResponse {
-        Paging.reply(
+        var state = state
+        let maxBytes = call.app.config.maxResponseBytes
+        if !state.waitingLeases.isEmpty {
+            let leases = state.waitingLeases
+            state.waitingLeases = []
+            let room = maxBytes - Paging.cursorRoom - Wire.bytes(PoolStateBody(state)).count
+            state.waitingLeases = Paging.preview(leases, room: room) { Wire.bytes(LeaseReplyBody(lease: $0)).count }
+        }
+        return Paging.reply(
             state, list: \.elements, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
-            maxBytes: call.app.config.maxResponseBytes, status: status, body: PoolStateBody.init
+            maxBytes: maxBytes, status: status, body: PoolStateBody.init
         ) { Wire.bytes(PoolElementBody(element: $0)).count }
     }
 

@@ -111,7 +111,8 @@ struct ElementRemovalBody: Encodable {
 }
 
 /// `GET /v1/pools/{p}`: name, config, size, available, leased, waiting,
-/// `next_expiry_at`, elements, counts, `next_cursor` (`null` when absent).
+/// `next_expiry_at`, elements, `waiting_leases` (the first waiting fetches,
+/// `[]` after the first page), counts, `next_cursor` (`null` when absent).
 struct PoolStateBody: Encodable {
     let state: PoolState
     init(_ state: PoolState) { self.state = state }
@@ -119,6 +120,7 @@ struct PoolStateBody: Encodable {
     enum CodingKeys: String, CodingKey {
         case name, config, size, available, leased, waiting, elements, counts
         case nextExpiryAt = "next_expiry_at"
+        case waitingLeases = "waiting_leases"
         case nextCursor = "next_cursor"
     }
 
@@ -146,6 +148,11 @@ struct PoolStateBody: Encodable {
         for element in state.elements {
             var nested = elements.nestedContainer(keyedBy: ElementKeys.self)
             try PoolElementBody.write(element, to: &nested)
+        }
+        var waitingLeases = container.nestedUnkeyedContainer(forKey: .waitingLeases)
+        for lease in state.waitingLeases {
+            var nested = waitingLeases.nestedContainer(keyedBy: LeaseBody.CodingKeys.self)
+            try LeaseBody.write(lease, withElement: true, to: &nested)
         }
         try container.encode(CountsBody.pool(state.counts), forKey: .counts)
         try container.encodeAlways(state.nextCursor, forKey: .nextCursor)

@@ -85,7 +85,7 @@ struct QueueStateBody: Encodable {
     init(_ state: QueueState) { self.state = state }
 
     enum CodingKeys: String, CodingKey {
-        case name, config, holding, waiting, counts
+        case name, config, holding, waiting, delayed, counts
         case nextCursor = "next_cursor"
     }
 
@@ -102,6 +102,11 @@ struct QueueStateBody: Encodable {
         var waiting = container.nestedUnkeyedContainer(forKey: .waiting)
         for view in state.waiting {
             var visitor = waiting.nestedContainer(keyedBy: VisitorBody.CodingKeys.self)
+            try VisitorBody.write(view, to: &visitor)
+        }
+        var delayed = container.nestedUnkeyedContainer(forKey: .delayed)
+        for view in state.delayed {
+            var visitor = delayed.nestedContainer(keyedBy: VisitorBody.CodingKeys.self)
             try VisitorBody.write(view, to: &visitor)
         }
         try container.encode(CountsBody.queue(state.counts), forKey: .counts)

@@ -35,6 +35,25 @@ struct DeadlineHeap: Sendable {
         return top
     }
 
+    /// The first `limit` entries `wanted` accepts, earliest first, without
+    /// disturbing the heap: a best-first walk from the root that opens only
+    /// the children of entries it has taken or passed over, so it costs
+    /// O((limit + entries passed over) · log) and not a sort of the whole heap.
+    func earliest(_ limit: Int, where wanted: (Entry) -> Bool) -> [Entry] {
+        var found: [Entry] = []
+        var frontier = DeadlineHeap()  // entries as (deadline, order, index into `entries`)
+        if !entries.isEmpty { frontier.push(.init(deadline: entries[0].deadline, order: entries[0].order, handle: 0)) }
+        while found.count < limit, let next = frontier.popMin() {
+            let i = Int(next.handle)
+            if wanted(entries[i]) { found.append(entries[i]) }
+            for child in [2 * i + 1, 2 * i + 2] where child < entries.count {
+                let e = entries[child]
+                frontier.push(.init(deadline: e.deadline, order: e.order, handle: Int32(child)))
+            }
+        }
+        return found
+    }
+
     /// Drops every entry `isStale` says no longer applies and rebuilds the heap: O(n).
     mutating func compact(removingWhere isStale: (Entry) -> Bool) {
         entries.removeAll(where: isStale)

@@ -28,6 +28,22 @@ extension QueueEngine {
         return v
     }
 
+    /// The first `limit` delayed visitors in the order their delays end
+    /// (arrival order among equal ends): the timeline's earliest current delay
+    /// entries, found without walking the rest of it.
+    func firstDelayed(_ limit: Int) -> [VisitorView] {
+        guard counts.delayed > 0, limit > 0 else { return [] }
+        let records = self.records
+        return timeline.earliest(min(limit, counts.delayed)) { e in
+            records[Int(e.handle)].status == .delayed && Self.isCurrent(e, in: records)
+        }.map { view($0.handle, position: nil) }
+    }
+
+    /// The first `limit` waiting visitors in grant order, with their positions.
+    func firstWaiting(_ limit: Int) -> [VisitorView] {
+        line.prefix(max(0, limit)).enumerated().map { view($1, position: $0 + 1) }
+    }
+
     /// Seconds until a visitor at `position` is likely granted: slots free up
     /// at about `capacity` per mean hold, the mean taken over this queue's last
     /// 100 finished holds, or `hold_seconds` before any has finished. Nil when

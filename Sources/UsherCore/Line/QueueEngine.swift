@@ -184,7 +184,9 @@ package struct QueueEngine: Sendable {
     /// visitors, resuming after `cursor`: O(limit + log n) (a holder cursor
     /// also walks the holders before it). The page lists holders, then the
     /// waiting line; when holders alone fill it, waiting visitors come on the
-    /// next page. `cursors` gives each listed visitor's resume point.
+    /// next page. `cursors` gives each listed visitor's resume point. The
+    /// first page (no `cursor`) also lists the first `limit` delayed
+    /// visitors, the next to enter the line first.
     package mutating func state(limit: Int, after cursor: QueueCursor? = nil, now: Timestamp) -> QueueState {
         begin(now)
         defer { end() }
@@ -224,6 +226,7 @@ package struct QueueEngine: Sendable {
             }
         }
         var state = QueueState(name: name, config: config, holding: holding, waiting: waiting, counts: counts)
+        if cursor == nil { state.delayed = firstDelayed(limit) }
         state.cursors = cursors
         state.more = more
         return state

@@ -114,6 +114,9 @@ package struct QueueState: Sendable, Equatable {
     package var holding: [VisitorView]
     /// The first `limit` waiting visitors in grant order.
     package var waiting: [VisitorView]
+    /// On the first page: the first `limit` delayed visitors, the next to
+    /// enter the line first.
+    package var delayed: [VisitorView] = []
     /// Counts and totals.
     package var counts: QueueCounts
     /// Where the page resumes after each listed visitor (holding, then

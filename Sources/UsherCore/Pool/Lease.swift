@@ -113,6 +113,9 @@ package struct PoolState: Sendable, Equatable {
     package var nextExpiryAt: Timestamp?
     /// The first `limit` elements in stable order.
     package var elements: [PoolElement]
+    /// On the first page: the first `limit` waiting fetches, first in line
+    /// first, as leases with status `waiting`.
+    package var waitingLeases: [Lease] = []
     package var counts: PoolCounts
     /// Where the page resumes after each listed element; not part of the JSON.
     package var cursors: [String] = []

@@ -192,7 +192,8 @@ package actor LeasePool: EngineHost {
 
     // MARK: - State and config
 
-    /// `GET /v1/pools/{p}`: sizes, the first `limit` elements in stable order, totals.
+    /// `GET /v1/pools/{p}`: sizes, the first `limit` elements in stable order,
+    /// totals; on the first page also the first `limit` waiting fetches.
     package func state(limit: Int, after cursor: Int64? = nil) throws(PoolError) -> PoolState {
         try run(nil) { (e, now) in e.advance(to: now) }
         let page = table.page(after: cursor, limit: limit)
@@ -200,6 +201,7 @@ package actor LeasePool: EngineHost {
             name: name, config: config, size: table.count, available: table.available, leased: table.leased,
             waiting: engine.counts.waiting, nextExpiryAt: engine.nextDeadline,
             elements: page.elements.map(element), counts: PoolCounts(engine.counts, grown: grownTotal))
+        if cursor == nil { state.waitingLeases = engine.firstWaiting(limit).map(lease) }
         state.cursors = page.elements.map { "e\($0.order)" }
         state.more = page.more
         return state
