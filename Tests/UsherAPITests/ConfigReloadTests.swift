@@ -106,6 +106,20 @@ import Testing
         #expect(try app.registry.lookup(.pipelines, "p", as: Pipeline.self).withIsolation { $0.config.history } == 10)
     }
 
+    @Test func aPipelinesDedupSecondsChangesInPlaceAndAPauseStays() throws {
+        let file = try ConfigFile()
+        try file.write(#"{"pipelines": {"p": {}}}"#)
+        let app = try UsherApp(config: try file.load(), logger: Logger(level: .error))
+        let pipeline = try app.registry.lookup(.pipelines, "p", as: Pipeline.self)
+        _ = try pipeline.withIsolation { p throws(PipelineError) in try p.apply(PipelinePatch(paused: true)) }
+        try file.write(#"{"pipelines": {"p": {"dedup_seconds": 60}}}"#)
+        let report = ConfigReloader(app: app).reload(file.load)
+        #expect(report.changed == ["pipelines/p"] && report.failed == [])
+        #expect(pipeline.withIsolation { $0.config.dedupSeconds } == 60)
+        // `paused` is state, not config: a reload leaves it.
+        #expect(pipeline.withIsolation { $0.state(limit: 0).paused })
+    }
+
     @Test func aFileThatDoesNotValidateChangesNothing() throws {
         let file = try ConfigFile()
         try file.write(#"{"queues": {"q": {"capacity": 1}}}"#)

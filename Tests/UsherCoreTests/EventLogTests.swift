@@ -79,7 +79,7 @@ import Testing
         #expect(event.kind == "queue")
         #expect(event.name == "q")
         #expect(event.type == "granted")
-        #expect(event.subject == .summary(.object([("n", .int(7))])))
+        #expect(event.subject.payload == .object([("n", .int(7))]))
         #expect(event.at == clock.now())
     }
 

@@ -89,7 +89,7 @@ extension Pipeline: MetricsSampled {
                 ("capacity", state.capacity), ("ready", state.ready), ("in_flight", state.inFlight),
                 ("delayed", state.delayed),
                 ("dead", state.dead), ("waiting_consumers", state.waitingConsumers),
-                ("waiting_producers", state.waitingProducers),
+                ("waiting_producers", state.waitingProducers), ("paused", state.paused ? 1 : 0),
             ]
             s.add(.pipeline(state.counts))
             if let source = state.source {
@@ -136,6 +136,7 @@ enum ResourceMetrics {
         "usher_pipeline_dead": "Items on the dead list.",
         "usher_pipeline_waiting_consumers": "Parked take long-polls (consumers waiting for an item).",
         "usher_pipeline_waiting_producers": "Parked push long-polls (producers waiting for room).",
+        "usher_pipeline_paused": "1 while hand-outs are paused (PATCH paused), else 0.",
     ]
 
     static func write(

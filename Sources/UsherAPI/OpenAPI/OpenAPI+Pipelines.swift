@@ -127,7 +127,16 @@ extension OpenAPIDocument {
             (
                 "history",
                 Schema.integer(
-                    L.history, "finished (consumed or cancelled) items remembered without payload; default 1000")
+                    L.history,
+                    "finished (consumed or cancelled) items remembered without payload, and the most pushed ids "
+                        + "remembered for dedup_seconds; default 1000")
+            ),
+            (
+                "dedup_seconds",
+                Schema.seconds(
+                    L.seconds,
+                    "a push with the id of a finished item pushed less than this long ago answers that item; "
+                        + "0 = ids are free once finished; default 300")
             ),
         ]
         let nullableTime = Schema.nullable(Schema.timestamp)
@@ -151,13 +160,29 @@ extension OpenAPIDocument {
                         ("source", sourceRequest),
                     ], "a pipeline's config; every field optional")
             ),
-            ("PipelinePatchRequest", Schema.request(mutable, "mutable fields; filters and source change elsewhere")),
+            (
+                "PipelinePatchRequest",
+                Schema.request(
+                    mutable + [
+                        (
+                            "paused",
+                            .object([
+                                ("type", .string("boolean")),
+                                (
+                                    "description",
+                                    .string("true: takes hand out nothing (they wait, or 204); false: resume")
+                                ),
+                            ])
+                        )
+                    ], "mutable fields and paused; filters and source change elsewhere")
+            ),
             (
                 "PipelineConfig",
                 Schema.object(
                     [
                         ("capacity", Schema.count), ("max_in_flight", Schema.count), ("ack_seconds", Schema.secondsOut),
                         ("max_deliveries", Schema.count), ("history", Schema.count),
+                        ("dedup_seconds", Schema.secondsOut),
                         ("filters", Schema.map(Schema.ref("Filter"))),
                         ("source", Schema.object(sourceFields, optional: ["path", "url"])),
                     ], optional: ["source"], "the config, every default filled in (filters as created)")
@@ -181,7 +206,8 @@ extension OpenAPIDocument {
                                 (
                                     "description",
                                     .string(
-                                        "client-supplied id (not \"batch\"): a push with an id the pipeline holds answers that item with 200"
+                                        "client-supplied id (not \"batch\"): a push with an id the pipeline holds, "
+                                            + "or finished within dedup_seconds of its push, answers that item with 200"
                                     )
                                 ),
                             ])
@@ -190,17 +216,6 @@ extension OpenAPIDocument {
                         ("priority", Schema.integer(L.priority, "higher first; default 0")),
                         ("delay_seconds", Schema.seconds(L.seconds, "ready only after this many seconds")),
                     ], required: ["payload"])
-            ),
-            (
-                "PushResult",
-                Schema.object([
-                    ("id", Schema.name()),
-                    ("status", Schema.enumeration(["ready", "delayed", "in_flight", "dead", "consumed", "cancelled"])),
-                    (
-                        "position",
-                        Schema.nullable(Schema.integer(1...Int.max, "1-based place in hand-out order while ready"))
-                    ),
-                ])
             ),
             (
                 "PipelineItem",
@@ -234,8 +249,7 @@ extension OpenAPIDocument {
                 Schema.object(
                     [
                         "pushed_total", "delivered_total", "consumed_total", "filtered_total", "redelivered_total",
-                        "dead_total",
-                        "dead_dropped_total", "cancelled_total",
+                        "dead_total", "dead_dropped_total", "cancelled_total", "extended_total", "deduplicated_total",
                     ].map { ($0, Schema.count) })
             ),
             (
@@ -258,6 +272,7 @@ extension OpenAPIDocument {
                     ("in_flight", Schema.count),
                     ("delayed", Schema.count),
                     ("dead", Schema.count),
+                    ("paused", Schema.bool),
                     ("fence", Schema.fence),
                     ("waiting_consumers", Schema.count),
                     ("waiting_producers", Schema.count),
@@ -315,7 +330,8 @@ extension OpenAPIDocument {
                         query: [limit, Parameter.cursor], responses: [Response.json(200, "the state", state)]),
                     Operation(
                         "PATCH", "patchPipeline",
-                        "Change capacity, max_in_flight, ack_seconds, max_deliveries or history; effective at once",
+                        "Change capacity, max_in_flight, ack_seconds, max_deliveries, history or dedup_seconds, "
+                            + "or pause and resume hand-outs; effective at once",
                         body: RequestBody(
                             schema: Schema.ref("PipelinePatchRequest"), required: false,
                             example: .object([("capacity", .int(200))])),
@@ -336,10 +352,12 @@ extension OpenAPIDocument {
                                 ("id", .string("toy-1")), ("payload", .object([("gift", .string("kite"))])),
                             ])),
                         responses: [
-                            Response.json(201, "pushed", Schema.ref("PushResult")),
+                            Response.json(201, "pushed: the item", itemJSON),
                             Response.json(
-                                200, "an item with this id is in the pipeline already, or finished and remembered",
-                                Schema.ref("PushResult")),
+                                200,
+                                "an item with this id is in the pipeline already, or finished within dedup_seconds: "
+                                    + "that item; nothing enqueued",
+                                itemJSON),
                             full,
                         ] + Response.waitEnds)
                 ]),
@@ -438,6 +456,26 @@ extension OpenAPIDocument {
                                 ("fence", fence),
                             ]), required: false, example: .object([("delay_seconds", .int(5))])),
                         responses: [Response.json(200, "the item: ready, delayed, or dead", itemJSON), notInFlight])
+                ]),
+            PathItem(
+                "/v1/pipelines/{name}/items/{id}/extend", [name, item],
+                [
+                    Operation(
+                        "POST", "extend",
+                        "Keep an item in flight longer: ack_deadline becomes the later of itself and now + ack_seconds",
+                        description:
+                            "An extend never shortens a delivery; ack_seconds defaults to, and is capped at, the "
+                            + "pipeline's ack_seconds.",
+                        body: RequestBody(
+                            schema: Schema.request([
+                                (
+                                    "ack_seconds",
+                                    Schema.seconds(
+                                        seconds, "from now; default and most: the pipeline's ack_seconds")
+                                ),
+                                ("fence", fence),
+                            ]), required: false, example: .object([("ack_seconds", .int(30))])),
+                        responses: [Response.json(200, "the item with its new ack_deadline", itemJSON), notInFlight])
                 ]),
             PathItem(
                 "/v1/pipelines/{name}/dead", [name],

@@ -47,7 +47,7 @@ enum PipelineRoutes: ResourceAPI {
             }
             let patch = PipelinePatch(
                 capacity: wanted.capacity, maxInFlight: wanted.maxInFlight, ackSeconds: wanted.ackSeconds,
-                maxDeliveries: wanted.maxDeliveries, history: wanted.history)
+                maxDeliveries: wanted.maxDeliveries, history: wanted.history, dedupSeconds: wanted.dedupSeconds)
             let fixed =
                 "filters and source cannot change in place: change filters through "
                 + "/v1/pipelines/\(name)/filters, or DELETE the pipeline and reload to re-create it"
@@ -73,6 +73,7 @@ enum PipelineRoutes: ResourceAPI {
         router.add("DELETE", "/v1/pipelines/{name}/items/{id}", cancel)
         router.add("POST", "/v1/pipelines/{name}/items/{id}/consume", consume)
         router.add("POST", "/v1/pipelines/{name}/items/{id}/release", release)
+        router.add("POST", "/v1/pipelines/{name}/items/{id}/extend", extend)
         router.add("GET", "/v1/pipelines/{name}/dead", dead)
         router.add("POST", "/v1/pipelines/{name}/dead/redrive", redrive)
         router.add("GET", "/v1/pipelines/{name}/filters/{filter}", getFilter)
@@ -179,7 +180,9 @@ enum PipelineRoutes: ResourceAPI {
             if r.has("source") {
                 throw FieldError(field: "source", message: "cannot change; delete and re-create the pipeline")
             }
-            return try PipelinePatch.parse(&r)
+            var patch = try PipelinePatch.parse(&r)
+            patch.paused = try r.bool("paused")
+            return patch
         }
         let state = try run(pipeline) { p throws(PipelineError) in
             try p.apply(patch)
@@ -197,7 +200,7 @@ enum PipelineRoutes: ResourceAPI {
         try checkNotReserved(request, field: "id")
         do throws(PipelineError) {
             let result = try pipeline.withIsolation { p throws(PipelineError) in try p.push(request) }
-            return .respond(Reply.encoded(PipelinePushBody(result: result), status: result.created ? 201 : 200))
+            return .respond(Reply.encoded(PipelineItemBody(result.item), status: result.created ? 201 : 200))
         } catch .full where wait != nil {
             // Full, and the producer will wait: hold it until there is room (back-pressure).
         } catch {
@@ -207,7 +210,7 @@ enum PipelineRoutes: ResourceAPI {
         return call.app.later { () async throws(APIError) -> HTTPResponse in
             do throws(PipelineError) {
                 let result = try await pipeline.pushWaiting(request, until: deadline)
-                return Reply.encoded(PipelinePushBody(result: result), status: result.created ? 201 : 200)
+                return Reply.encoded(PipelineItemBody(result.item), status: result.created ? 201 : 200)
             } catch { throw APIError(error) }
         }
     }
@@ -275,6 +278,19 @@ enum PipelineRoutes: ResourceAPI {
         }
         let item = try run(pipeline) { p throws(PipelineError) in
             try p.release(id, delaySeconds: delay, fence: fence.map(Int64.init))
+        }
+        return .respond(Reply.encoded(PipelineItemBody(item)))
+    }
+
+    private static func extend(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let pipeline = try pipeline(call)
+        let id = try call.name("id")
+        let (ack, fence) = try call.readBody { r throws(FieldError) in
+            (try r.duration("ack_seconds"), try r.int("fence", in: 0...Int.max))
+        }
+        let item = try run(pipeline) { p throws(PipelineError) in
+            try p.extend(id, ackSeconds: ack, fence: fence.map(Int64.init))
         }
         return .respond(Reply.encoded(PipelineItemBody(item)))
     }

@@ -43,6 +43,7 @@ struct CountsBody: Encodable {
             ("consumed_total", c.consumedTotal), ("filtered_total", c.filteredTotal),
             ("redelivered_total", c.redeliveredTotal), ("dead_total", c.deadTotal),
             ("dead_dropped_total", c.deadDroppedTotal), ("cancelled_total", c.cancelledTotal),
+            ("extended_total", c.extendedTotal), ("deduplicated_total", c.deduplicatedTotal),
         ])
     }
 }

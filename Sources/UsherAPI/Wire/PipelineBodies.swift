@@ -72,20 +72,6 @@ struct PipelineDeliveriesBody: Encodable {
     }
 }
 
-/// `{id, status, position}`: the answer to a push (`position` `null` unless ready).
-struct PipelinePushBody: Encodable {
-    let result: PipelinePushResult
-
-    enum CodingKeys: String, CodingKey { case id, status, position }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(result.item.id, forKey: .id)
-        try container.encode(result.item.status.rawValue, forKey: .status)
-        try container.encodeAlways(result.position, forKey: .position)
-    }
-}
-
 /// `{"ids": [...]}`: the answer to a batch push, in request order.
 struct PipelineBatchBody: Encodable {
     let ids: [String]
@@ -160,14 +146,14 @@ struct PipelineFilterBody: Encodable {
 }
 
 /// `GET /v1/pipelines/{p}`: name, capacity, ready, in_flight, delayed, dead,
-/// fence, waiting_consumers, waiting_producers, filters (in running order),
+/// paused, fence, waiting_consumers, waiting_producers, filters (in running order),
 /// items, next_cursor, counts, source (`null` when none), config.
 struct PipelineStateBody: Encodable {
     let state: PipelineSnapshot
     init(_ state: PipelineSnapshot) { self.state = state }
 
     enum CodingKeys: String, CodingKey {
-        case name, capacity, ready, delayed, dead, fence, filters, items, counts, source, config
+        case name, capacity, ready, delayed, dead, paused, fence, filters, items, counts, source, config
         case inFlight = "in_flight"
         case waitingConsumers = "waiting_consumers"
         case waitingProducers = "waiting_producers"
@@ -179,6 +165,7 @@ struct PipelineStateBody: Encodable {
         case maxInFlight = "max_in_flight"
         case ackSeconds = "ack_seconds"
         case maxDeliveries = "max_deliveries"
+        case dedupSeconds = "dedup_seconds"
     }
 
     enum SourceKeys: String, CodingKey {
@@ -198,6 +185,7 @@ struct PipelineStateBody: Encodable {
         try container.encode(state.inFlight, forKey: .inFlight)
         try container.encode(state.delayed, forKey: .delayed)
         try container.encode(state.dead, forKey: .dead)
+        try container.encode(state.paused, forKey: .paused)
         try container.encode(state.fence, forKey: .fence)
         try container.encode(state.waitingConsumers, forKey: .waitingConsumers)
         try container.encode(state.waitingProducers, forKey: .waitingProducers)
@@ -229,6 +217,7 @@ struct PipelineStateBody: Encodable {
         try nested.encodeSeconds(config.ackSeconds, forKey: .ackSeconds)
         try nested.encode(config.maxDeliveries, forKey: .maxDeliveries)
         try nested.encode(config.history, forKey: .history)
+        try nested.encodeSeconds(config.dedupSeconds, forKey: .dedupSeconds)
         var filters = nested.nestedContainer(keyedBy: WireKey.self, forKey: .filters)
         for (name, filter) in config.filters {
             try filters.encode(PipelineFilterBody(name: nil, filter: filter), forKey: WireKey(name))

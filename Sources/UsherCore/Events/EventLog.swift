@@ -2,7 +2,7 @@ import Locking
 import Synchronization
 
 /// What an event carries: the changed thing, in its own kind's terms.
-package enum EventSubject: Sendable, Equatable {
+package enum EventSubject: Sendable {
     /// A queue's visitor.
     case visitor(VisitorView)
     /// A window's item.
@@ -17,6 +17,8 @@ package enum EventSubject: Sendable, Equatable {
     case count(Int)
     /// A machine's transition.
     case transition(MachineTransition)
+    /// A `PATCH` that changed something: each changed field with its new value.
+    case changes([(field: String, value: JSONValue)])
     /// A created resource: its list summary.
     case summary(JSONValue)
     /// A deleted resource: its name.
@@ -31,13 +33,14 @@ package enum EventSubject: Sendable, Equatable {
         case .pipelineItem(let item, _): item.payload
         case .delivery(let delivery): delivery.payload
         case .summary(let summary): summary
+        case .changes(let changes): .object(changes.map { ($0.field, $0.value) })
         case .count, .transition, .deleted: nil
         }
     }
 }
 
 /// One state change of one resource, as `GET /v1/events` streams it.
-package struct ResourceEvent: Sendable, Equatable {
+package struct ResourceEvent: Sendable {
     /// Increasing from 1 within one `EventLog` (the SSE `id:`).
     package var id: UInt64
     /// When it was recorded.

@@ -142,6 +142,19 @@ package actor Pipeline: LockIsolatedActor {
         return emit(item.status == .dead ? "dead-lettered" : "released", item)
     }
 
+    /// Moves an in-flight item's ack deadline later (never earlier; see
+    /// `PipelineEngine.extend`) and emits `extended`.
+    ///
+    /// - Throws: `.notFound`; `.notInFlight(current:)`; `.invalid`.
+    @discardableResult
+    package func extend(_ id: String, ackSeconds: Double? = nil, fence: Int64? = nil) throws(PipelineError)
+        -> PipelineItem
+    {
+        try checkOpen()
+        defer { settle() }
+        return emit("extended", try engine.extend(id, ackSeconds: ackSeconds, fence: fence, now: clock.now()))
+    }
+
     /// The answer that handed out `deliveries` never reached its consumer:
     /// each item still in flight under its fence goes back to the front
     /// without counting the hand-out (`released` events, reason
@@ -198,6 +211,7 @@ package actor Pipeline: LockIsolatedActor {
             inFlight: engine.inFlightCount, delayed: engine.delayedCount, dead: engine.deadCount, fence: engine.fence,
             waitingConsumers: consumers.count, waitingProducers: producers.count, filters: engine.filters,
             items: page.items, counts: engine.counts, source: source?.status)
+        snapshot.paused = engine.paused
         snapshot.cursors = page.cursors
         snapshot.more = page.more
         return snapshot
@@ -214,13 +228,16 @@ package actor Pipeline: LockIsolatedActor {
     /// The config: creation filters, patches applied. `PUT` compares against it.
     package var config: PipelineConfig { engine.config }
 
-    /// Changes the mutable config; takes effect at once (a larger capacity
-    /// lets parked producers in). Returns the new config.
+    /// Changes the mutable config and `paused`; takes effect at once (a
+    /// larger capacity lets parked producers in, resuming wakes parked
+    /// consumers) and emits `updated` with what changed. Returns the new config.
     @discardableResult
     package func apply(_ patch: PipelinePatch) throws(PipelineError) -> PipelineConfig {
         try checkOpen()
         defer { settle() }
+        let (before, wasPaused) = (engine.config, engine.paused)
         engine.apply(patch, now: clock.now())
+        emitUpdated(from: before, paused: wasPaused)
         return engine.config
     }
 
@@ -339,6 +356,32 @@ extension Pipeline {
                     kind: Self.eventKind, name: name, type: type, subject: .pipelineItem(item, reason: reason)))
         }
         return item
+    }
+
+    /// `updated` with the new value of each config field and of `paused`
+    /// that differs from before a `PATCH`; nothing when none does.
+    func emitUpdated(from before: PipelineConfig, paused wasPaused: Bool) {
+        guard let events, events.isRecording else { return }
+        let after = engine.config
+        var changed: [(String, JSONValue)] = []
+        if after.capacity != before.capacity { changed.append(("capacity", .int(after.capacity))) }
+        if after.maxInFlight != before.maxInFlight { changed.append(("max_in_flight", .int(after.maxInFlight))) }
+        if after.ackSeconds != before.ackSeconds { changed.append(("ack_seconds", Self.seconds(after.ackSeconds))) }
+        if after.maxDeliveries != before.maxDeliveries {
+            changed.append(("max_deliveries", .int(after.maxDeliveries)))
+        }
+        if after.history != before.history { changed.append(("history", .int(after.history))) }
+        if after.dedupSeconds != before.dedupSeconds {
+            changed.append(("dedup_seconds", Self.seconds(after.dedupSeconds)))
+        }
+        if engine.paused != wasPaused { changed.append(("paused", .bool(engine.paused))) }
+        guard !changed.isEmpty else { return }
+        events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: "updated", subject: .changes(changed)))
+    }
+
+    /// Whole seconds as an integer, like the state's config shows them.
+    private static func seconds(_ s: Double) -> JSONValue {
+        s.rounded() == s && abs(s) < 9e15 ? .int(Int(s)) : .double(s)
     }
 
     /// `pushed` for a push that added an item (not one whose id was there).

@@ -19,11 +19,17 @@ package struct PipelineConfig: Sendable, Equatable {
     /// `history` (1000): finished (consumed or cancelled) items remembered,
     /// without their payloads, so a retried consume learns what happened.
     package var history: Int
+    /// `dedup_seconds` (300): a push whose `id` belongs to an item that
+    /// finished (and is still among the `history` remembered) less than this
+    /// long after that item's push answers the finished item and enqueues
+    /// nothing; 0 lets such an id be pushed again at once.
+    package var dedupSeconds: Double
 
     /// A config; every argument defaults to the documented default.
     package init(
         capacity: Int = 1000, maxInFlight: Int = 1, ackSeconds: Double = 30, maxDeliveries: Int = 5,
-        filters: [String: PipelineFilter] = [:], source: PipelineSourceConfig? = nil, history: Int = 1000
+        filters: [String: PipelineFilter] = [:], source: PipelineSourceConfig? = nil, history: Int = 1000,
+        dedupSeconds: Double = 300
     ) {
         self.capacity = capacity
         self.maxInFlight = maxInFlight
@@ -32,6 +38,7 @@ package struct PipelineConfig: Sendable, Equatable {
         self.filters = filters
         self.source = source
         self.history = history
+        self.dedupSeconds = dedupSeconds
     }
 
     /// Allowed ranges, shared by the config, the patch and item requests.
@@ -85,7 +92,8 @@ package struct PipelineConfig: Sendable, Equatable {
 }
 
 /// A change to a pipeline's mutable config (`PATCH`): `capacity`,
-/// `max_in_flight`, `ack_seconds`, `max_deliveries`, `history`, each optional. Filters
+/// `max_in_flight`, `ack_seconds`, `max_deliveries`, `history`, `dedup_seconds`,
+/// each optional, and `paused` (state, not config). Filters
 /// change through their own routes; the source cannot change.
 package struct PipelinePatch: Sendable, Equatable {
     /// New `capacity`.
@@ -98,20 +106,28 @@ package struct PipelinePatch: Sendable, Equatable {
     package var maxDeliveries: Int?
     /// New `history`: a smaller one forgets the oldest finished items at once.
     package var history: Int?
+    /// New `dedup_seconds` (later pushes only).
+    package var dedupSeconds: Double?
+    /// Pause (true) or resume (false) hand-outs. Read by the `PATCH` route
+    /// only: it is state, not config, so `PUT` and the config file never set it.
+    package var paused: Bool?
 
     /// A patch changing the fields given.
     package init(
         capacity: Int? = nil, maxInFlight: Int? = nil, ackSeconds: Double? = nil, maxDeliveries: Int? = nil,
-        history: Int? = nil
+        history: Int? = nil, dedupSeconds: Double? = nil, paused: Bool? = nil
     ) {
         self.capacity = capacity
         self.maxInFlight = maxInFlight
         self.ackSeconds = ackSeconds
         self.maxDeliveries = maxDeliveries
         self.history = history
+        self.dedupSeconds = dedupSeconds
+        self.paused = paused
     }
 
-    /// Reads the five mutable keys, none required. The caller calls `reader.finish()`.
+    /// Reads the six mutable config keys, none required (not `paused`). The
+    /// caller calls `reader.finish()`.
     package static func parse(_ reader: inout FieldReader) throws(FieldError) -> PipelinePatch {
         var p = PipelinePatch()
         p.capacity = try reader.int("capacity", in: PipelineConfig.Limits.capacity)
@@ -119,6 +135,7 @@ package struct PipelinePatch: Sendable, Equatable {
         p.ackSeconds = try reader.duration("ack_seconds")
         p.maxDeliveries = try reader.int("max_deliveries", in: PipelineConfig.Limits.maxDeliveries)
         p.history = try reader.int("history", in: PipelineConfig.Limits.history)
+        p.dedupSeconds = try reader.duration("dedup_seconds")
         return p
     }
 
@@ -130,6 +147,7 @@ package struct PipelinePatch: Sendable, Equatable {
         if let ackSeconds { c.ackSeconds = ackSeconds }
         if let maxDeliveries { c.maxDeliveries = maxDeliveries }
         if let history { c.history = history }
+        if let dedupSeconds { c.dedupSeconds = dedupSeconds }
         return c
     }
 }

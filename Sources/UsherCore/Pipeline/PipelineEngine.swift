@@ -46,6 +46,8 @@ package struct PipelineEngine: Sendable {
     private(set) var delayedCount = 0
     /// Items handed out and not yet consumed or released.
     private(set) var inFlightCount = 0
+    /// While true nothing is handed out; pushes, deadlines and delays go on.
+    package private(set) var paused = false
 
     /// Ready, delayed and in-flight items, addressed by handle. Segmented and
     /// sharded like the queue engine's: growing never copies or rehashes the
@@ -103,7 +105,7 @@ package struct PipelineEngine: Sendable {
     /// Room for `n` more items now.
     func hasRoom(for n: Int = 1) -> Bool { count + n <= config.capacity }
     /// Whether `take` could hand something out now (before filters).
-    var canDeliver: Bool { !ready.isEmpty && inFlightCount < config.maxInFlight }
+    var canDeliver: Bool { !paused && !ready.isEmpty && inFlightCount < config.maxInFlight }
 
     /// Returns and clears what changed since the last call.
     mutating func takeChanges() -> PipelineChanges {
@@ -114,7 +116,8 @@ package struct PipelineEngine: Sendable {
     // MARK: - Push
 
     /// Adds an item, ready or (with a delay) delayed. An id the pipeline holds
-    /// (live or dead) returns that item with `created == false`, even when full.
+    /// (live or dead), or remembers as finished within `dedup_seconds` of its
+    /// push, returns that item with `created == false`, even when full.
     ///
     /// - Throws: `.full` when there is no room; `.invalid` for a bad id,
     ///   priority or delay.
@@ -123,7 +126,7 @@ package struct PipelineEngine: Sendable {
     {
         try Self.validate(request, field: "")
         expire(now: now)
-        if let id = request.id, let existing = existingResult(id) { return existing }
+        if let id = request.id, let existing = existingResult(id, now: now) { return existing }
         guard hasRoom() else { throw .full(retryAfterSeconds: 1) }
         let priced = Self.price(request)
         do throws(StorageFull) { try storage.reserve(priced) } catch { throw .storageFull(error) }
@@ -135,8 +138,8 @@ package struct PipelineEngine: Sendable {
     /// - Throws: `.invalid` when the batch holds more items than `capacity`
     ///   (it could never fit) or an entry is invalid; `.full` when there is
     ///   no room for all the new ones now. Entries whose id the pipeline
-    ///   already holds (or that repeat an id earlier in the batch) need no room
-    ///   and answer with the existing item.
+    ///   already holds or remembers within `dedup_seconds` (or that repeat an
+    ///   id earlier in the batch) need no room and answer with the existing item.
     package mutating func pushBatch(_ requests: [PipelinePushRequest], now: Timestamp) throws(PipelineError)
         -> [PipelinePushResult]
     {
@@ -145,22 +148,22 @@ package struct PipelineEngine: Sendable {
                 field: "items",
                 message: "the batch has \(requests.count) items, more than the capacity \(config.capacity)")
         }
+        for (i, r) in requests.enumerated() { try Self.validate(r, field: "items[\(i)].") }
+        expire(now: now)
         var newIDs = Set<String>()
         var needed = 0
-        for (i, r) in requests.enumerated() {
-            try Self.validate(r, field: "items[\(i)].")
+        for r in requests {
             if let id = r.id {
-                if isKnown(id) || !newIDs.insert(id).inserted { continue }
+                if isKnown(id, now: now) || !newIDs.insert(id).inserted { continue }
             }
             needed += 1
         }
-        expire(now: now)
         guard hasRoom(for: needed) else { throw .full(retryAfterSeconds: 1) }
         var priced = 0
         newIDs.removeAll(keepingCapacity: true)
         for r in requests {
             if let id = r.id {
-                if isKnown(id) || !newIDs.insert(id).inserted { continue }
+                if isKnown(id, now: now) || !newIDs.insert(id).inserted { continue }
             }
             priced += Self.price(r)
         }
@@ -168,7 +171,7 @@ package struct PipelineEngine: Sendable {
         var out: [PipelinePushResult] = []
         out.reserveCapacity(requests.count)
         for r in requests {
-            if let id = r.id, let existing = existingResult(id) {
+            if let id = r.id, let existing = existingResult(id, now: now) {
                 out.append(existing)
             } else {
                 out.append(insert(r, now: now, priced: Self.price(r)))
@@ -191,6 +194,7 @@ package struct PipelineEngine: Sendable {
     {
         let ack = try effectiveAckSeconds(ackSeconds)
         expire(now: now)
+        if paused { return [] }
         var out: [PipelineDelivery] = []
         var bytes = 0
         let limit = Swift.min(max, config.maxInFlight - inFlightCount)
@@ -281,6 +285,44 @@ package struct PipelineEngine: Sendable {
         return giveBack(h, delaySeconds: delaySeconds ?? 0, now: now)
     }
 
+    /// Moves an in-flight item's ack deadline to now + `ackSeconds` (capped
+    /// at the pipeline's `ack_seconds`; nil: the pipeline's), or leaves it
+    /// where it is when that is later: an extend never shortens. An item
+    /// with no deadline keeps none; 0 removes the deadline (only when the
+    /// pipeline's `ack_seconds` is 0). Counts in `extended_total`.
+    ///
+    /// - Throws: like `consume`; `.invalid` for a bad `ackSeconds`.
+    @discardableResult
+    package mutating func extend(
+        _ id: String, ackSeconds: Double? = nil, fence: Int64? = nil, now: Timestamp
+    ) throws(PipelineError) -> PipelineItem {
+        let ack = try effectiveAckSeconds(ackSeconds)
+        expire(now: now)
+        let h = try inFlightHandle(id, fence: fence)
+        guard var item = slots[Int(h)] else { preconditionFailure("no item for handle") }
+        counts.extendedTotal += 1
+        guard let current = item.ackDeadline else { return item }
+        if ack == 0 {
+            // A new token makes the filed deadline stale.
+            item.ackDeadline = nil
+            timerSeq += 1
+            item.timerToken = timerSeq
+        } else {
+            let wanted = now.adding(seconds: ack)
+            guard current < wanted else { return item }
+            item.ackDeadline = wanted
+            schedule(&item, handle: h, at: wanted)
+        }
+        slots[Int(h)] = item
+        return item
+    }
+
+    /// Stops (true) or resumes (false) hand-outs; resuming wakes waiting consumers.
+    mutating func setPaused(_ paused: Bool) {
+        if self.paused && !paused { changes.insert(.itemsAvailable) }
+        self.paused = paused
+    }
+
     /// The hand-out `fence` of `id` never reached its consumer: the item goes
     /// back to the front of the buffer as if that hand-out had not happened
     /// (`deliveries` one less, so it never goes to the dead list for it; with
@@ -351,9 +393,17 @@ package struct PipelineEngine: Sendable {
         for item in finished.trim(to: config.history) { storage.release(StorageBudget.cost(item.id)) }
     }
 
-    /// Whether the pipeline holds or remembers an item with this id.
-    private func isKnown(_ id: String) -> Bool {
-        handles[id] != nil || dead.contains(id) || finished.contains(id)
+    /// Whether a push of this id answers an existing item: the pipeline
+    /// holds it, or remembers it as finished within `dedup_seconds` of its push.
+    private func isKnown(_ id: String, now: Timestamp) -> Bool {
+        if handles[id] != nil || dead.contains(id) { return true }
+        guard let record = finished.item(id) else { return false }
+        return isDuplicate(record, now: now)
+    }
+
+    /// A push at `now` of a finished item's id repeats that item's push.
+    private func isDuplicate(_ record: PipelineItem, now: Timestamp) -> Bool {
+        config.dedupSeconds > 0 && now < record.pushedAt.adding(seconds: config.dedupSeconds)
     }
 
     // MARK: - Dead list
@@ -385,13 +435,15 @@ package struct PipelineEngine: Sendable {
     /// Changes the mutable config. A larger capacity or `max_in_flight` takes
     /// effect at once; a smaller capacity evicts nothing (pushes wait until the
     /// buffer shrinks) but trims the dead list; a new `ack_seconds` applies to
-    /// later hand-outs and a new `max_deliveries` to later returns.
+    /// later hand-outs and a new `max_deliveries` to later returns; `paused`
+    /// stops or resumes hand-outs.
     package mutating func apply(_ patch: PipelinePatch, now: Timestamp) {
         expire(now: now)
         let old = config
         config = patch.applied(to: config)
         if config.capacity > old.capacity { changes.insert(.roomAvailable) }
         if config.maxInFlight > old.maxInFlight { changes.insert(.itemsAvailable) }
+        if let paused = patch.paused { setPaused(paused) }
         trimDead()
         trimFinished()
     }
@@ -616,8 +668,17 @@ package struct PipelineEngine: Sendable {
         }
     }
 
-    private func existingResult(_ id: String) -> PipelinePushResult? {
+    /// The item a push of `id` repeats (counted in `deduplicated_total`), or
+    /// nil when the push adds one: a finished item's record past
+    /// `dedup_seconds` is forgotten here, so the new item takes its id.
+    private mutating func existingResult(_ id: String, now: Timestamp) -> PipelinePushResult? {
+        if handles[id] == nil, !dead.contains(id), let record = finished.item(id), !isDuplicate(record, now: now) {
+            _ = finished.remove(id)
+            storage.release(StorageBudget.cost(id))
+            return nil
+        }
         guard let item = item(id) else { return nil }
+        counts.deduplicatedTotal += 1
         return PipelinePushResult(item: item, position: position(of: id), created: false)
     }
 
@@ -645,7 +706,7 @@ package struct PipelineEngine: Sendable {
         while true {
             nextID += 1
             let id = String(nextID)
-            if handles[id] == nil && !dead.contains(id) { return id }
+            if handles[id] == nil && !dead.contains(id) && !finished.contains(id) { return id }
         }
     }
 

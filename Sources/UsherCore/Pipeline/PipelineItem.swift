@@ -133,7 +133,7 @@ package struct PipelinePushResult: Sendable, Equatable {
 /// A pipeline's running totals.
 package struct PipelineCounts: Sendable, Equatable {
     /// Items that entered the pipeline (pushes, batches and source pulls; not
-    /// a push that found its id already there).
+    /// a push that found its id already there: `deduplicatedTotal`).
     package var pushedTotal = 0
     /// Hand-outs (redeliveries included).
     package var deliveredTotal = 0
@@ -149,6 +149,11 @@ package struct PipelineCounts: Sendable, Equatable {
     package var deadDroppedTotal = 0
     /// Items cancelled by a client (ready, delayed or dead).
     package var cancelledTotal = 0
+    /// Extends of an in-flight item's ack deadline.
+    package var extendedTotal = 0
+    /// Pushes (and batch entries) answered with the item their `id` already
+    /// names, live or finished within `dedup_seconds`: nothing enqueued.
+    package var deduplicatedTotal = 0
 
     /// All zero.
     package init() {}

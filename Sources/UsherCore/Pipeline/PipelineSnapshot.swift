@@ -14,6 +14,8 @@ package struct PipelineSnapshot: Sendable, Equatable {
     package var delayed: Int
     /// Items on the dead list.
     package var dead: Int
+    /// Hand-outs are stopped (`PATCH {"paused": true}`).
+    package var paused = false
     /// The latest fence handed out.
     package var fence: Int64
     /// Parked `takeWaiting` and `pushWaiting` calls.
