@@ -48,28 +48,28 @@ import Testing
 
     @Test func lockIsFreeAfterKills() throws {
         let (server, workspace, _) = try Self.setUp()
-        _ = try server.call("PUT", "/v1/queues/deploys", #"{"capacity":1,"hold_seconds":60}"#)
-        let holder = try workspace.start("./with-lock deploys sleep 30")
-        #expect(until(5) { server.counts("queues/deploys")["holding"] == 1 })
+        _ = try server.call("PUT", "/v1/queues/migrations", #"{"capacity":1,"hold_seconds":60}"#)
+        let holder = try workspace.start("./with-lock migrations sleep 30")
+        #expect(until(5) { server.counts("queues/migrations")["holding"] == 1 })
 
         // A run killed while it waits, the hard way (no trap runs): its
         // curl's connection closes and the server cancels the visitor.
-        let waiter = try workspace.start("./with-lock deploys echo never")
-        #expect(until(5) { server.counts("queues/deploys")["waiting"] == 1 })
+        let waiter = try workspace.start("./with-lock migrations echo never")
+        #expect(until(5) { server.counts("queues/migrations")["waiting"] == 1 })
         waiter.signal(SIGKILL, group: true)
         _ = waiter.finish(timeout: 5)
         let id = try #require(waiter.lines.first?.components(separatedBy: " as ").last)
-        #expect(until(3) { server.json("queues/deploys/visitors/\(id)")["status"] as? String == "cancelled" })
-        #expect(server.json("queues/deploys/visitors/\(id)")["reason"] as? String == "disconnected")
+        #expect(until(3) { server.json("queues/migrations/visitors/\(id)")["status"] as? String == "cancelled" })
+        #expect(server.json("queues/migrations/visitors/\(id)")["reason"] as? String == "disconnected")
 
         // The holder killed in the middle of its command (`kill PID`): the
         // trap stops the command (finish waits for it) and frees the slot.
         holder.signal(SIGTERM)
         #expect(holder.finish(timeout: 5) == 143)
-        let counts = server.counts("queues/deploys")
+        let counts = server.counts("queues/migrations")
         #expect(counts["holding"] == 0 && counts["waiting"] == 0 && counts["released_total"] == 1, "\(counts)")
 
-        let next = try workspace.start("./with-lock deploys echo next")
+        let next = try workspace.start("./with-lock migrations echo next")
         #expect(next.finish(timeout: 5) == 0)
         #expect(next.lines.contains("next"), "\(next.lines)")
     }
