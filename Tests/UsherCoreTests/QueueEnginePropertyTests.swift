@@ -195,11 +195,12 @@ struct QueueModel {
     var nextFence: Int64
     var seq = 0
     var created = 0
-    var serverID = 0
+    var lastServerID: Int64
 
     init(config: QueueConfig, createdAt: Int64) {
         self.config = config
         self.nextFence = createdAt
+        self.lastServerID = createdAt
     }
 
     var knownIDs: [String] { visitors.keys.sorted() }
@@ -347,7 +348,7 @@ struct QueueModel {
         if !delayed, case .join = outcome(key: r.key, action: r.action), counts.holding >= config.capacity, !room {
             return .failure(.full(retryAfterSeconds: 1))
         }
-        let id = r.id ?? nextServerID()
+        let id = r.id ?? nextServerID(now: now)
         forgotten.remove(id)
         created += 1
         counts.enqueuedTotal += 1
@@ -366,10 +367,10 @@ struct QueueModel {
         return .success(id)
     }
 
-    mutating func nextServerID() -> String {
+    mutating func nextServerID(now: Int64) -> String {
         while true {
-            serverID += 1
-            let id = "v" + String(serverID, radix: 36)
+            lastServerID = max(lastServerID + 1, now)
+            let id = String(lastServerID)
             if visitors[id] == nil { return id }
         }
     }

@@ -181,7 +181,7 @@ extension OpenAPIDocument {
                                 (
                                     "description",
                                     .string(
-                                        "client-supplied id (not \"batch\"): a push with an id the pipeline holds answers that item with 200"
+                                        "client-supplied id (not \"batch\"): a push with an id the pipeline holds answers that item with 200; without one the server makes a 16-digit, time-ordered id"
                                     )
                                 ),
                             ])

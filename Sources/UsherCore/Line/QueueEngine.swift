@@ -26,8 +26,6 @@ package struct QueueEngine: Sendable {
     package internal(set) var nextFence: Int64
     /// How a visitor's own hold relates to the config's `hold_seconds`.
     let holdPolicy: HoldPolicy
-    /// What server-made ids start with (`v` for visitors).
-    let idPrefix: String
 
     // Segmented and sharded: none of these grows by copying or rehashing all
     // of a big queue at once (a pause under the lock; docs/design.md).
@@ -52,25 +50,26 @@ package struct QueueEngine: Sendable {
     /// Handles whose status changed during the current operation.
     var changed: [Int32] = []
     var nextSeq: Int64 = 0
-    var serverIDs: UInt64 = 0
+    /// Server-made ids, seeded with the creation time.
+    var serverIDs: IDGenerator
     var holdMicros: Int64 = 0
     var oppositesOf: [String: [String]] = [:]
     /// This engine's share of the server's storage budget: every record it
     /// keeps (waiting, holding or remembered) is charged until evicted.
     package internal(set) var storage: StorageAccount
 
-    /// A new, empty queue; fences start at `createdAt`. Windows and pools run
-    /// on this engine too, with their own hold policy and id prefix.
+    /// A new, empty queue; fences and server-made ids start at `createdAt`.
+    /// Windows and pools run on this engine too, with their own hold policy.
     package init(
         name: String, config: QueueConfig, createdAt: Timestamp,
-        holdPolicy: HoldPolicy = .atMostResource, idPrefix: String = "v", budget: StorageBudget = StorageBudget()
+        holdPolicy: HoldPolicy = .atMostResource, budget: StorageBudget = StorageBudget()
     ) {
         self.name = name
         self.storage = StorageAccount(budget)
         self.config = config
         self.nextFence = createdAt.micros
         self.holdPolicy = holdPolicy
-        self.idPrefix = idPrefix
+        self.serverIDs = IDGenerator(createdAt: createdAt)
         configChanged()
     }
 
