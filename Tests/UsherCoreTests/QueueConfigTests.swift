@@ -108,7 +108,7 @@ import Testing
         #expect(
             b.json().jsonString
                 == #"{"id":"b","queue":"q","key":"k","action":"go","payload":null,"priority":2,"status":"waiting","#
-                + #""position":1,"estimated_wait_seconds":10,"enqueued_at":"2026-01-01T00:00:00.250Z","#
+                + #""position":1,"estimated_wait_seconds":9.75,"enqueued_at":"2026-01-01T00:00:00.250Z","#
                 + #""granted_at":null,"expires_at":null,"finished_at":null,"fence":null}"#)
         let m = try e.add("m", key: "k", action: "go", at: 0.5)
         #expect(m.json()["merged_into"] == .string("b"))

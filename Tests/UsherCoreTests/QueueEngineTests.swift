@@ -254,20 +254,23 @@ import Testing
         #expect(throws: QueueError.full(retryAfterSeconds: 2)) { try e.add("e", at: 4) }
     }
 
-    @Test func estimatedWaitFromRecentHolds() throws {
+    @Test func estimatedWaitFromTheHoldersExpiries() throws {
         var e = F.engine(QueueConfig(capacity: 2, holdSeconds: 60))
         try e.add("a")
         try e.add("b")
         try e.add("c")
         try e.add("d")
         try e.add("f")
-        // No finished hold yet: the queue's hold_seconds stands in.
-        #expect(try e.visitor(id: "c", now: F.at(0)).estimatedWaitSeconds == 30)
+        // a and b expire at 60; then one mean hold (hold_seconds before any finished).
+        #expect(try e.visitor(id: "c", now: F.at(0)).estimatedWaitSeconds == 60)
+        #expect(try e.visitor(id: "f", now: F.at(0)).estimatedWaitSeconds == 120)
         _ = try e.complete(id: "a", now: F.at(10))  // 10 s
         _ = try e.complete(id: "b", now: F.at(20))  // 20 s
         let f = try e.visitor(id: "f", now: F.at(20))
         #expect(f.position == 1)
-        #expect(f.estimatedWaitSeconds == 7.5)  // 1 × mean 15 s ÷ 2 slots
+        #expect(f.estimatedWaitSeconds == 50)  // c, granted at 10, expires at 70
+        #expect(try e.add("g", at: 20).estimatedWaitSeconds == 60)  // d's expiry at 80
+        #expect(try e.add("h", at: 20).estimatedWaitSeconds == 65)  // 50 + mean 15 s
         var unknown = F.engine(QueueConfig(holdSeconds: 0))
         try unknown.add("x")
         #expect(try unknown.add("y").estimatedWaitSeconds == nil)

@@ -8,7 +8,8 @@
 /// for `adjacent`) when its delay ends, behind those who came meanwhile.
 ///
 /// Costs: enqueue, grant, complete, remove, dedup lookups, position and the
-/// wait estimate are O(log n) or O(1); nothing scans the waiting line.
+/// wait estimate are O(log n) or O(1); nothing scans the waiting line or
+/// the holders.
 /// Storage is a slab of `VisitorRecord`s with a free list, an id index, an
 /// order-statistic treap for the line, intrusive lists for "most recent
 /// waiting visitor with this key / key and action / at all", and one
@@ -40,6 +41,10 @@ package struct QueueEngine: Sendable {
     var lastArrival = VisitorRecord.none
     var firstHolder = VisitorRecord.none
     var lastHolder = VisitorRecord.none
+    /// Holders' expiries in order (holders without one are not in it), for wait estimates.
+    var holderExpiries = RankedDeadlines()
+    /// The current operation's time in µs: what views measure remaining holds from.
+    var operationTime: Int64 = 0
     /// Delay ends and hold expiries; entries that no longer match their visitor are stale.
     var timeline = DeadlineHeap()
     /// `merged_into` of merged visitors, `cancelled_with` of those cancelled by an opposite.
@@ -154,6 +159,7 @@ package struct QueueEngine: Sendable {
             records[Int(h)].deadline = now.micros + hold
             timeline.push(.init(deadline: now.micros + hold, order: records[Int(h)].fence, handle: h))
         }
+        holderDeadlineChanged(h)
         return view(h)
     }
 
