@@ -132,6 +132,13 @@ import Testing
             Issue.record("\(context): accounting invariant broken")
             return false
         }
+        // The holders' expiry tree (wait estimates) holds exactly the holders' expiries.
+        let expiries = model.visitors.values.filter { $0.status == .granted }.compactMap(\.expiresAt).sorted()
+        let ranked = (0..<engine.holderExpiries.count).map { engine.holderExpiries.deadline(rank: $0 + 1) }
+        guard ranked == expiries else {
+            Issue.record("\(context): holder expiries \(ranked) vs model \(expiries)")
+            return false
+        }
         let waiting = model.waitingInOrder
         for v in model.visitors.values {
             guard let view = engine.currentView(id: v.id) else {

@@ -3,7 +3,7 @@ import Testing
 @testable import UsherCore
 
 /// The engine capabilities windows and pools are built on: the hold policy,
-/// the id prefix, the first holder, and taking a visitor back.
+/// generated ids, the first holder, and taking a visitor back.
 @Suite struct QueueEngineReuseTests {
     typealias F = QueueFixtures
 
