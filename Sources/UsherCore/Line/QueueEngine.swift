@@ -11,9 +11,9 @@
 /// wait estimate are O(log n) or O(1); nothing scans the waiting line or
 /// the holders.
 /// Storage is a slab of `VisitorRecord`s with a free list, an id index, an
-/// order-statistic treap for the line, intrusive lists for "most recent
-/// waiting visitor with this key / key and action / at all", and one
-/// lazily-pruned min-heap of deadlines.
+/// order-statistic treap for the line and one for the holders' expiries,
+/// intrusive lists for "most recent waiting visitor with this key / key and
+/// action / at all", and one lazily-pruned min-heap of deadlines.
 package struct QueueEngine: Sendable {
     /// The queue's name (shown in every visitor).
     package let name: String
@@ -75,6 +75,7 @@ package struct QueueEngine: Sendable {
         self.nextFence = createdAt.micros
         self.holdPolicy = holdPolicy
         self.serverIDs = IDGenerator(createdAt: createdAt)
+        self.operationTime = createdAt.micros
         configChanged()
     }
 
