@@ -4,6 +4,7 @@ Benchmarks/callgrind/run: instruction counts need the same requests every time.
 
   drive.py PORT COUNT cycle   COUNT x (POST /v1/queues/q/visitors, POST .../complete)
   drive.py PORT COUNT get     COUNT x GET /v1/queues/q
+  drive.py PORT COUNT fill    COUNT x POST /v1/queues/q/visitors, ids fill-00000000000… (kept)
 """
 import http.client
 import json
@@ -20,10 +21,15 @@ def send(method, path, body=None):
     return response.status, response.read()
 
 
-for _ in range(count):
+for i in range(count):
     if mode == "get":
         status, _ = send("GET", "/v1/queues/q")
         assert status == 200, status
+        continue
+    if mode == "fill":
+        # Client ids as long as generated ones: builds compare on the same bytes.
+        status, body = send("POST", "/v1/queues/q/visitors", '{"id":"fill-%011d"}' % i)
+        assert status == 201, (status, body)
         continue
     status, body = send("POST", "/v1/queues/q/visitors", '{"payload":{"n":1}}')
     assert status == 201, (status, body)

@@ -52,7 +52,7 @@ import Testing
         #expect(removal.element.id == "e0")
         #expect(removal.endedLease?.status == .revoked && removal.endedLease?.id == a.id)
         // Its holder sees not_leased.
-        let notLeased = PoolError.notLeased("lease \"l1\" is not active (it is revoked)", status: .revoked)
+        let notLeased = PoolError.notLeased("lease \"\(a.id)\" is not active (it is revoked)", status: .revoked)
         #expect(throws: notLeased) { try p.recycleNow(lease: a.id) }
         #expect(throws: notLeased) {
             try p.withIsolation { p throws(PoolError) in try p.extend(lease: a.id, leaseSeconds: nil) }

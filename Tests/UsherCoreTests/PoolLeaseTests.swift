@@ -18,7 +18,7 @@ import Testing
                 PoolElementSpec(id: "gpu-1"),
             ]))
         let a = try p.fetchNow(FetchRequest(holder: "job-1"))
-        #expect(a.id == "l1" && a.element == "gpu-0" && a.elementData == .object([("mem", .int(24))]))
+        #expect(a.id == "1767225600000001" && a.element == "gpu-0" && a.elementData == .object([("mem", .int(24))]))
         #expect(a.holder == "job-1" && a.status == .active && a.leasedAt == clock.now() && a.expiresAt == later(60))
         let b = try p.fetchNow()
         #expect(b.element == "gpu-1" && b.holder == nil)
@@ -94,13 +94,13 @@ import Testing
         #expect(try p.recycleNow(lease: a.id).status == .recycled)
         // At the same instant as its expiry, the expiry comes first: the recycle is refused.
         clock.advance(by: 0.001)
-        #expect(throws: PoolError.notLeased("lease \"l2\" is not active (it is expired)", status: .expired)) {
+        #expect(throws: PoolError.notLeased("lease \"\(b.id)\" is not active (it is expired)", status: .expired)) {
             try p.recycleNow(lease: b.id)
         }
         // The element went back once, and a new lease on it is safe from the old holder.
         let c = try p.fetchNow()
         #expect(c.element == "e1" || c.element == "e0")
-        #expect(throws: PoolError.notLeased("lease \"l2\" is not active (it is expired)", status: .expired)) {
+        #expect(throws: PoolError.notLeased("lease \"\(b.id)\" is not active (it is expired)", status: .expired)) {
             try p.recycleNow(lease: b.id)
         }
         #expect(try p.withIsolation { p throws(PoolError) in try p.lease(id: c.id) }.status == .active)
@@ -118,7 +118,7 @@ import Testing
         }
         let a = try p.fetchNow()
         _ = try p.recycleNow(element: "e0")
-        #expect(throws: PoolError.notLeased("lease \"l1\" is not active (it is recycled)", status: .recycled)) {
+        #expect(throws: PoolError.notLeased("lease \"\(a.id)\" is not active (it is recycled)", status: .recycled)) {
             try p.recycleNow(lease: a.id)
         }
     }
@@ -144,7 +144,7 @@ import Testing
             try p.fetchNow(FetchRequest(leaseSeconds: 0))
         }
         clock.advance(by: 60)
-        #expect(throws: PoolError.notLeased("lease \"l1\" is not active (it is expired)", status: .expired)) {
+        #expect(throws: PoolError.notLeased("lease \"\(a.id)\" is not active (it is expired)", status: .expired)) {
             try p.withIsolation { p throws(PoolError) in try p.extend(lease: a.id, leaseSeconds: 5) }
         }
     }

@@ -100,7 +100,7 @@ import Testing
         #expect(a.status == .granted && a.grantedAt == F.at(0) && a.expiresAt == F.at(10))
         #expect(a.fence == 1_767_225_600_000_000 && a.position == nil && a.finishedAt == nil)
         let b = try e.add("b", key: "k", action: "go", priority: 2, at: 0.25)
-        #expect(b.status == .waiting && b.position == 1 && b.estimatedWaitSeconds == 10)
+        #expect(b.status == .waiting && b.position == 1 && b.estimatedWaitSeconds == 9.75)
         #expect(b.grantedAt == nil && b.fence == nil)
         let m = try e.add("m", key: "k", action: "go", at: 0.5)
         #expect(m.mergedInto == "b" && m.reason == nil)

@@ -132,6 +132,13 @@ import Testing
             Issue.record("\(context): accounting invariant broken")
             return false
         }
+        // The holders' expiry tree (wait estimates) holds exactly the holders' expiries.
+        let expiries = model.visitors.values.filter { $0.status == .granted }.compactMap(\.expiresAt).sorted()
+        let ranked = (0..<engine.holderExpiries.count).map { engine.holderExpiries.deadline(rank: $0 + 1) }
+        guard ranked == expiries else {
+            Issue.record("\(context): holder expiries \(ranked) vs model \(expiries)")
+            return false
+        }
         let waiting = model.waitingInOrder
         for v in model.visitors.values {
             guard let view = engine.currentView(id: v.id) else {
@@ -195,11 +202,12 @@ struct QueueModel {
     var nextFence: Int64
     var seq = 0
     var created = 0
-    var serverID = 0
+    var lastServerID: Int64
 
     init(config: QueueConfig, createdAt: Int64) {
         self.config = config
         self.nextFence = createdAt
+        self.lastServerID = createdAt
     }
 
     var knownIDs: [String] { visitors.keys.sorted() }
@@ -347,7 +355,7 @@ struct QueueModel {
         if !delayed, case .join = outcome(key: r.key, action: r.action), counts.holding >= config.capacity, !room {
             return .failure(.full(retryAfterSeconds: 1))
         }
-        let id = r.id ?? nextServerID()
+        let id = r.id ?? nextServerID(now: now)
         forgotten.remove(id)
         created += 1
         counts.enqueuedTotal += 1
@@ -366,10 +374,10 @@ struct QueueModel {
         return .success(id)
     }
 
-    mutating func nextServerID() -> String {
+    mutating func nextServerID(now: Int64) -> String {
         while true {
-            serverID += 1
-            let id = "v" + String(serverID, radix: 36)
+            lastServerID = max(lastServerID + 1, now)
+            let id = String(lastServerID)
             if visitors[id] == nil { return id }
         }
     }

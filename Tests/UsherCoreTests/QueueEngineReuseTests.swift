@@ -3,7 +3,7 @@ import Testing
 @testable import UsherCore
 
 /// The engine capabilities windows and pools are built on: the hold policy,
-/// the id prefix, the first holder, and taking a visitor back.
+/// generated ids, the first holder, and taking a visitor back.
 @Suite struct QueueEngineReuseTests {
     typealias F = QueueFixtures
 
@@ -40,11 +40,11 @@ import Testing
         }
     }
 
-    @Test func serverIDsUseTheGivenPrefix() throws {
-        var e = QueueEngine(name: "p", config: QueueConfig(), createdAt: F.t0, idPrefix: "l")
+    @Test func serverIDsStartJustAfterTheCreationTime() throws {
+        var e = QueueEngine(name: "p", config: QueueConfig(), createdAt: F.t0)
         let first = try e.add()
         let second = try e.add()
-        #expect(first.id == "l1" && second.id == "l2")
+        #expect(first.id == "1767225600000001" && second.id == "1767225600000002")
     }
 
     @Test func removeFirstHolderFreesTheSlotAndGrantsInOneStep() throws {

@@ -195,14 +195,28 @@ import Testing
         #expect(e.counts.enqueuedTotal == 1)
     }
 
-    @Test func serverIdsAreShortUniqueNamesThatSkipClientIds() throws {
+    @Test func serverIdsFollowTheClockInOrderAndSkipClientIds() throws {
         var e = F.engine(QueueConfig(capacity: 0))
-        try e.add("v2")
+        let taken = IDGenerator.format(F.t0.micros + 2)
+        try e.add(taken)
+        // 40 at one instant: one µs apart from just after the creation time.
         let ids = try (0..<40).map { _ in try e.add().id }
-        #expect(ids.first == "v1")
-        #expect(!ids.contains("v2"))
-        #expect(Set(ids).count == 40)
-        #expect(ids.allSatisfy { Names.isValid($0) && $0.count <= 4 })
+        #expect(ids.first == "1767225600000001")
+        #expect(!ids.contains(taken))
+        #expect(ids.last == IDGenerator.format(F.t0.micros + 41))
+        #expect(Set(ids).count == 40 && ids == ids.sorted())
+        #expect(ids.allSatisfy { Names.isValid($0) && $0.utf8.count == IDGenerator.length })
+        // Later: the clock's µs.
+        #expect(try e.add(at: 5).id == IDGenerator.format(F.at(5).micros))
+    }
+
+    @Test func aQueueCreatedAgainNeverRepeatsAnId() throws {
+        var first = F.engine(QueueConfig(capacity: 0))
+        let before = try (0..<1000).map { _ in try first.add().id }
+        var again = QueueEngine(name: "q", config: QueueConfig(capacity: 0), createdAt: F.at(0.5))
+        let after = try (0..<1000).map { _ in try again.add(at: 0.5).id }
+        #expect(Set(before).isDisjoint(with: after))
+        #expect(before.last! < after.first!)
     }
 
     @Test func maxWaitingCountsDelayedVisitorsButNotImmediateGrants() throws {
@@ -240,20 +254,23 @@ import Testing
         #expect(throws: QueueError.full(retryAfterSeconds: 2)) { try e.add("e", at: 4) }
     }
 
-    @Test func estimatedWaitFromRecentHolds() throws {
+    @Test func estimatedWaitFromTheHoldersExpiries() throws {
         var e = F.engine(QueueConfig(capacity: 2, holdSeconds: 60))
         try e.add("a")
         try e.add("b")
         try e.add("c")
         try e.add("d")
         try e.add("f")
-        // No finished hold yet: the queue's hold_seconds stands in.
-        #expect(try e.visitor(id: "c", now: F.at(0)).estimatedWaitSeconds == 30)
+        // a and b expire at 60; then one mean hold (hold_seconds before any finished).
+        #expect(try e.visitor(id: "c", now: F.at(0)).estimatedWaitSeconds == 60)
+        #expect(try e.visitor(id: "f", now: F.at(0)).estimatedWaitSeconds == 120)
         _ = try e.complete(id: "a", now: F.at(10))  // 10 s
         _ = try e.complete(id: "b", now: F.at(20))  // 20 s
         let f = try e.visitor(id: "f", now: F.at(20))
         #expect(f.position == 1)
-        #expect(f.estimatedWaitSeconds == 7.5)  // 1 × mean 15 s ÷ 2 slots
+        #expect(f.estimatedWaitSeconds == 50)  // c, granted at 10, expires at 70
+        #expect(try e.add("g", at: 20).estimatedWaitSeconds == 60)  // d's expiry at 80
+        #expect(try e.add("h", at: 20).estimatedWaitSeconds == 65)  // 50 + mean 15 s
         var unknown = F.engine(QueueConfig(holdSeconds: 0))
         try unknown.add("x")
         #expect(try unknown.add("y").estimatedWaitSeconds == nil)
@@ -369,8 +386,11 @@ enum QueueFixtures {
     }
 
     /// Polls `condition`, yielding in between, until it holds (records an issue if it never does).
+    /// Yields until `condition` holds, for up to 10 s of wall time (a count
+    /// of yields passes in a tenth of a second on a loaded machine).
     static func eventually(_ condition: () async -> Bool) async {
-        for _ in 0..<200_000 {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
             if await condition() { return }
             await Task.yield()
         }
@@ -413,11 +433,26 @@ extension QueueEngine {
     }
 }
 
-@Suite struct ServerIDTests {
-    @Test func matchesBase36() {
-        for n: UInt64 in [0, 1, 9, 10, 35, 36, 1295, 1296, 123_456_789, UInt64.max] {
-            #expect(QueueEngine.serverID(prefix: "v", counter: n) == "v" + String(n, radix: 36))
-            #expect(QueueEngine.serverID(prefix: "lease-", counter: n) == "lease-" + String(n, radix: 36))
+@Suite struct IDGeneratorTests {
+    typealias F = QueueFixtures
+
+    @Test func formatIsSixteenDigitsOrMore() {
+        for n: Int64 in [0, 1, 9, 10, 1_767_225_600_000_000, 9_999_999_999_999_999, 10_000_000_000_000_000, .max] {
+            let text = IDGenerator.format(n)
+            #expect(text.count == max(16, String(n).count))
+            #expect(Int64(text) == n)
         }
+        #expect(IDGenerator.format(42) == "0000000000000042")
+        #expect(IDGenerator.format(-5) == "0000000000000000")
+    }
+
+    @Test func nextIsTheLaterOfLastPlusOneAndNow() {
+        var g = IDGenerator(createdAt: F.t0)
+        #expect(g.next(now: F.t0) == IDGenerator.format(F.t0.micros + 1))
+        #expect(g.next(now: F.t0) == IDGenerator.format(F.t0.micros + 2))
+        #expect(g.next(now: F.at(1)) == IDGenerator.format(F.at(1).micros))
+        // A clock that steps back never makes an id go back.
+        #expect(g.next(now: F.t0) == IDGenerator.format(F.at(1).micros + 1))
+        #expect(g.last == F.at(1).micros + 1)
     }
 }

@@ -49,7 +49,7 @@ import Testing
 
     @Test func serverIDsAndARetriedShowWithTheSameID() throws {
         let w = window()
-        #expect(try show(w, ShowRequest()).id == "i1")
+        #expect(try show(w, ShowRequest()).id == "1767225600000001")
         let (first, created) = try w.withIsolation { w throws(WindowError) in
             try w.show(ShowRequest(id: "x", title: "one"))
         }

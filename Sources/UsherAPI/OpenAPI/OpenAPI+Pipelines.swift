@@ -207,7 +207,8 @@ extension OpenAPIDocument {
                                     "description",
                                     .string(
                                         "client-supplied id (not \"batch\"): a push with an id the pipeline holds, "
-                                            + "or finished within dedup_seconds of its push, answers that item with 200"
+                                            + "or finished within dedup_seconds of its push, answers that item with 200; "
+                                            + "without one the server makes a 16-digit, time-ordered id"
                                     )
                                 ),
                             ])

@@ -203,7 +203,12 @@ extension OpenAPIDocument {
                         ],
                         body: RequestBody(
                             schema: Schema.request([
-                                ("id", Schema.name("the lease's id: a retried fetch with it answers the same lease")),
+                                (
+                                    "id",
+                                    Schema.name(
+                                        "the lease's id: a retried fetch with it answers the same lease; without one the server makes a 16-digit, time-ordered id"
+                                    )
+                                ),
                                 ("holder", Schema.key("who holds the lease")),
                                 (
                                     "lease_seconds",

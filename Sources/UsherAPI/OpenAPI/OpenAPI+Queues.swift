@@ -57,7 +57,9 @@ extension OpenAPIDocument {
                 Schema.request([
                     (
                         "id",
-                        Schema.name("client-supplied id: a retried POST with a known id answers that visitor with 200")
+                        Schema.name(
+                            "client-supplied id: a retried POST with a known id answers that visitor with 200; without one the server makes a 16-digit, time-ordered id"
+                        )
                     ),
                     ("key", Schema.key("dedup key; keyless visitors are never merged or cancelled")),
                     ("action", Schema.key("compared for duplicates and opposites")),

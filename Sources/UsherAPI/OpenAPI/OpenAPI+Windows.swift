@@ -46,7 +46,9 @@ extension OpenAPIDocument {
                 Schema.request([
                     (
                         "id",
-                        Schema.name("client-supplied id: a retried show with a known id answers that item with 200")
+                        Schema.name(
+                            "client-supplied id: a retried show with a known id answers that item with 200; without one the server makes a 16-digit, time-ordered id"
+                        )
                     ),
                     ("key", Schema.key("a new item merges into a queued one with the same key")),
                     ("title", Schema.string()),

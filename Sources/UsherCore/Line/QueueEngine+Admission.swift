@@ -53,11 +53,11 @@ extension QueueEngine {
         return .full(retryAfterSeconds: Int(min(3600, max(1, seconds))))
     }
 
-    /// Stores a new record, charged to the budget (first priced with the
-    /// client's id, then corrected for a server-made one), or throws
-    /// `storageFull` having changed nothing.
+    /// Stores a new record, charged to the budget (a server-made id priced
+    /// at its fixed length), or throws `storageFull` having changed nothing.
     mutating func create(_ r: VisitorRequest, status: VisitorStatus, now: Timestamp) throws(QueueError) -> Int32 {
-        let priced = StorageBudget.cost(r.id, r.key, r.action, payload: r.payload)
+        let priced =
+            StorageBudget.cost(r.id, r.key, r.action, payload: r.payload) + (r.id == nil ? IDGenerator.length : 0)
         do throws(StorageFull) { try storage.reserve(priced) } catch { throw .storageFull(error) }
         let h = vacant.popLast() ?? Int32(records.count)
         let id: String
@@ -65,7 +65,7 @@ extension QueueEngine {
             id = given
             ids[id] = h
         } else {
-            id = assignServerID(h)
+            id = assignServerID(h, now: now)
         }
         var rec = VisitorRecord(id: id, enqueuedAt: now.micros, status: status)
         rec.key = r.key
@@ -79,7 +79,6 @@ extension QueueEngine {
             records[Int(h)] = rec
         }
         counts.enqueuedTotal += 1
-        if r.id == nil { storage.charge(id.utf8.count) }
         return h
     }
 
@@ -89,40 +88,13 @@ extension QueueEngine {
         return StorageBudget.cost(r.id, r.key, r.action, payload: r.payload)
     }
 
-    /// Indexes `h` under the next free `idPrefix` + base-36 counter, skipping ids a
-    /// client already took (one hash lookup when the id is free).
-    mutating func assignServerID(_ h: Int32) -> String {
+    /// Indexes `h` under the next generated id, skipping ids a client already
+    /// took (one hash lookup when the id is free).
+    mutating func assignServerID(_ h: Int32, now: Timestamp) -> String {
         while true {
-            serverIDs += 1
-            let id = Self.serverID(prefix: idPrefix, counter: serverIDs)
+            let id = serverIDs.next(now: now)
             guard let taken = ids.updateValue(h, forKey: id) else { return id }
             ids[id] = taken
-        }
-    }
-
-    /// `prefix` + `counter` in base 36 (lower case), written in place:
-    /// `String(_:radix:)` and a concatenation cost ~1,500 instructions a visitor.
-    static func serverID(prefix: String, counter: UInt64) -> String {
-        var prefix = prefix
-        return prefix.withUTF8 { head in
-            var digits = 1
-            var rest = counter / 36
-            while rest > 0 {
-                rest /= 36
-                digits += 1
-            }
-            return String(unsafeUninitializedCapacity: head.count + digits) { buffer in
-                _ = buffer.initialize(from: head)
-                var value = counter
-                var i = head.count + digits - 1
-                repeat {
-                    let digit = UInt8(truncatingIfNeeded: value % 36)
-                    buffer[i] = digit < 10 ? 0x30 + digit : 0x61 + digit - 10
-                    value /= 36
-                    i -= 1
-                } while value > 0
-                return head.count + digits
-            }
         }
     }
 

@@ -17,6 +17,7 @@ extension QueueEngine {
     /// finished by the previous operation stay until now, so its answers and
     /// its waiters could still see them), then applies everything due.
     mutating func begin(_ now: Timestamp) {
+        operationTime = now.micros
         changed.removeAll(keepingCapacity: changed.capacity <= 1024)
         while finished.count > config.history, let h = finished.popFirst() { evict(h) }
         applyDue(now)

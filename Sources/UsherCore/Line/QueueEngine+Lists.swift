@@ -75,6 +75,17 @@ extension QueueEngine {
         }
         lastHolder = h
         counts.holding += 1
+        if records[Int(h)].deadline != VisitorRecord.noTime {
+            holderExpiries.insert(h, deadline: records[Int(h)].deadline)
+        }
+    }
+
+    /// Keeps `holderExpiries` in step after a holder's deadline changed.
+    mutating func holderDeadlineChanged(_ h: Int32) {
+        if holderExpiries.contains(h) { holderExpiries.remove(h) }
+        if records[Int(h)].deadline != VisitorRecord.noTime {
+            holderExpiries.insert(h, deadline: records[Int(h)].deadline)
+        }
     }
 
     mutating func unlinkHolder(_ h: Int32) {
@@ -92,5 +103,6 @@ extension QueueEngine {
         records[Int(h)].linePrev = VisitorRecord.none
         records[Int(h)].lineNext = VisitorRecord.none
         counts.holding -= 1
+        if holderExpiries.contains(h) { holderExpiries.remove(h) }
     }
 }

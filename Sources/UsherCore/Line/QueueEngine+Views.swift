@@ -44,22 +44,34 @@ extension QueueEngine {
         line.prefix(max(0, limit)).enumerated().map { view($1, position: $0 + 1) }
     }
 
-    /// Seconds until a visitor at `position` is likely granted: slots free up
-    /// at about `capacity` per mean hold, the mean taken over this queue's last
-    /// 100 finished holds, or `hold_seconds` before any has finished. Nil when
-    /// nobody can be granted (capacity 0) or there is nothing to go on (no
-    /// finished hold and no hold limit). Rounded to milliseconds.
+    /// Seconds until a visitor at `position` is likely granted (docs/api.md,
+    /// `estimated_wait_seconds`). Position p waits for the j-th slot to free
+    /// in round r (p − 1 = r × capacity + j − 1): the j-th earliest holder
+    /// expiry when every holder has one (holders beyond a lowered capacity
+    /// free no slot), else j × mean ÷ capacity; plus one mean hold per round.
+    /// The mean is over the last 100 finished holds, or `hold_seconds` before
+    /// any. Nil when nobody can be granted (capacity 0) or there is nothing to
+    /// go on. Rounded to milliseconds. O(log holders).
     func estimatedWait(position: Int) -> Double? {
-        guard config.capacity > 0 else { return nil }
-        let mean: Double
-        if let m = holds.mean {
-            mean = m
-        } else if holdMicros > 0 {
-            mean = Double(holdMicros)
+        let capacity = config.capacity
+        guard capacity > 0, position > 0 else { return nil }
+        let mean = holds.mean ?? (holdMicros > 0 ? Double(holdMicros) : nil)
+        let round = (position - 1) / capacity
+        let slot = (position - 1) % capacity + 1
+        let k = slot + max(0, counts.holding - capacity)
+        let first: Double
+        if holderExpiries.count == counts.holding && k <= counts.holding {
+            first = Double(max(0, holderExpiries.deadline(rank: k) - operationTime))
+        } else if let mean {
+            first = Double(slot) * mean / Double(capacity)
         } else {
             return nil
         }
-        let micros = Double(position) * mean / Double(config.capacity)
+        var micros = first
+        if round > 0 {
+            guard let mean else { return nil }
+            micros += Double(round) * mean
+        }
         return (micros / 1000).rounded() / 1000
     }
 }

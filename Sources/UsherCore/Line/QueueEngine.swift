@@ -8,11 +8,12 @@
 /// for `adjacent`) when its delay ends, behind those who came meanwhile.
 ///
 /// Costs: enqueue, grant, complete, remove, dedup lookups, position and the
-/// wait estimate are O(log n) or O(1); nothing scans the waiting line.
+/// wait estimate are O(log n) or O(1); nothing scans the waiting line or
+/// the holders.
 /// Storage is a slab of `VisitorRecord`s with a free list, an id index, an
-/// order-statistic treap for the line, intrusive lists for "most recent
-/// waiting visitor with this key / key and action / at all", and one
-/// lazily-pruned min-heap of deadlines.
+/// order-statistic treap for the line and one for the holders' expiries,
+/// intrusive lists for "most recent waiting visitor with this key / key and
+/// action / at all", and one lazily-pruned min-heap of deadlines.
 package struct QueueEngine: Sendable {
     /// The queue's name (shown in every visitor).
     package let name: String
@@ -26,8 +27,6 @@ package struct QueueEngine: Sendable {
     package internal(set) var nextFence: Int64
     /// How a visitor's own hold relates to the config's `hold_seconds`.
     let holdPolicy: HoldPolicy
-    /// What server-made ids start with (`v` for visitors).
-    let idPrefix: String
 
     // Segmented and sharded: none of these grows by copying or rehashing all
     // of a big queue at once (a pause under the lock; docs/design.md).
@@ -42,6 +41,10 @@ package struct QueueEngine: Sendable {
     var lastArrival = VisitorRecord.none
     var firstHolder = VisitorRecord.none
     var lastHolder = VisitorRecord.none
+    /// Holders' expiries in order (holders without one are not in it), for wait estimates.
+    var holderExpiries = RankedDeadlines()
+    /// The current operation's time in µs: what views measure remaining holds from.
+    var operationTime: Int64 = 0
     /// Delay ends and hold expiries; entries that no longer match their visitor are stale.
     var timeline = DeadlineHeap()
     /// `merged_into` of merged visitors, `cancelled_with` of those cancelled by an opposite.
@@ -52,25 +55,27 @@ package struct QueueEngine: Sendable {
     /// Handles whose status changed during the current operation.
     var changed: [Int32] = []
     var nextSeq: Int64 = 0
-    var serverIDs: UInt64 = 0
+    /// Server-made ids, seeded with the creation time.
+    var serverIDs: IDGenerator
     var holdMicros: Int64 = 0
     var oppositesOf: [String: [String]] = [:]
     /// This engine's share of the server's storage budget: every record it
     /// keeps (waiting, holding or remembered) is charged until evicted.
     package internal(set) var storage: StorageAccount
 
-    /// A new, empty queue; fences start at `createdAt`. Windows and pools run
-    /// on this engine too, with their own hold policy and id prefix.
+    /// A new, empty queue; fences and server-made ids start at `createdAt`.
+    /// Windows and pools run on this engine too, with their own hold policy.
     package init(
         name: String, config: QueueConfig, createdAt: Timestamp,
-        holdPolicy: HoldPolicy = .atMostResource, idPrefix: String = "v", budget: StorageBudget = StorageBudget()
+        holdPolicy: HoldPolicy = .atMostResource, budget: StorageBudget = StorageBudget()
     ) {
         self.name = name
         self.storage = StorageAccount(budget)
         self.config = config
         self.nextFence = createdAt.micros
         self.holdPolicy = holdPolicy
-        self.idPrefix = idPrefix
+        self.serverIDs = IDGenerator(createdAt: createdAt)
+        self.operationTime = createdAt.micros
         configChanged()
     }
 
@@ -155,6 +160,7 @@ package struct QueueEngine: Sendable {
             records[Int(h)].deadline = now.micros + hold
             timeline.push(.init(deadline: now.micros + hold, order: records[Int(h)].fence, handle: h))
         }
+        holderDeadlineChanged(h)
         return view(h)
     }
 

@@ -9,7 +9,7 @@
 /// `undelivered`). A waiting visitor's
 /// `estimated_wait_seconds` is `null` when it cannot be estimated.
 package struct VisitorView: Sendable, Equatable {
-    /// The visitor's id (client-supplied or `v` + base 36).
+    /// The visitor's id (client-supplied or generated: `IDGenerator`).
     package var id: String
     /// The queue's name.
     package var queue: String

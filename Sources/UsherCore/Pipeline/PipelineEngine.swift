@@ -67,8 +67,8 @@ package struct PipelineEngine: Sendable {
     /// Increases: arrivals.
     private var backSeq: Int64 = 0
     private var timerSeq: Int64 = 0
-    /// Server-made ids count up from the creation time in microseconds.
-    private var nextID: Int64
+    /// Server-made ids, seeded with the creation time.
+    private var serverIDs: IDGenerator
     /// This pipeline's share of the server's storage budget: an item is
     /// charged from its push until it leaves (consumed, filtered, cancelled,
     /// or dropped from the dead list).
@@ -85,7 +85,7 @@ package struct PipelineEngine: Sendable {
         storage = StorageAccount(budget)
         filters = PipelineFilters(config.filters)
         fence = createdAt.micros
-        nextID = createdAt.micros
+        serverIDs = IDGenerator(createdAt: createdAt)
         ready = seed.map { OrderStatisticTree(seed: $0) } ?? OrderStatisticTree()
     }
 
@@ -469,10 +469,10 @@ package struct PipelineEngine: Sendable {
         StorageBudget.cost(item.id, payload: item.payload)
     }
 
-    /// What a push is priced at before its id exists (a server id as 20
-    /// digits; `insert` corrects it).
+    /// What a push is priced at before its id exists (a server id at its
+    /// fixed length).
     static func price(_ r: PipelinePushRequest) -> Int {
-        StorageBudget.cost(r.id ?? "00000000000000000000", payload: r.payload)
+        StorageBudget.cost(r.id, payload: r.payload) + (r.id == nil ? IDGenerator.length : 0)
     }
 
     /// Adds or replaces a filter; true when it is new.
@@ -684,7 +684,7 @@ package struct PipelineEngine: Sendable {
 
     /// Stores a new item whose push reserved `priced` bytes.
     private mutating func insert(_ r: PipelinePushRequest, now: Timestamp, priced: Int) -> PipelinePushResult {
-        let id = r.id ?? makeID()
+        let id = r.id ?? makeID(now: now)
         let delay = r.delaySeconds ?? 0
         var item = PipelineItem(
             id: id, payload: r.payload, priority: r.priority, status: .delayed, deliveries: 0, pushedAt: now,
@@ -702,10 +702,9 @@ package struct PipelineEngine: Sendable {
         return PipelinePushResult(item: slots[Int(h)]!, position: ready.rank(of: h), created: true)
     }
 
-    private mutating func makeID() -> String {
+    private mutating func makeID(now: Timestamp) -> String {
         while true {
-            nextID += 1
-            let id = String(nextID)
+            let id = serverIDs.next(now: now)
             if handles[id] == nil && !dead.contains(id) && !finished.contains(id) { return id }
         }
     }

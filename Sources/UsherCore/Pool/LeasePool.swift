@@ -64,7 +64,7 @@ package actor LeasePool: EngineHost {
         for e in config.elements { table.append(e.id, data: e.data) }
         self.engine = QueueEngine(
             name: name, config: config.queueConfig(size: config.elements.count), createdAt: clock.now(),
-            holdPolicy: .atMostResource, idPrefix: "l", budget: budget)
+            holdPolicy: .atMostResource, budget: budget)
         // Declared elements came in the config, already admitted: charged, not checked.
         for e in config.elements { engine.storage.charge(Self.storedBytes(e.id, e.data)) }
     }

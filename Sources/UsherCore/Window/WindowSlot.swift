@@ -50,7 +50,7 @@ package actor WindowSlot: EngineHost {
         self.config = config
         self.executor = ResourceExecutor(label: "usher.window.\(name)")
         self.engine = QueueEngine(
-            name: name, config: config.queueConfig, createdAt: clock.now(), holdPolicy: .ownOverrides, idPrefix: "i",
+            name: name, config: config.queueConfig, createdAt: clock.now(), holdPolicy: .ownOverrides,
             budget: budget)
     }
 
