@@ -163,7 +163,7 @@ enum MachineFixtures {
                 {"name":"jukebox","definition":"player","state":"Ready","version":\(t0.micros + 1),\
                 "allowed_events":["start"],"entered_at":"2026-01-01T00:00:01.500Z",\
                 "history":[{"event":"prepare","from":"NotReady","to":"Ready","version":\(t0.micros + 1),\
-                "at":"2026-01-01T00:00:01.500Z","cause":"event"}]}
+                "at":"2026-01-01T00:00:01.500Z","cause":"event"}],"transaction":null}
                 """)
         let inline = e.snapshot(name: "jukebox", definitionName: nil).json()
         #expect(inline["definition"] == MachineDefinition.player.json())

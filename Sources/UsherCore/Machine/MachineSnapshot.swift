@@ -8,16 +8,19 @@ package struct MachineSnapshot: Sendable, Equatable {
     package let definition: MachineDefinition
     /// The current state.
     package let state: String
-    /// The current version (the `ETag`).
+    /// The current version (the `ETag`): +1 per transition, per transaction
+    /// opened, and per transaction aborted or expired.
     package let version: Int64
-    /// The events allowed from `state`, in definition order.
+    /// The events allowed now, in definition order (none while a transaction is open).
     package let allowedEvents: [String]
     /// When the machine entered `state`.
     package let enteredAt: Timestamp
     /// The last transitions (at most 50), oldest first.
     package let history: [MachineTransition]
+    /// The open transaction, if any.
+    package let transaction: MachineTransaction?
 
-    /// `{"name", "definition", "state", "version", "allowed_events", "entered_at", "history"}`.
+    /// `{"name", "definition", "state", "version", "allowed_events", "entered_at", "history", "transaction"}`.
     /// `definition` is the definition's name when it came from the config,
     /// otherwise the normalized inline definition object.
     package func json() -> JSONValue {
@@ -29,6 +32,7 @@ package struct MachineSnapshot: Sendable, Equatable {
             ("allowed_events", .array(allowedEvents.map(JSONValue.string))),
             ("entered_at", .string(enteredAt.rfc3339)),
             ("history", .array(history.map { $0.json() })),
+            ("transaction", transaction?.json() ?? .null),
         ])
     }
 }

@@ -1,0 +1,65 @@
+/// A transition held open (seed 004's transaction, with the work done by the
+/// client): the event was allowed when it opened, and the machine stays in
+/// `from`, refusing every other event, until the client commits it (the
+/// transition happens), aborts it, or `expiresAt` passes (nothing happens).
+package struct MachineTransaction: Sendable, Equatable {
+    /// Where the transaction is in its life.
+    package enum Status: String, Sendable {
+        /// Open: the machine waits for a commit or an abort.
+        case open
+        /// Committed: the transition happened.
+        case committed
+        /// Aborted by the client: the state did not change.
+        case aborted
+        /// Its timeout ran out: the state did not change.
+        case expired
+    }
+
+    /// The machine's id for it (see `MachineEngine.makeTransactionID`).
+    package let id: String
+    /// The event it applies on commit.
+    package let event: String
+    /// The state the machine stays in while it is open.
+    package let from: String
+    /// The state a commit enters.
+    package let to: String
+    /// The client's data, kept in the history entry either way.
+    package let data: JSONValue?
+    /// When it opened.
+    package let openedAt: Timestamp
+    /// When it expires if still open.
+    package let expiresAt: Timestamp
+    /// Open, or how it ended.
+    package internal(set) var status: Status
+    /// The machine's version after it opened, or after it ended.
+    package internal(set) var version: Int64
+
+    /// `{"id", "event", "from", "to", "opened_at", "expires_at", "status", "version", "data"?}`.
+    package func json() -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("id", .string(id)),
+            ("event", .string(event)),
+            ("from", .string(from)),
+            ("to", .string(to)),
+            ("opened_at", .string(openedAt.rfc3339)),
+            ("expires_at", .string(expiresAt.rfc3339)),
+            ("status", .string(status.rawValue)),
+            ("version", .int(Int(version))),
+        ]
+        if let data { members.append(("data", data)) }
+        return .object(members)
+    }
+}
+
+/// How many transactions a machine has ended, by outcome (`/metrics`).
+package struct TransactionCounts: Sendable, Equatable {
+    /// Committed: the transition happened.
+    package var committed = 0
+    /// Aborted by the client.
+    package var aborted = 0
+    /// Expired: their timeout ran out.
+    package var expired = 0
+
+    /// No transactions yet.
+    package init() {}
+}
