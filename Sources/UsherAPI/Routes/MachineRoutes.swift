@@ -187,7 +187,8 @@ enum MachineRoutes: ResourceAPI {
             guard let event = try body.name("event") else {
                 throw FieldError(field: "event", message: "is required")
             }
-            let seconds = try body.number("timeout_seconds", in: Durations.minimumSeconds...config.maxMachineTransactionSeconds)
+            let seconds = try body.number(
+                "timeout_seconds", in: Durations.minimumSeconds...config.maxMachineTransactionSeconds)
             return (event, seconds ?? config.machineTransactionSeconds, body.value("data"))
         }
         let expected = try ifMatch(call.request.header("if-match"))

@@ -60,6 +60,10 @@ package struct TransactionCounts: Sendable, Equatable {
     /// Expired: their timeout ran out.
     package var expired = 0
 
-    /// No transactions yet.
-    package init() {}
+    /// Counts as given; none by default.
+    package init(committed: Int = 0, aborted: Int = 0, expired: Int = 0) {
+        self.committed = committed
+        self.aborted = aborted
+        self.expired = expired
+    }
 }

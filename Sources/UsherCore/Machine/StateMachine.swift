@@ -80,6 +80,7 @@ package actor StateMachine: LockIsolatedActor {
     /// transaction already open is `.transactionOpen`). The machine stays in
     /// its state, refusing other events, until `commit`, `abort`, or
     /// `seconds` pass (then it expires). Wakes every waiter: the version moved.
+    @discardableResult
     package func open(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil, seconds: Double)
         throws(MachineError) -> MachineTransaction
     {
