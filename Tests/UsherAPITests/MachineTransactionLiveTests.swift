@@ -70,7 +70,8 @@ import Testing
             let late = try c.request("POST", "\(Self.base)/transactions/\(id)/\(action)")
             #expect(late.status == 409)
             #expect(late.code == "transaction_ended")
-            #expect(late.json["status"] as? String == "committed")
+            #expect(late.json["current_status"] as? String == "committed")
+            #expect(late.json["status"] as? Int == 409)
         }
         #expect(try c.request("POST", "\(Self.base)/transactions/nope/commit").status == 404)
         #expect(try c.request("POST", "\(Self.base)/transactions/nope/abort").code == "not_found")
@@ -97,7 +98,8 @@ import Testing
         #expect(last["to"] as? String == "Ready")
         #expect(last["attempted"] as? String == "Running")
         #expect(last["transaction"] as? String == id)
-        #expect(try s.call("POST", "\(Self.base)/transactions/\(id)/commit").json["status"] as? String == "aborted")
+        #expect(
+            try s.call("POST", "\(Self.base)/transactions/\(id)/commit").json["current_status"] as? String == "aborted")
         #expect(try s.call("POST", "\(Self.base)/events/start").status == 200)
     }
 
@@ -146,7 +148,7 @@ import Testing
         #expect((state["history"] as? [[String: Any]])?.last?["cause"] as? String == "expired")
         let late = try s.call("POST", "\(Self.base)/transactions/\(id)/commit")
         #expect(late.code == "transaction_ended")
-        #expect(late.json["status"] as? String == "expired")
+        #expect(late.json["current_status"] as? String == "expired")
     }
 
     @Test func longPollsWakeOnOpenCommitAndAbort() throws {

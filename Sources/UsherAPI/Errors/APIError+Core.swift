@@ -60,7 +60,7 @@ extension APIError {
         case .transactionEnded(let outcome):
             self = .conflict(
                 "transaction_ended", "Transaction ended", "the transaction has already ended (\(outcome.rawValue))",
-                extra: [("status", .string(outcome.rawValue))])
+                extra: [("current_status", .string(outcome.rawValue))])
         case .unknownTransaction:
             self = .notFound("no such transaction")
         case .versionMismatch(let current):
