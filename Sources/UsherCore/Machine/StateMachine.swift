@@ -63,8 +63,9 @@ package actor StateMachine: LockIsolatedActor {
     ///
     /// - Throws: `.unknownEvent` when the definition does not know the event;
     ///   `.versionMismatch` when `expectedVersion` is given and differs;
-    ///   `.transactionOpen` while a transaction is open; `.invalidTransition` when the current state does not allow it (checked
-    ///   in that order); `.gone` after `close()`; `.shuttingDown` after `shutdown()`.
+    ///   `.transactionOpen` while a transaction is open; `.invalidTransition`
+    ///   when the current state does not allow it (checked in that order);
+    ///   `.gone` after `close()`; `.shuttingDown` after `shutdown()`.
     @discardableResult
     package func fire(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil)
         throws(MachineError) -> TransitionResult
@@ -156,7 +157,8 @@ package actor StateMachine: LockIsolatedActor {
 
     /// Returns the snapshot as soon as the version differs from `version`:
     /// at once if it already does (or `deadline` has passed), otherwise at the
-    /// next transition or at `deadline`, whichever comes first. A cancelled
+    /// next change (a transition, a transaction opened or ended) or at
+    /// `deadline`, whichever comes first. A cancelled
     /// task gets the current snapshot back.
     ///
     /// - Throws: `.gone` if the machine is or gets deleted, `.shuttingDown` at shutdown.
