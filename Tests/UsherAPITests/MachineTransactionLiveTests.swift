@@ -200,6 +200,28 @@ import Testing
         }
     }
 
+    @Test func theEventStreamShowsEachStep() throws {
+        let s = try LiveServer(Self.config)
+        let events = try SSEReader(port: s.port, "/v1/events?kind=machines&name=player")
+        let path = "\(Self.base)/transactions"
+        let first = try #require(try s.call("POST", path, #"{"event": "prepare"}"#).json["id"] as? String)
+        #expect(try s.call("POST", "\(path)/\(first)/commit").status == 200)
+        let second = try #require(try s.call("POST", path, #"{"event": "start"}"#).json["id"] as? String)
+        #expect(try s.call("POST", "\(path)/\(second)/abort").status == 200)
+        var seen: [(String, String?)] = []
+        for _ in 0..<5 {
+            let e = try #require(try events.next())
+            let body = e.data["data"] as? [String: Any]
+            seen.append((e.type, body?["status"] as? String ?? body?["transaction"] as? String))
+        }
+        #expect(
+            seen.map(\.0) == [
+                "transaction-opened", "transition", "transaction-committed", "transaction-opened",
+                "transaction-aborted",
+            ])
+        #expect(seen.map(\.1) == ["open", first, "committed", "open", "aborted"])
+    }
+
     @Test func deletingTheMachineEndsItsTransaction() throws {
         let s = try LiveServer(Self.config)
         #expect(try s.call("PUT", "/v1/machines/m", #"{"definition": "player"}"#).status == 201)
