@@ -188,6 +188,31 @@ import Testing
         p.waitUntilExit()
         #expect(p.terminationStatus == 0)
     }
+
+    @Test func aReloadKeepsAnOpenTransactionOrEndsItWithTheMachine() throws {
+        let file = try ConfigFile()
+        try file.write(#"{"machines": {"m": {"definition": "player"}, "n": {"definition": "player"}}}"#)
+        let app = try UsherApp(config: try file.load(), logger: Logger(level: .error))
+        let reloader = ConfigReloader(app: app)
+        let m = try app.registry.lookup(.machines, "m", as: StateMachine.self)
+        let n = try app.registry.lookup(.machines, "n", as: StateMachine.self)
+        let open = { (machine: StateMachine) throws(MachineError) -> MachineTransaction in
+            try machine.withIsolation { m throws(MachineError) in try m.open(event: "prepare", seconds: 30) }
+        }
+        let kept = try open(m)
+        let dropped = try open(n)
+        // m's definition changes (which cannot happen in place), n is no longer declared.
+        try file.write(#"{"machines": {"m": {"initial": "A", "transitions": []}}}"#)
+        let report = reloader.reload(file.load)
+        #expect(report.partlyChanged == ["machines/m"])
+        #expect(report.deleted == ["machines/n"])
+        #expect(m.withIsolation { $0.snapshot().transaction } == kept)
+        let committed = try m.withIsolation { m throws(MachineError) in try m.commit(transaction: kept.id) }
+        #expect(committed.state == "Ready")
+        #expect(throws: MachineError.gone) {
+            try n.withIsolation { n throws(MachineError) in try n.commit(transaction: dropped.id) }
+        }
+    }
 }
 
 /// Reads JSON log lines from a child's standard output.

@@ -128,6 +128,24 @@ final class SSEReader {
         #expect(((ended.data["data"] as? [String: Any])?["element"] as? [String: Any])?["data"] as? Int == 7)
     }
 
+    /// Every way an item enters or leaves has its event: a take with `wait`
+    /// that finds an item at once, and an item a file source pulls.
+    @Test func aWaitingTakeAndASourcePullAreEvents() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("usher-events-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try #"{"n": 1}"#.write(to: dir.appendingPathComponent("in.ndjson"), atomically: true, encoding: .utf8)
+        let s = try LiveServer(#"{"data_dir": "\#(dir.path)", "pipelines": {"p": {}}}"#)
+        let events = try SSEReader(port: s.port, "/v1/events?kind=pipelines")
+        #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": 1}"#).status == 201)
+        #expect(try s.call("POST", "/v1/pipelines/p/take?wait=5").status == 200)
+        #expect(try events.next(2) == ["pipeline/p/pushed", "pipeline/p/delivered"])
+
+        let created = try s.call("PUT", "/v1/pipelines/fed", #"{"source": {"kind": "file", "path": "in.ndjson"}}"#)
+        #expect(created.status == 201)
+        #expect(try events.next(2) == ["pipeline/fed/created", "pipeline/fed/pushed"])
+    }
+
     @Test func resourcesCreatedAndDeletedAreEvents() throws {
         let s = try LiveServer(#"{"queues": {"q": {}}}"#)
         let all = try SSEReader(port: s.port)

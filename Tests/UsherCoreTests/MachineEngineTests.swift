@@ -162,6 +162,7 @@ enum MachineFixtures {
         #expect(named.enteredAt == t0.adding(seconds: 1.5) && named.history.map(\.event) == ["prepare"])
         let inline = e.snapshot(name: "jukebox", definitionName: nil)
         #expect(inline.definitionName == nil && inline.definition == .player)
+        #expect(named.transaction == nil)
     }
 
     @Test func transitionResultCarriesTheNewVersion() throws {

@@ -54,6 +54,10 @@ package struct UsherConfig: Sendable {
     /// `max_json_depth` (500) and `max_pointer_segments` (32): how deep request
     /// bodies and source items may nest, how long a filter's JSON Pointer may be.
     var jsonLimits = JSONLimits()
+    /// A machine transaction's timeout when the request gives none, in seconds. Default 30.
+    var machineTransactionSeconds = 30.0
+    /// The longest timeout a machine transaction may ask for, in seconds. Default 3600.
+    var maxMachineTransactionSeconds = 3600.0
     /// Machine definitions by name; `player` is built in (the config may replace it).
     package var definitions: [String: MachineDefinition] = ["player": .player]
     /// Resources created at start-up: per kind, `(name, config)` in the order
@@ -124,6 +128,17 @@ package struct UsherConfig: Sendable {
         }
         if let v = try r.int("max_stored_bytes", in: maxStoredBytesRange) { config.maxStoredBytes = v }
         if let v = try r.int("max_response_bytes", in: maxResponseBytesRange) { config.maxResponseBytes = v }
+        if let v = try r.number("machine_transaction_seconds", in: transactionSecondsRange) {
+            config.machineTransactionSeconds = v
+        }
+        if let v = try r.number("max_machine_transaction_seconds", in: transactionSecondsRange) {
+            config.maxMachineTransactionSeconds = v
+        }
+        if config.machineTransactionSeconds > config.maxMachineTransactionSeconds {
+            throw FieldError(
+                field: "machine_transaction_seconds",
+                message: "must be at most max_machine_transaction_seconds (\(config.maxMachineTransactionSeconds))")
+        }
         if var definitions = try r.object("definitions") {
             for name in definitions.keys {
                 let path = definitions.fieldPath(name)
@@ -180,6 +195,9 @@ package struct UsherConfig: Sendable {
         }
         return out
     }
+
+    /// The accepted `machine_transaction_seconds` and `max_machine_transaction_seconds`.
+    static let transactionSecondsRange = Durations.minimumSeconds...Durations.maximumSeconds
 
     /// The accepted `connection_memory_bytes`: below 4 KiB a request with a
     /// few ordinary headers would not fit.

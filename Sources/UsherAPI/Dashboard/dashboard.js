@@ -375,13 +375,16 @@
   function renderMachine(m) {
     const history = m.history.slice(-ITEM_ROWS).reverse().map((h) => el('li', {'data-version': h.version},
       el('span', {class: 'event'}, h.event), ' ', el('span', {class: 'from-to'}, h.from + ' → ' + h.to),
-      el('span', {class: 'when'}, since(h.at), ' ago', h.cause === 'timeout' ? ' · timeout' : '')));
+      el('span', {class: 'when'}, since(h.at), ' ago', h.cause === 'event' ? '' : ' · ' + h.cause)));
+    const t = m.transaction;
     return [
       head(m.name, ['definition ' + (typeof m.definition === 'string' ? m.definition : 'inline') + ' · version ',
         serial(m.version, 'version')]),
       el('p', {class: 'current-state'}, el('span', {class: 'state-pill', 'data-stat': 'state'}, m.state), ' for ', since(m.entered_at)),
       diagram(m),
-      el('div', {class: 'block'}, el('h4', {}, 'Allowed now'), m.allowed_events.length
+      el('div', {class: 'block'}, el('h4', {}, 'Allowed now'), t
+        ? el('p', {class: 'none', 'data-stat': 'transaction'}, 'Transaction ' + t.event + ' (→ ' + t.to + ') open; expires in ', until(t.expires_at))
+        : m.allowed_events.length
         ? el('p', {class: 'chips', 'data-stat': 'allowed'}, m.allowed_events.map((e) => el('span', {class: 'chip'}, e)))
         : el('p', {class: 'none'}, 'No event is allowed from here.')),
       el('div', {class: 'block'}, el('h4', {}, 'Recent transitions'), history.length

@@ -49,6 +49,20 @@ extension APIError {
                 "invalid_transition", "Invalid transition",
                 "the event is not allowed in state \(state)",
                 extra: [("state", .string(state)), ("allowed_events", .array(allowed.map(JSONValue.string)))])
+        case .transactionOpen(let open):
+            self = .conflict(
+                "transaction_open", "Transaction open",
+                "transaction \(open.id) (event \(open.event)) is open until \(open.expiresAt.rfc3339): commit or abort it first",
+                extra: [
+                    ("transaction", .string(open.id)), ("event", .string(open.event)),
+                    ("expires_at", .string(open.expiresAt.rfc3339)),
+                ])
+        case .transactionEnded(let outcome):
+            self = .conflict(
+                "transaction_ended", "Transaction ended", "the transaction has already ended (\(outcome.rawValue))",
+                extra: [("current_status", .string(outcome.rawValue))])
+        case .unknownTransaction:
+            self = .notFound("no such transaction")
         case .versionMismatch(let current):
             self = .preconditionFailed(
                 "If-Match does not match the machine's version \(current)",

@@ -13,6 +13,8 @@ struct ResourceSample {
     var wait: WaitHistogram?
     /// Machines: the current state, version, and when the state was entered.
     var machine: (state: String, version: Int64, enteredAt: Timestamp)?
+    /// Machines: transactions ended so far, by outcome.
+    var transactions = TransactionCounts()
 
     init(_ kind: ResourceKind, _ name: String) {
         self.kind = kind
@@ -105,9 +107,10 @@ extension Pipeline: MetricsSampled {
 
 extension StateMachine: MetricsSampled {
     nonisolated func metricsSample() -> ResourceSample? {
-        let snapshot = withIsolation { $0.snapshot() }
+        let (snapshot, transactions) = withIsolation { ($0.snapshot(), $0.transactionCounts) }
         var s = ResourceSample(.machines, snapshot.name)
         s.machine = (snapshot.state, snapshot.version, snapshot.enteredAt)
+        s.transactions = transactions
         return s
     }
 }
@@ -201,6 +204,17 @@ enum ResourceMetrics {
             out.sample(
                 "usher_machine_state_age_seconds", labels(s),
                 max(0, Double(now.micros - s.machine!.enteredAt.micros) / 1_000_000))
+        }
+        out.family(
+            "usher_machine_transactions_total", "counter",
+            "Machine transactions ended, by outcome (committed, aborted, expired).")
+        for s in machines {
+            let counts = s.transactions
+            for (outcome, n) in [
+                ("committed", counts.committed), ("aborted", counts.aborted), ("expired", counts.expired),
+            ] {
+                out.sample("usher_machine_transactions_total", labels(s) + [("outcome", outcome)], Double(n))
+            }
         }
     }
 

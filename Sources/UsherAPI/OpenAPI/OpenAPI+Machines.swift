@@ -109,7 +109,29 @@ extension OpenAPIDocument {
                         ("to", Schema.name()),
                         ("version", Schema.fence),
                         ("at", Schema.timestamp),
-                        ("cause", Schema.enumeration(["event", "timeout"])),
+                        (
+                            "cause",
+                            Schema.enumeration(
+                                ["event", "timeout", "aborted", "expired"],
+                                "aborted, expired: a transaction that ended without a transition (from == to)")
+                        ),
+                        ("data", Schema.any("the client's data, when it sent some")),
+                        ("transaction", Schema.string("the transaction the entry ended")),
+                        ("attempted", Schema.name("aborted, expired: the state the transaction would have entered")),
+                    ], optional: ["data", "transaction", "attempted"])
+            ),
+            (
+                "Transaction",
+                Schema.object(
+                    [
+                        ("id", Schema.string("the machine's id for it")),
+                        ("event", Schema.name()),
+                        ("from", Schema.name("the state the machine stays in while it is open")),
+                        ("to", Schema.name("the state a commit enters")),
+                        ("opened_at", Schema.timestamp),
+                        ("expires_at", Schema.timestamp),
+                        ("status", Schema.enumeration(["open", "committed", "aborted", "expired"])),
+                        ("version", Schema.fence),
                         ("data", Schema.any("the client's data, when it sent some")),
                     ], optional: ["data"])
             ),
@@ -121,9 +143,13 @@ extension OpenAPIDocument {
                         ("definition", Schema.oneOf([Schema.name("the definition's name"), Schema.ref("Definition")])),
                         ("state", Schema.name()),
                         ("version", Schema.fence),
-                        ("allowed_events", Schema.array(Schema.name(), "in definition order")),
+                        (
+                            "allowed_events",
+                            Schema.array(Schema.name(), "in definition order; empty while a transaction is open")
+                        ),
                         ("entered_at", Schema.timestamp),
-                        ("history", Schema.array(Schema.ref("Transition"), "the last 50 transitions, oldest first")),
+                        ("history", Schema.array(Schema.ref("Transition"), "the last 50 entries, oldest first")),
+                        ("transaction", Schema.nullable(Schema.ref("Transaction"))),
                         ("definition_detail", Schema.ref("Definition")),
                     ], optional: ["definition_detail"])
             ),
@@ -182,22 +208,7 @@ extension OpenAPIDocument {
                         "POST", "fire", "Fire an event: one transition, as one transaction",
                         description:
                             "Checked in this order: unknown event (404), If-Match (412), not allowed now (409).",
-                        headers: [
-                            .object([
-                                ("name", .string("If-Match")), ("in", .string("header")), ("required", .bool(false)),
-                                (
-                                    "description",
-                                    .string("apply only at this version: quoted (\"7\") or bare (7); * or absent: any")
-                                ),
-                                (
-                                    "schema",
-                                    .object([
-                                        ("type", .string("string")),
-                                        ("pattern", .string("^(\\*|(W/)?\"[-+]?[0-9]{1,18}\"|[-+]?[0-9]{1,18})$")),
-                                    ])
-                                ),
-                            ])
-                        ],
+                        headers: [ifMatch],
                         body: RequestBody(
                             schema: Schema.request([("data", Schema.any("kept in the history entry"))]),
                             required: false, example: .object([("data", .object([("by", .string("ops"))]))])),
@@ -206,14 +217,99 @@ extension OpenAPIDocument {
                             Response.problem(
                                 404, "no such machine, or an event its definition does not know (`allowed_events`)",
                                 codes: ["not_found"]),
-                            Response.problem(
-                                409, "the event is not allowed in the current state (`state`, `allowed_events`)",
-                                codes: ["invalid_transition"]),
+                            eventConflicts,
                             Response.problem(
                                 412, "If-Match differs from the version (`version` is the current one)",
                                 codes: ["precondition_failed"]),
                         ])
                 ]),
+            PathItem(
+                "/v1/machines/{name}/transactions", [name],
+                [
+                    Operation(
+                        "POST", "openTransaction", "Hold a transition open until it is committed or aborted",
+                        description:
+                            "Checked as the event is. While it is open the machine stays in `from` and refuses every "
+                            + "other event or transaction (409 transaction_open); it expires after timeout_seconds.",
+                        headers: [ifMatch],
+                        body: RequestBody(
+                            schema: Schema.request(
+                                [
+                                    ("event", Schema.name("the event a commit applies")),
+                                    (
+                                        "timeout_seconds",
+                                        Schema.seconds(
+                                            Durations.minimumSeconds...UsherConfig().maxMachineTransactionSeconds,
+                                            "default machine_transaction_seconds; at most max_machine_transaction_seconds"
+                                        )
+                                    ),
+                                    ("data", Schema.any("kept in the history entry")),
+                                ], required: ["event"]),
+                            required: true,
+                            example: .object([("event", .string("prepare")), ("timeout_seconds", .int(60))])),
+                        responses: [
+                            Response.json(201, "the open transaction", Schema.ref("Transaction"), headers: etag),
+                            Response.problem(
+                                404, "no such machine, or an event its definition does not know (`allowed_events`)",
+                                codes: ["not_found"]),
+                            eventConflicts,
+                            Response.problem(
+                                412, "If-Match differs from the version (`version` is the current one)",
+                                codes: ["precondition_failed"]),
+                            Response.problem(
+                                507, "the history entry would pass max_stored_bytes", codes: ["storage_full"]),
+                        ])
+                ]),
+            PathItem(
+                "/v1/machines/{name}/transactions/{id}/commit", [name, transactionID],
+                [
+                    Operation(
+                        "POST", "commitTransaction", "Commit: the transition happens as the event would",
+                        responses: [
+                            Response.json(200, "the transition", Schema.ref("TransitionResult"), headers: etag)
+                        ] + transactionEnds)
+                ]),
+            PathItem(
+                "/v1/machines/{name}/transactions/{id}/abort", [name, transactionID],
+                [
+                    Operation(
+                        "POST", "abortTransaction", "Abort: the transaction ends, the state stays",
+                        responses: [
+                            Response.json(
+                                200, "the transaction, status aborted", Schema.ref("Transaction"), headers: etag)
+                        ] + transactionEnds)
+                ]),
         ]
     }
+
+    /// `If-Match` on an event or a transaction.
+    private static let ifMatch: JSONValue = .object([
+        ("name", .string("If-Match")), ("in", .string("header")), ("required", .bool(false)),
+        ("description", .string("apply only at this version: quoted (\"7\") or bare (7); * or absent: any")),
+        (
+            "schema",
+            .object([
+                ("type", .string("string")),
+                ("pattern", .string("^(\\*|(W/)?\"[-+]?[0-9]{1,18}\"|[-+]?[0-9]{1,18})$")),
+            ])
+        ),
+    ])
+
+    /// 409 on an event or on opening a transaction.
+    private static let eventConflicts = Response.problem(
+        409,
+        "the event is not allowed in the current state (`state`, `allowed_events`), or a transaction is open "
+            + "(`transaction`, `event`, `expires_at`)",
+        codes: ["invalid_transition", "transaction_open"])
+
+    /// A transaction's id in the path.
+    private static let transactionID = Parameter.path("id", "the transaction's id", example: "1767225600000001")
+
+    /// What a commit or an abort can meet besides its answer.
+    private static let transactionEnds: [(String, JSONValue)] = [
+        Response.problem(404, "no such machine or transaction", codes: ["not_found"]),
+        Response.problem(
+            409, "the transaction already ended (`current_status`: committed, aborted or expired)",
+            codes: ["transaction_ended"]),
+    ]
 }

@@ -4,7 +4,7 @@ import UsherCore
 /// The OpenAPI 3.1 document of every route, served at `GET /openapi.json`.
 ///
 /// Built once from the pieces in this folder: one file per resource kind
-/// (its schemas and paths, next to the shapes its `json()` functions write),
+/// (its schemas and paths, next to the wire types in `Wire/` that write them),
 /// the builders (`OpenAPIBuilders.swift`), and here the document itself, the
 /// problem schema and the operations routes. `OpenAPITests` keeps it true:
 /// every route the router serves is here and nothing else is, and
@@ -31,7 +31,7 @@ enum OpenAPIDocument {
     static let problemCodes = [
         "bad_request", "unauthorized", "origin_not_allowed", "not_found", "method_not_allowed", "host_not_allowed",
         "already_exists", "not_granted", "not_leased", "pool_exhausted", "invalid_transition", "nothing_showing",
-        "not_in_flight", "in_flight", "element_leased",
+        "not_in_flight", "in_flight", "element_leased", "transaction_open", "transaction_ended",
         "gone", "precondition_failed", "payload_too_large",
         "queue_full", "pipeline_full", "too_many_resources", "too_many_elements",
         "not_implemented", "shutting_down", "internal_error", "storage_full",
@@ -136,7 +136,8 @@ enum OpenAPIDocument {
                         ("field", Schema.string("bad_request: the field or query parameter at fault")),
                         (
                             "current_status",
-                            Schema.string("not_granted, not_leased, not_in_flight: the status it has now")
+                            Schema.string(
+                                "not_granted, not_leased, not_in_flight, transaction_ended: the status it has now")
                         ),
                         (
                             "retry_after_seconds",
@@ -148,6 +149,9 @@ enum OpenAPIDocument {
                             Schema.array(Schema.name(), "invalid_transition, and not_found for an unknown event")
                         ),
                         ("version", Schema.integer(nil, "precondition_failed: the machine's current version")),
+                        ("transaction", Schema.string("transaction_open: the open transaction's id")),
+                        ("event", Schema.name("transaction_open: the open transaction's event")),
+                        ("expires_at", Schema.timestamp),
                         ("next_expiry_at", Schema.nullable(Schema.timestamp)),
                         ("element", Schema.name("element_leased: the element")),
                         ("lease", Schema.name("element_leased: its lease")),
@@ -160,6 +164,7 @@ enum OpenAPIDocument {
                     ],
                     optional: [
                         "field", "current_status", "retry_after_seconds", "state", "allowed_events", "version",
+                        "transaction", "event", "expires_at",
                         "next_expiry_at", "element", "lease", "used_bytes", "limit_bytes", "requested_bytes",
                     ],
                     "RFC 9457 problem details (application/problem+json) with a stable `code`")

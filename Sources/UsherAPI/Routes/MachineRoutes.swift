@@ -58,7 +58,7 @@ struct MachineSpec: Sendable, Equatable {
     }
 }
 
-/// `/v1/machines`: lifecycle, events, long-poll on version (SPEC §6).
+/// `/v1/machines`: lifecycle, events, transactions, long-poll on version (SPEC §6).
 enum MachineRoutes: ResourceAPI {
     static let kind = ResourceKind.machines
 
@@ -87,6 +87,9 @@ enum MachineRoutes: ResourceAPI {
             try ResourceRoutes.delete(call, .machines)
         }
         router.add("POST", "/v1/machines/{name}/events/{event}", fire)
+        router.add("POST", "/v1/machines/{name}/transactions", openTransaction)
+        router.add("POST", "/v1/machines/{name}/transactions/{id}/commit", commit)
+        router.add("POST", "/v1/machines/{name}/transactions/{id}/abort", abort)
     }
 
     /// Creates a machine (PUT and the config file share this).
@@ -175,6 +178,56 @@ enum MachineRoutes: ResourceAPI {
             }
             return .respond(
                 Reply.encoded(TransitionResultBody(result: result), headers: [("ETag", "\"\(result.version)\"")]))
+        } catch { throw APIError(error) }
+    }
+
+    /// `{"event", "timeout_seconds"?, "data"?}`, optional `If-Match`: 201 with the open transaction.
+    private static func openTransaction(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let machine = try machine(call)
+        let config = call.app.config
+        let (event, seconds, data) = try call.readBody { body throws(FieldError) in
+            guard let event = try body.name("event") else {
+                throw FieldError(field: "event", message: "is required")
+            }
+            let seconds = try body.number(
+                "timeout_seconds", in: Durations.minimumSeconds...config.maxMachineTransactionSeconds)
+            return (event, seconds ?? config.machineTransactionSeconds, body.value("data"))
+        }
+        let expected = try ifMatch(call.request.header("if-match"))
+        do throws(MachineError) {
+            let opened = try machine.withIsolation { m throws(MachineError) in
+                try m.open(event: event, expectedVersion: expected, data: data, seconds: seconds)
+            }
+            return .respond(
+                Reply.encoded(
+                    TransactionBody(transaction: opened), status: 201, headers: [("ETag", "\"\(opened.version)\"")]))
+        } catch { throw APIError(error) }
+    }
+
+    /// Commits a transaction: answered as a plain event is.
+    private static func commit(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let machine = try machine(call)
+        let id = try call.name("id")
+        try call.readBody { _ throws(FieldError) in }
+        do throws(MachineError) {
+            let result = try machine.withIsolation { m throws(MachineError) in try m.commit(transaction: id) }
+            return .respond(
+                Reply.encoded(TransitionResultBody(result: result), headers: [("ETag", "\"\(result.version)\"")]))
+        } catch { throw APIError(error) }
+    }
+
+    /// Aborts a transaction: 200 with it, `status: "aborted"`.
+    private static func abort(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        _ = try call.query(allowing: [])
+        let machine = try machine(call)
+        let id = try call.name("id")
+        try call.readBody { _ throws(FieldError) in }
+        do throws(MachineError) {
+            let aborted = try machine.withIsolation { m throws(MachineError) in try m.abort(transaction: id) }
+            return .respond(
+                Reply.encoded(TransactionBody(transaction: aborted), headers: [("ETag", "\"\(aborted.version)\"")]))
         } catch { throw APIError(error) }
     }
 

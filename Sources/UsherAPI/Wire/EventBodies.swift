@@ -33,6 +33,8 @@ struct EventBody: Encodable {
             try nested.encode(count, forKey: .count)
         case .transition(let transition):
             try container.encode(MachineTransitionBody(transition: transition), forKey: .data)
+        case .transaction(let transaction):
+            try container.encode(TransactionBody(transaction: transaction), forKey: .data)
         case .changes(let changes):
             var nested = container.nestedContainer(keyedBy: WireKey.self, forKey: .data)
             for (field, value) in changes { try nested.encode(value, forKey: WireKey(field)) }

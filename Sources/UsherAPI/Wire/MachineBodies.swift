@@ -3,13 +3,14 @@ import UsherCore
 /// `GET /v1/machines/{m}` and the answers that show a machine: name,
 /// definition (its name when it came from the config, else the normalized
 /// inline definition), state, version, `allowed_events`, `entered_at`,
-/// history; with `?include=definition` also `definition_detail`.
+/// history, `transaction` (the open one, or null); with
+/// `?include=definition` also `definition_detail`.
 struct MachineBody: Encodable {
     let snapshot: MachineSnapshot
     let withDefinition: Bool
 
     enum CodingKeys: String, CodingKey {
-        case name, definition, state, version, history
+        case name, definition, state, version, history, transaction
         case allowedEvents = "allowed_events"
         case enteredAt = "entered_at"
         case definitionDetail = "definition_detail"
@@ -29,6 +30,7 @@ struct MachineBody: Encodable {
         try container.encodeTime(snapshot.enteredAt, forKey: .enteredAt)
         var history = container.nestedUnkeyedContainer(forKey: .history)
         for transition in snapshot.history { try history.encode(MachineTransitionBody(transition: transition)) }
+        try container.encode(snapshot.transaction.map(TransactionBody.init), forKey: .transaction)
         if withDefinition {
             try container.encode(MachineDefinitionBody(definition: snapshot.definition), forKey: .definitionDetail)
         }
@@ -69,11 +71,12 @@ struct MachineDefinitionBody: Encodable {
 }
 
 /// One entry of a machine's history: event, from, to, version, at, cause,
-/// and `data` only when the event carried some.
+/// and `data` only when the event carried some; `transaction` when it ended
+/// one, `attempted` when that ended without a transition.
 struct MachineTransitionBody: Encodable {
     let transition: MachineTransition
 
-    enum CodingKeys: String, CodingKey { case event, from, to, version, at, cause, data }
+    enum CodingKeys: String, CodingKey { case event, from, to, version, at, cause, data, transaction, attempted }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -84,6 +87,34 @@ struct MachineTransitionBody: Encodable {
         try container.encodeTime(transition.at, forKey: .at)
         try container.encode(transition.cause.rawValue, forKey: .cause)
         try container.encodeIfPresent(transition.data, forKey: .data)
+        try container.encodeIfPresent(transition.transaction, forKey: .transaction)
+        try container.encodeIfPresent(transition.attempted, forKey: .attempted)
+    }
+}
+
+/// A transaction: id, event, from, to, `opened_at`, `expires_at`, status,
+/// version (the machine's, after it opened or ended), and `data` when it
+/// carries some.
+struct TransactionBody: Encodable {
+    let transaction: MachineTransaction
+
+    enum CodingKeys: String, CodingKey {
+        case id, event, from, to, status, version, data
+        case openedAt = "opened_at"
+        case expiresAt = "expires_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(transaction.id, forKey: .id)
+        try container.encode(transaction.event, forKey: .event)
+        try container.encode(transaction.from, forKey: .from)
+        try container.encode(transaction.to, forKey: .to)
+        try container.encodeTime(transaction.openedAt, forKey: .openedAt)
+        try container.encodeTime(transaction.expiresAt, forKey: .expiresAt)
+        try container.encode(transaction.status.rawValue, forKey: .status)
+        try container.encode(transaction.version, forKey: .version)
+        try container.encodeIfPresent(transaction.data, forKey: .data)
     }
 }
 

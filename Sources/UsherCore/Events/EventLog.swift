@@ -17,6 +17,8 @@ package enum EventSubject: Sendable {
     case count(Int)
     /// A machine's transition.
     case transition(MachineTransition)
+    /// A machine's transaction, opened or ended.
+    case transaction(MachineTransaction)
     /// A `PATCH` that changed something: each changed field with its new value.
     case changes([(field: String, value: JSONValue)])
     /// A created resource: its list summary.
@@ -34,6 +36,7 @@ package enum EventSubject: Sendable {
         case .delivery(let delivery): delivery.payload
         case .summary(let summary): summary
         case .changes(let changes): .object(changes.map { ($0.field, $0.value) })
+        case .transaction(let transaction): transaction.data
         case .count, .transition, .deleted: nil
         }
     }

@@ -1,6 +1,6 @@
 /// A snapshot of one visitor, as the API shows it.
 ///
-/// JSON convention (`json()`): `key`, `action`, `payload`, `granted_at`,
+/// Wire convention (`VisitorBody`): `key`, `action`, `payload`, `granted_at`,
 /// `expires_at`, `finished_at` and `fence` are always present and `null` when
 /// they have no value, so clients can rely on the shape; `position` and
 /// `estimated_wait_seconds` appear only while the visitor is `waiting`, and

@@ -2,7 +2,7 @@
 /// and the timeouts that fire events by themselves. Always valid: every way of
 /// making one checks it.
 ///
-/// Normalized form (what `json()` shows and `==` compares):
+/// Normalized form (what `MachineDefinitionBody` shows and `==` compares):
 /// - `states` is always present: as declared, or, when the input leaves it
 ///   out, the states that `initial` and the transitions name, in order of first
 ///   mention (`initial`, then each transition's `from` states, then its `to`);

@@ -5,6 +5,13 @@ package enum MachineError: Error, Sendable, Equatable {
     case unknownEvent(allowedEvents: [String])
     /// The event is known but not allowed from `state` (409 `invalid_transition`).
     case invalidTransition(state: String, allowedEvents: [String])
+    /// A transaction is open: no other event or transaction until it ends
+    /// (409 `transaction_open`, naming it and its expiry).
+    case transactionOpen(MachineTransaction)
+    /// The transaction was committed, aborted or expired already (409 `transaction_ended`).
+    case transactionEnded(MachineTransaction.Status)
+    /// No such transaction, or one that left the history (404).
+    case unknownTransaction
     /// The caller's expected version (`If-Match`) differs from `current` (412).
     case versionMismatch(current: Int64)
     /// The machine was deleted (410 `gone`).

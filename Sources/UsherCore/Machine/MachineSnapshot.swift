@@ -8,12 +8,16 @@ package struct MachineSnapshot: Sendable, Equatable {
     package let definition: MachineDefinition
     /// The current state.
     package let state: String
-    /// The current version (the `ETag`).
+    /// The current version (the `ETag`): +1 per transition, per transaction
+    /// opened, and per transaction aborted or expired.
     package let version: Int64
-    /// The events allowed from `state`, in definition order.
+    /// The events allowed now, in definition order (none while a transaction is open).
     package let allowedEvents: [String]
     /// When the machine entered `state`.
     package let enteredAt: Timestamp
     /// The last transitions (at most 50), oldest first.
     package let history: [MachineTransition]
+    /// The open transaction, if any.
+    package let transaction: MachineTransaction?
+
 }

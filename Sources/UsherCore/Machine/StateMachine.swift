@@ -1,6 +1,9 @@
 /// A running machine: one instance of a definition whose events are
 /// transactions. The actor serializes them, so no two events (or an event and
 /// a timeout) ever interleave; an event applies only from a state that allows it.
+/// A client can also hold a transition open (`open`, then `commit` or
+/// `abort`): meanwhile the machine stays in its state and refuses other events,
+/// and a state timeout that falls due waits for the transaction's end.
 ///
 /// It runs on its own `ResourceExecutor`: async callers `await` it, and an HTTP
 /// thread that needs no waiting runs isolated to it with `withIsolation { }`.
@@ -29,6 +32,8 @@ package actor StateMachine: LockIsolatedActor {
     private var lifecycle = Lifecycle.open
     /// The current state entry's timeout timers.
     private var timers: [any ScheduledTimer] = []
+    /// The open transaction's expiry timer.
+    private var transactionTimer: (any ScheduledTimer)?
     /// Parked `waitForVersion` calls.
     private var waiters: [UInt64: ParkedCall<WaitAnswer>] = [:]
     private var nextWaiterID: UInt64 = 0
@@ -51,24 +56,96 @@ package actor StateMachine: LockIsolatedActor {
 
     deinit {
         for timer in timers { timer.cancel() }
+        transactionTimer?.cancel()
     }
 
     /// Applies `event` as one transaction and wakes every waiter.
     ///
     /// - Throws: `.unknownEvent` when the definition does not know the event;
     ///   `.versionMismatch` when `expectedVersion` is given and differs;
-    ///   `.invalidTransition` when the current state does not allow it (checked
-    ///   in that order); `.gone` after `close()`; `.shuttingDown` after `shutdown()`.
+    ///   `.transactionOpen` while a transaction is open; `.invalidTransition`
+    ///   when the current state does not allow it (checked in that order);
+    ///   `.gone` after `close()`; `.shuttingDown` after `shutdown()`.
     @discardableResult
     package func fire(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil)
         throws(MachineError) -> TransitionResult
     {
         try checkOpen()
         let transition = try engine.fire(event, expectedVersion: expectedVersion, data: data, at: clock.now())
-        emitTransition(transition)
-        didEnterState()
+        didTransition(transition)
+        wakeWaiters()
         return TransitionResult(transition)
     }
+
+    /// Opens a transaction for `event`, checked as `fire` checks it (a
+    /// transaction already open is `.transactionOpen`). The machine stays in
+    /// its state, refusing other events, until `commit`, `abort`, or
+    /// `seconds` pass (then it expires). Wakes every waiter: the version moved.
+    @discardableResult
+    package func open(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil, seconds: Double)
+        throws(MachineError) -> MachineTransaction
+    {
+        try checkOpen()
+        let opened = try engine.open(
+            event, expectedVersion: expectedVersion, data: data, seconds: seconds, at: clock.now())
+        let id = opened.id
+        transactionTimer = clock.schedule(at: opened.expiresAt) { [weak self] in
+            self?.withIsolation { $0.transactionExpired(id) }
+        }
+        emitTransaction(opened)
+        wakeWaiters()
+        return opened
+    }
+
+    /// Commits the open transaction `id`: its transition happens exactly as
+    /// `fire` makes one (history, event, version, the new state's timeouts).
+    ///
+    /// - Throws: `.unknownTransaction`, `.transactionEnded`, `.gone`, `.shuttingDown`.
+    @discardableResult
+    package func commit(transaction id: String) throws(MachineError) -> TransitionResult {
+        try checkOpen()
+        let (committed, transition) = try engine.commit(id, at: clock.now())
+        stopTransactionTimer()
+        didTransition(transition)
+        emitTransaction(committed)
+        wakeWaiters()
+        return TransitionResult(transition)
+    }
+
+    /// Aborts the open transaction `id`: the state stays, the history records
+    /// the attempt (`cause: aborted`).
+    ///
+    /// - Throws: `.unknownTransaction`, `.transactionEnded`, `.gone`, `.shuttingDown`.
+    @discardableResult
+    package func abort(transaction id: String) throws(MachineError) -> MachineTransaction {
+        try checkOpen()
+        return try endTransaction(id, as: .aborted)
+    }
+
+    /// The expiry timer of transaction `id` fired; stale once it ended.
+    func transactionExpired(_ id: String) {
+        guard lifecycle == .open else { return }
+        _ = try? endTransaction(id, as: .expired)
+    }
+
+    /// Ends a transaction without a transition, then fires the state
+    /// timeouts that fell due while it was open, then wakes every waiter once.
+    private func endTransaction(_ id: String, as outcome: MachineTransaction.Status) throws(MachineError)
+        -> MachineTransaction
+    {
+        let now = clock.now()
+        let (ended, deferred) = try engine.end(id, as: outcome, at: now)
+        stopTransactionTimer()
+        emitTransaction(ended)
+        for token in deferred {
+            if let transition = engine.fire(timeout: token, at: now) { didTransition(transition) }
+        }
+        wakeWaiters()
+        return ended
+    }
+
+    /// Transactions ended so far, by outcome.
+    package var transactionCounts: TransactionCounts { engine.transactionCounts }
 
     /// The machine as it is now (also after `close()` or `shutdown()`).
     package func snapshot() -> MachineSnapshot {
@@ -80,7 +157,8 @@ package actor StateMachine: LockIsolatedActor {
 
     /// Returns the snapshot as soon as the version differs from `version`:
     /// at once if it already does (or `deadline` has passed), otherwise at the
-    /// next transition or at `deadline`, whichever comes first. A cancelled
+    /// next change (a transition, a transaction opened or ended) or at
+    /// `deadline`, whichever comes first. A cancelled
     /// task gets the current snapshot back.
     ///
     /// - Throws: `.gone` if the machine is or gets deleted, `.shuttingDown` at shutdown.
@@ -148,8 +226,8 @@ package actor StateMachine: LockIsolatedActor {
     /// or the machine closed) and events not allowed from the current state do nothing.
     func timeoutFired(_ token: TimeoutToken) {
         guard lifecycle == .open, let transition = engine.fire(timeout: token, at: clock.now()) else { return }
-        emitTransition(transition)
-        didEnterState()
+        didTransition(transition)
+        wakeWaiters()
     }
 
     /// A `transition` event, when someone listens.
@@ -157,6 +235,20 @@ package actor StateMachine: LockIsolatedActor {
         guard let events, events.isRecording else { return }
         events.emit(
             ResourceEvent.Draft(kind: "machine", name: name, type: "transition", subject: .transition(transition)))
+    }
+
+    /// The one place transaction events are made: `transaction-opened`,
+    /// `transaction-committed`, or `transaction-aborted` (aborted or expired,
+    /// as `status` says), when someone listens.
+    private func emitTransaction(_ transaction: MachineTransaction) {
+        guard let events, events.isRecording else { return }
+        let type: String
+        switch transaction.status {
+        case .open: type = "transaction-opened"
+        case .committed: type = "transaction-committed"
+        case .aborted, .expired: type = "transaction-aborted"
+        }
+        events.emit(ResourceEvent.Draft(kind: "machine", name: name, type: type, subject: .transaction(transaction)))
     }
 
     private func checkOpen() throws(MachineError) {
@@ -168,11 +260,17 @@ package actor StateMachine: LockIsolatedActor {
         lifecycle == .closed ? .gone : .shuttingDown
     }
 
-    /// After every transition: the old state's timers stop (a self-transition
-    /// included), the new entry's start, and every waiter sees the new version.
-    private func didEnterState() {
+    /// After every transition, whatever made it (an event, a commit, a
+    /// timeout): its event, then the old state's timers stop (a
+    /// self-transition included) and the new entry's start.
+    private func didTransition(_ transition: MachineTransition) {
+        emitTransition(transition)
         cancelTimeouts()
         scheduleTimeouts()
+    }
+
+    /// After every change of the version: every waiter sees the new one.
+    private func wakeWaiters() {
         guard !waiters.isEmpty else { return }
         // One answer for all of them.
         let answer = WaitAnswer(.success(snapshot()))
@@ -194,6 +292,11 @@ package actor StateMachine: LockIsolatedActor {
         timers = []
     }
 
+    private func stopTransactionTimer() {
+        transactionTimer?.cancel()
+        transactionTimer = nil
+    }
+
     /// Answers one waiter with the current snapshot (its deadline passed or its task was cancelled).
     private func resumeWaiter(_ id: UInt64) {
         guard let call = waiters.removeValue(forKey: id) else { return }
@@ -203,6 +306,7 @@ package actor StateMachine: LockIsolatedActor {
     private func end(_ next: Lifecycle, error: MachineError) {
         lifecycle = next
         cancelTimeouts()
+        stopTransactionTimer()
         let answer = WaitAnswer(.failure(error))
         let parked = waiters
         waiters = [:]

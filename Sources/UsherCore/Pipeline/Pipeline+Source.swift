@@ -8,9 +8,11 @@ extension Pipeline {
         defer { source = pump }
         if let payload = pump.pending {
             // Kept while there is no room or no storage budget for it.
-            guard engine.hasRoom(), (try? engine.push(PipelinePushRequest(payload: payload), now: now)) != nil else {
+            guard engine.hasRoom(), let pushed = try? engine.push(PipelinePushRequest(payload: payload), now: now)
+            else {
                 return
             }
+            _ = emitPushed(pushed)
             pump.pending = nil
         }
         guard engine.readyCount < pump.status.config.lowWater, engine.hasRoom() else { return }
@@ -63,7 +65,7 @@ extension Pipeline {
             pump.status.pulledTotal += 1
             pump.backoff = 0
             do throws(PipelineError) {
-                _ = try engine.push(PipelinePushRequest(payload: payload), now: now)
+                _ = emitPushed(try engine.push(PipelinePushRequest(payload: payload), now: now))
             } catch {
                 // Producers filled the room while the pull ran: keep it for later.
                 pump.pending = payload

@@ -18,7 +18,7 @@ extension Pipeline {
         let items = try engine.take(max: max, ackSeconds: ackSeconds, now: now)
         if !items.isEmpty || max <= 0 || now >= deadline || consumers.count >= Self.maxWaiters {
             settle()
-            return items
+            return emitDelivered(items)
         }
         let id = consumers.reserveID()
         return try await parkCall {

@@ -6,11 +6,11 @@ package enum Durations {
     /// The shortest duration other than 0: 10 ms.
     package static let minimumSeconds = 0.01
     /// The longest: one year.
-    static let maximumSeconds = 31_536_000.0
+    package static let maximumSeconds = 31_536_000.0
 
     /// True for 0 (when `zero` allows it) or a finite duration within
     /// `minimumSeconds...maximumSeconds`.
-    static func isAllowed(_ seconds: Double, zero: Bool = true) -> Bool {
+    package static func isAllowed(_ seconds: Double, zero: Bool = true) -> Bool {
         if seconds == 0 { return zero }
         return seconds.isFinite && seconds >= minimumSeconds && seconds <= maximumSeconds
     }
