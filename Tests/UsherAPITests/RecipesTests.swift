@@ -108,6 +108,20 @@ import Testing
         #expect(item["status"] as? String == "ready" && item["deliveries"] as? Int == 1, "\(item)")
     }
 
+    @Test func aJobLongerThanItsAckDeadlineKeepsItsDelivery() throws {
+        let (server, workspace, _) = try Self.setUp()
+        _ = try server.call("PUT", "/v1/pipelines/long", #"{"ack_seconds":1}"#)
+        _ = try server.call("POST", "/v1/pipelines/long/items", #"{"id":"j","payload":{}}"#)
+        let worker = try workspace.start("EXTEND_EVERY=0.3 ./worker long sleep 2.5")
+        #expect(worker.waitForLines(1, timeout: 10))
+        worker.signal(SIGINT, group: true)
+        _ = worker.finish(timeout: 5)
+        #expect(worker.lines == ["j: done"])
+        let item = server.json("pipelines/long/items/j")
+        #expect(item["status"] as? String == "consumed" && item["deliveries"] as? Int == 1, "\(item)")
+        #expect(server.counts("pipelines/long")["redelivered_total"] == 0)
+    }
+
     // MARK: Reactions and an event follower
 
     @Test func followerAppliesEveryGrant() throws {
