@@ -111,8 +111,11 @@ final class ConnectionTable: @unchecked Sendable {
 
         private static let phases: [Phase] = [.awaitingHead, .head, .body, .busy, .idle, .closing]
 
+        /// Rounded, not truncated: a time read back from a word packs into the
+        /// same word (16706.171 × 1000 is 16706170.999…), or a compare-and-swap
+        /// against what was seen would fail and the connection never close.
         private static func pack(_ phase: Phase, _ since: Double) -> UInt64 {
-            UInt64(max(0, since) * 1000) << 8 | UInt64(phases.firstIndex(of: phase)!)
+            UInt64((max(0, since) * 1000).rounded()) << 8 | UInt64(phases.firstIndex(of: phase)!)
         }
 
         private static func unpack(_ word: UInt64) -> (Phase, Double) {

@@ -42,6 +42,29 @@ import Testing
     private let home = ConnectionTable.Address(high: 0, low: 1)
     private let other = ConnectionTable.Address(high: 0, low: 2)
 
+    /// Times whose milliseconds do not survive a round trip through a
+    /// `Double` when truncated (16706.171 × 1000 is 16706170.999…): the table
+    /// still closes such a connection, to make room and when it stalls.
+    @Test func everyMillisecondOfTheClockCanBeClosed() {
+        let f = Fixture(ConnectionTable.Limits(maxConnections: 1, headTimeout: 1))
+        var missed: [Double] = []
+        for millis in 16_706_000..<16_706_500 {
+            let start = Double(millis) / 1000
+            f.time.value.withLock { $0 = start }
+            f.open(1, address: nil)
+            f.move(1, to: .head)
+            if !f.table.admit(nil) { missed.append(start) }
+            f.table.closed(1)
+        }
+        #expect(missed.isEmpty, "first misses: \(missed.prefix(3))")
+        f.time.value.withLock { $0 = 16706.171 }
+        f.open(2, address: nil)
+        f.move(2, to: .head)
+        f.advance(1.5)
+        f.table.reap()
+        #expect(f.closed.last == 2)
+    }
+
     @Test func aFullTableClosesTheLongestIdleConnectionToAdmitANewOne() {
         let f = Fixture(.init(maxConnections: 3))
         for i in 1...3 {
