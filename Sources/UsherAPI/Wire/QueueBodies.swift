@@ -96,6 +96,7 @@ struct QueueCountsBody: Encodable {
         case expiredTotal = "expired_total"
         case cancelledTotal = "cancelled_total"
         case mergedTotal = "merged_total"
+        case timedOutTotal = "timed_out_total"
     }
 
     /// The members, into an object being written.
@@ -110,6 +111,7 @@ struct QueueCountsBody: Encodable {
         try container.encode(counts.expiredTotal, forKey: .expiredTotal)
         try container.encode(counts.cancelledTotal, forKey: .cancelledTotal)
         try container.encode(counts.mergedTotal, forKey: .mergedTotal)
+        try container.encode(counts.timedOutTotal, forKey: .timedOutTotal)
     }
 }
 

@@ -1,5 +1,6 @@
 // What a client's hang-up takes back: the place of a visitor whose client
-// stopped waiting, and a grant whose answer never reached its client.
+// stopped waiting, and a grant whose answer never reached its client; and
+// the place of a try-acquire whose wait ended.
 
 extension QueueEngine {
     /// The client of a waiting or delayed visitor hung up: it is `cancelled`
@@ -11,6 +12,21 @@ extension QueueEngine {
         defer { end() }
         let h = try handle(id)
         if records[Int(h)].status.isWaiting { finish(h, as: .cancelled, at: now.micros, reason: .disconnected) }
+        return view(h)
+    }
+
+    /// The wait of a try-acquire (`on_timeout=cancel`) ended: a visitor still
+    /// waiting or delayed is `cancelled` (reason `timeout`) and counted in
+    /// `timed_out_total`. Applies `now` first, so a visitor granted by then
+    /// stays granted; one in any other status is returned as it is.
+    mutating func timeOut(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
+        begin(now)
+        defer { end() }
+        let h = try handle(id)
+        if records[Int(h)].status.isWaiting {
+            finish(h, as: .cancelled, at: now.micros, reason: .timeout)
+            counts.timedOutTotal += 1
+        }
         return view(h)
     }
 
