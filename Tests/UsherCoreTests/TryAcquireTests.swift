@@ -124,3 +124,19 @@ import Testing
         #expect(again.view == b.view && !again.created)
     }
 }
+
+extension TryAcquireTests {
+    /// What the enqueue itself applied (an expiry, the grant it made) is
+    /// still reported with the try-acquire's cancellation.
+    @Test func aTryWithoutAWaitKeepsTheChangesOfItsEnqueue() throws {
+        var e = F.engine(QueueConfig(capacity: 1, holdSeconds: 5))
+        try e.add("a")
+        try e.add("b")
+        _ = e.drainChanges()
+        let c = try e.enqueueOrTimeOut(VisitorRequest(id: "c"), now: F.at(5))
+        #expect(c.view.status == .cancelled && c.view.reason == "timeout" && c.created)
+        #expect(Set(e.drainChanges()) == ["a", "b", "c"])
+        #expect(try e.visitor(id: "b", now: F.at(5)).status == .granted)
+        #expect(e.counts.timedOutTotal == 1 && e.counts.expiredTotal == 1)
+    }
+}

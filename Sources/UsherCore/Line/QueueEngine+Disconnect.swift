@@ -23,11 +23,28 @@ extension QueueEngine {
         begin(now)
         defer { end() }
         let h = try handle(id)
-        if records[Int(h)].status.isWaiting {
-            finish(h, as: .cancelled, at: now.micros, reason: .timeout)
-            counts.timedOutTotal += 1
-        }
+        timeOut(h, now: now)
         return view(h)
+    }
+
+    /// A try-acquire without a wait (`on_timeout=cancel`, no `wait`): as
+    /// `enqueue`, and a visitor not granted at once is timed out in the same
+    /// operation (its changes and the enqueue's are drained together).
+    mutating func enqueueOrTimeOut(
+        _ r: VisitorRequest, now: Timestamp
+    ) throws(QueueError) -> (view: VisitorView, created: Bool) {
+        let (entered, created) = try enqueue(r, now: now)
+        guard entered.status.isWaiting, let h = ids[entered.id] else { return (entered, created) }
+        // No `begin`: it would clear the enqueue's changes before they are drained.
+        defer { end() }
+        timeOut(h, now: now)
+        return (view(h), created)
+    }
+
+    private mutating func timeOut(_ h: Int32, now: Timestamp) {
+        guard records[Int(h)].status.isWaiting else { return }
+        finish(h, as: .cancelled, at: now.micros, reason: .timeout)
+        counts.timedOutTotal += 1
     }
 
     /// The answer that granted `id` the grant `fence` never reached its

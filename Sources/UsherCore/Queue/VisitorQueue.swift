@@ -72,11 +72,7 @@ package actor VisitorQueue: EngineHost {
     /// cancelled (reason `timeout`) in the same step, so its only event is
     /// the cancellation.
     package func enqueueOrTimeOut(_ r: VisitorRequest) throws(QueueError) -> (view: VisitorView, created: Bool) {
-        try perform { (e, now) throws(QueueError) in
-            let (view, created) = try e.enqueue(r, now: now)
-            guard view.status.isWaiting else { return (view, created) }
-            return (try e.timeOut(id: view.id, now: now), created)
-        }
+        try perform { (e, now) throws(QueueError) in try e.enqueueOrTimeOut(r, now: now) }
     }
 
     /// The wait of a try-acquire on `id` ended: see `QueueEngine.timeOut`.
