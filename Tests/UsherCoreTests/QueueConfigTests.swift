@@ -128,7 +128,7 @@ import Testing
         #expect(
             s["counts"]?.jsonString
                 == #"{"waiting":1,"holding":1,"delayed":0,"enqueued_total":2,"granted_total":1,"completed_total":0,"#
-                + #""released_total":0,"expired_total":0,"cancelled_total":0,"merged_total":0}"#)
+                + #""released_total":0,"expired_total":0,"cancelled_total":0,"merged_total":0,"timed_out_total":0}"#)
     }
 }
 

@@ -18,6 +18,7 @@ extension QueueEngine {
     /// its waiters could still see them), then applies everything due.
     mutating func begin(_ now: Timestamp) {
         changed.removeAll(keepingCapacity: changed.capacity <= 1024)
+        withdrawn.removeAll()
         while finished.count > config.history, let h = finished.popFirst() { evict(h) }
         applyDue(now)
     }
