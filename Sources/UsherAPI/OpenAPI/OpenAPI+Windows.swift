@@ -190,7 +190,7 @@ extension OpenAPIDocument {
                             + Response.waitEnds)
                 ]),
             PathItem(
-                "/v1/windows/{name}/items/{id}", [name, Parameter.path("id", "the item's id", example: "order-7")],
+                "/v1/windows/{name}/items/{id}", [name, Parameter.path("id", "the item's id", example: "alert-1")],
                 [
                     Operation(
                         "GET", "getWindowItem", "An item; with wait, when its status changes",
