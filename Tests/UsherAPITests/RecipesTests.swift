@@ -110,9 +110,9 @@ import Testing
 
     @Test func aJobLongerThanItsAckDeadlineKeepsItsDelivery() throws {
         let (server, workspace, _) = try Self.setUp()
-        _ = try server.call("PUT", "/v1/pipelines/long", #"{"ack_seconds":1}"#)
+        _ = try server.call("PUT", "/v1/pipelines/long", #"{"ack_seconds":2}"#)
         _ = try server.call("POST", "/v1/pipelines/long/items", #"{"id":"j","payload":{}}"#)
-        let worker = try workspace.start("EXTEND_EVERY=0.3 ./worker long sleep 2.5")
+        let worker = try workspace.start("EXTEND_EVERY=0.3 ./worker long sleep 3.5")
         #expect(worker.waitForLines(1, timeout: 10))
         worker.signal(SIGINT, group: true)
         _ = worker.finish(timeout: 5)

@@ -265,7 +265,7 @@ final class SeenEvents: Sendable {
 
 extension EventSubject {
     /// The `reason` the event's object carries, if any.
-    fileprivate var reason: String? {
+    var reason: String? {
         switch self {
         case .visitor(let v): v.reason
         case .lease(let lease): lease.reason

@@ -70,8 +70,9 @@ import Testing
         let w = try e.withdraw(id: "w", now: F.at(1))
         #expect(w == nil)
         #expect(e.counts.enqueuedTotal == 2 && e.counts.waiting == 1 && e.counts.cancelledTotal == 0)
+        // Reported as a change, so its long-polls learn it is gone.
         let changes = e.drainChanges()
-        #expect(changes.isEmpty)
+        #expect(changes == ["w"] && e.currentView(id: "w") == nil)
         let x = try e.visitor(id: "x", now: F.at(1))
         #expect(x.position == 1)
         // The id is free again.

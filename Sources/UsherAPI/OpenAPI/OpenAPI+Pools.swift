@@ -103,12 +103,13 @@ extension OpenAPIDocument {
             ),
             (
                 "PoolElement",
-                Schema.object([
-                    ("id", Schema.name()),
-                    ("data", Schema.any()),
-                    ("status", Schema.enumeration(["free", "leased"])),
-                    ("lease", Schema.nullable(Schema.ref("ElementLease"))),
-                ])
+                Schema.object(
+                    [
+                        ("id", Schema.name()),
+                        ("data", Schema.any()),
+                        ("status", Schema.enumeration(["free", "leased"])),
+                        ("lease", Schema.nullable(Schema.ref("ElementLease"))),
+                    ] + elementHistory)
             ),
             (
                 "PoolCounts",
@@ -144,9 +145,35 @@ extension OpenAPIDocument {
                 "ElementRemoval",
                 Schema.object(
                     [
-                        ("element", elementRef),
+                        (
+                            "element",
+                            Schema.object(
+                                [("id", Schema.name()), ("data", Schema.any())] + elementHistory,
+                                "the element removed")
+                        ),
                         ("lease", Schema.nullable(Schema.ref("Lease"))),
                     ], "the element removed, and the lease a forced removal revoked")
+            ),
+        ]
+    }
+
+    /// `lease_transitions` and `last_holder` of an element (Kubernetes Lease's
+    /// `leaseTransitions` and `holderIdentity`).
+    private static var elementHistory: [(String, JSONValue)] {
+        [
+            (
+                "lease_transitions",
+                Schema.integer(
+                    0...Int.max,
+                    "times the element changed holder: leases after its first whose holder differs from the previous "
+                        + "lease's (a lease without a holder always counts)")
+            ),
+            (
+                "last_holder",
+                Schema.nullable(
+                    Schema.string(
+                        "the holder of its most recent lease, current or ended; null before the first lease or when "
+                            + "that lease named none"))
             ),
         ]
     }
@@ -242,6 +269,18 @@ extension OpenAPIDocument {
                                 ], "exactly one of lease and element"), required: true,
                             example: .object([("lease", .string("lease-1"))])),
                         responses: [Response.json(200, "the lease, recycled", lease), notLeased])
+                ]),
+            PathItem(
+                "/v1/pools/{name}/leases/{id}", [name, Parameter.path("id", "the lease's id", example: "lease-1")],
+                [
+                    Operation(
+                        "GET", "getLease", "A lease; with wait, when its status changes",
+                        description: """
+                            Finished leases stay visible for the last 1000; an unknown or forgotten id, or a waiting \
+                            fetch that gave up, is 404.
+                            """,
+                        query: [Parameter.wait("answer when the lease's status changes")],
+                        responses: [Response.json(200, "the lease", lease)] + Response.waitEnds)
                 ]),
             PathItem(
                 "/v1/pools/{name}/leases/{id}/extend",

@@ -97,8 +97,8 @@ extension OpenAPIDocument {
                         (
                             "reason",
                             Schema.enumeration(
-                                ["opposite", "client", "disconnected", "undelivered"],
-                                "why it finished so: cancelled (opposite, client, disconnected) or released (undelivered)"
+                                ["opposite", "client", "disconnected", "timeout", "undelivered"],
+                                "why it finished so: cancelled (opposite, client, disconnected, timeout) or released (undelivered)"
                             )
                         ),
                     ], optional: ["position", "estimated_wait_seconds", "merged_into", "cancelled_with", "reason"],
@@ -109,8 +109,8 @@ extension OpenAPIDocument {
                 Schema.object(
                     [
                         "waiting", "holding", "delayed", "enqueued_total", "granted_total", "completed_total",
-                        "released_total", "expired_total", "cancelled_total", "merged_total",
-                    ].map { ($0, Schema.count) })
+                        "released_total", "expired_total", "cancelled_total", "merged_total", "timed_out_total",
+                    ].map { ($0, Schema.count) }, "timed_out_total: of cancelled_total, try-acquires whose wait ended")
             ),
             (
                 "QueueState",
@@ -191,11 +191,13 @@ extension OpenAPIDocument {
                         "POST", "enqueue", "Ask for a slot",
                         description: """
                             201 with the visitor (granted, waiting or delayed); 200 when it merged, was cancelled by an \
-                            opposite, or its id exists. With wait, the answer comes when it stops waiting or S passes.
+                            opposite, or its id exists. With wait, the answer comes when it stops waiting or S passes; \
+                            with on_timeout=cancel a visitor still waiting then is cancelled (reason timeout, 200).
                             """,
                         query: [
                             Parameter.wait("answer when the visitor stops waiting"),
                             Parameter.onDisconnect("the visitor is cancelled (reason disconnected)"),
+                            Parameter.onTimeout,
                         ],
                         body: RequestBody(
                             schema: Schema.ref("VisitorRequest"), required: false,
@@ -203,7 +205,9 @@ extension OpenAPIDocument {
                         responses: [
                             Response.json(201, "a new visitor: granted, waiting or delayed", visitorJSON),
                             Response.json(
-                                200, "merged, cancelled by an opposite, or the visitor of a known id", visitorJSON),
+                                200,
+                                "merged, cancelled by an opposite or by on_timeout=cancel, or the visitor of a known id",
+                                visitorJSON),
                             Response.problem(
                                 429, "more than max_waiting visitors wait", codes: ["queue_full"],
                                 headers: [Response.retryAfter]),

@@ -191,6 +191,16 @@ extension OpenAPIDocument {
                         responses: [Response.json(200, "the item shown now, or null", Schema.ref("Showing"))]
                             + Response.waitEnds)
                 ]),
+            PathItem(
+                "/v1/windows/{name}/items/{id}", [name, Parameter.path("id", "the item's id", example: "alert-1")],
+                [
+                    Operation(
+                        "GET", "getWindowItem", "An item; with wait, when its status changes",
+                        description:
+                            "Finished items stay visible for the last 1000; an unknown or forgotten id is 404.",
+                        query: [Parameter.wait("answer when the item's status changes")],
+                        responses: [Response.json(200, "the item", Schema.ref("WindowItem"))] + Response.waitEnds)
+                ]),
         ]
     }
 }

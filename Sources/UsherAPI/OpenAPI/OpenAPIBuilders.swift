@@ -213,6 +213,15 @@ extension OpenAPIDocument {
                 """)
         }
 
+        /// `on_timeout=keep|cancel`: what a wait that ends before a grant leaves.
+        static let onTimeout = query(
+            "on_timeout", Schema.enumeration(["keep", "cancel"]),
+            """
+            keep (default): a visitor still waiting or delayed when the wait ends stays in line. cancel (a \
+            try-acquire): it is cancelled, reason timeout, and the answer (200) shows it so; without wait (or \
+            wait=0) it tries once: granted at once or cancelled at once
+            """)
+
         /// `limit=N`: how many entries a state lists.
         static func limit(_ range: ClosedRange<Int>, default value: Int, _ what: String) -> JSONValue {
             query(

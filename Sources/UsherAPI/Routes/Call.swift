@@ -98,6 +98,16 @@ package struct Query: Sendable {
         return policy
     }
 
+    /// `on_timeout`: what becomes of a visitor still waiting when its
+    /// request's wait ends. `keep` (the default) or `cancel`.
+    func onTimeout() throws(APIError) -> TimeoutPolicy {
+        guard let raw = values["on_timeout"] else { return .keep }
+        guard let policy = TimeoutPolicy(rawValue: raw) else {
+            throw APIError.badRequest("on_timeout must be keep or cancel", field: "on_timeout")
+        }
+        return policy
+    }
+
     /// An integer parameter within `range`.
     package func int(_ name: String, in range: ClosedRange<Int>) throws(APIError) -> Int? {
         guard let raw = values[name] else { return nil }
@@ -126,6 +136,14 @@ package enum DisconnectPolicy: String, Sendable {
     case withdraw
     /// What it had: a hang-up only ends the wait, and an answer it never got stands.
     case keep
+}
+
+/// What a wait that ends before its visitor is granted leaves (`on_timeout`).
+package enum TimeoutPolicy: String, Sendable {
+    /// The visitor: it stays in line, as after any wait that ended.
+    case keep
+    /// Nothing: the visitor is cancelled, reason `timeout` (a try-acquire).
+    case cancel
 }
 
 extension HTTPResponse {

@@ -53,6 +53,7 @@ enum PoolRoutes: ResourceAPI {
         router.add("DELETE", "/v1/pools/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .pools) }
         router.add("POST", "/v1/pools/{name}/fetch", fetch)
         router.add("POST", "/v1/pools/{name}/recycle", recycle)
+        router.add("GET", "/v1/pools/{name}/leases/{id}", getLease)
         router.add("POST", "/v1/pools/{name}/leases/{id}/extend", extend)
         router.add("PUT", "/v1/pools/{name}/elements/{id}", putElement)
         router.add("DELETE", "/v1/pools/{name}/elements/{id}", removeElement)
@@ -180,6 +181,23 @@ enum PoolRoutes: ResourceAPI {
             return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.recycle(element: id) }))
         default:
             throw APIError.badRequest("give exactly one of lease and element")
+        }
+    }
+
+    /// `GET …/leases/{id}[?wait=S]`, as `GET …/visitors/{id}` is for a queue.
+    private static func getLease(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let wait = try call.query(allowing: ["wait"]).wait()
+        let pool = try pool(call)
+        let id = try call.name("id")
+        let lease = try run(pool) { p throws(PoolError) in try p.lease(id: id) }
+        guard let wait, !lease.status.isFinished else { return .respond(leaseReply(lease)) }
+        let app = call.app
+        let deadline = app.deadline(after: wait)
+        let status = lease.status  // captured alone, not the whole lease
+        return app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(PoolError) {
+                return leaseReply(try await pool.parkForChange(id: id, from: status, until: deadline).lease())
+            } catch { throw APIError(error) }
         }
     }
 

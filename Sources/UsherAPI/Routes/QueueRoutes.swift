@@ -120,12 +120,17 @@ enum QueueRoutes: ResourceAPI {
     }
 
     private static func enqueue(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["wait", "on_disconnect"])
+        let query = try call.query(allowing: ["wait", "on_disconnect", "on_timeout"])
         let wait = try query.wait()
         let withdraw = try query.onDisconnect() == .withdraw
+        let cancel = try query.onTimeout() == .cancel
         let queue = try queue(call)
         let request: VisitorRequest = try call.readBody { body throws(FieldError) in try VisitorRequest.parse(&body) }
-        let (view, created) = try run(queue) { q throws(QueueError) in try q.enqueue(request) }
+        // A try-acquire without a wait: granted now or cancelled now.
+        let immediate = cancel && wait == nil
+        let (view, created) = try run(queue) { q throws(QueueError) in
+            try immediate ? q.enqueueOrTimeOut(request) : q.enqueue(request)
+        }
         guard let wait, view.status.isWaiting else {
             return .respond(granting(view, created: created, in: queue, undo: withdraw))
         }
@@ -134,7 +139,9 @@ enum QueueRoutes: ResourceAPI {
         let id = view.id  // captured alone: the whole view (256 bytes) stays out of the parked closure
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(QueueError) {
-                let final = try await queue.parkWhileWaiting(id: id, until: deadline, withdrawing: withdraw).view()
+                let final = try await queue.parkWhileWaiting(
+                    id: id, until: deadline, withdrawing: withdraw, cancellingOnTimeout: cancel
+                ).view()
                 return granting(final, created: created, in: queue, undo: withdraw)
             } catch { throw APIError(error) }
         }
@@ -144,7 +151,8 @@ enum QueueRoutes: ResourceAPI {
     /// the slot again (reason `undelivered`) when the server could not hand it
     /// to its client, if the client asked for that (`undo`).
     /// 201 only for a visitor this request created that is still delayed,
-    /// waiting or granted; a merged or cancelled one (or a known id) is 200.
+    /// waiting or granted; a merged or cancelled one (a try-acquire that
+    /// timed out included), or a known id, is 200.
     private static func granting(_ view: VisitorView, created: Bool, in queue: VisitorQueue, undo: Bool) -> HTTPResponse
     {
         let response = Reply.encoded(VisitorBody(view), status: created && !view.status.isFinished ? 201 : 200)

@@ -50,6 +50,7 @@ enum WindowRoutes: ResourceAPI {
         router.add("POST", "/v1/windows/{name}/show", show)
         router.add("POST", "/v1/windows/{name}/dismiss", dismiss)
         router.add("GET", "/v1/windows/{name}/showing", showing)
+        router.add("GET", "/v1/windows/{name}/items/{id}", getItem)
     }
 
     /// Creates a window (PUT and the config file share this).
@@ -143,6 +144,24 @@ enum WindowRoutes: ResourceAPI {
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(WindowError) {
                 return reply(try await window.parkForShowing(after: after, until: deadline).item())
+            } catch { throw APIError(error) }
+        }
+    }
+
+    /// `GET …/items/{id}[?wait=S]`, as `GET …/visitors/{id}` is for a queue.
+    private static func getItem(_ call: Call) throws(APIError) -> HTTPHandlerResult {
+        let wait = try call.query(allowing: ["wait"]).wait()
+        let window = try window(call)
+        let id = try call.name("id")
+        let item = try run(window) { w throws(WindowError) in try w.item(id: id) }
+        guard let wait, !item.status.isFinished else { return .respond(Reply.encoded(WindowItemBody(item))) }
+        let app = call.app
+        let deadline = app.deadline(after: wait)
+        let status = item.status  // captured alone, not the whole item
+        return app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(WindowError) {
+                return Reply.encoded(
+                    WindowItemBody(try await window.parkForChange(id: id, from: status, until: deadline).item()))
             } catch { throw APIError(error) }
         }
     }

@@ -17,7 +17,7 @@ struct CountsBody: Encodable {
             ("enqueued_total", c.enqueuedTotal), ("granted_total", c.grantedTotal),
             ("completed_total", c.completedTotal), ("released_total", c.releasedTotal),
             ("expired_total", c.expiredTotal), ("cancelled_total", c.cancelledTotal),
-            ("merged_total", c.mergedTotal),
+            ("merged_total", c.mergedTotal), ("timed_out_total", c.timedOutTotal),
         ])
     }
 

@@ -45,9 +45,12 @@ enum LeaseBody {
     }
 }
 
-/// `{id, data}` of an element (`data` always present, `null` when empty).
+/// `{id, data}` of an element (`data` always present, `null` when empty),
+/// and the members of an element's own object.
 enum ElementKeys: String, CodingKey {
     case id, data, status, lease
+    case leaseTransitions = "lease_transitions"
+    case lastHolder = "last_holder"
 }
 
 /// `{"lease": …}`: the answer to fetch, recycle and extend.
@@ -63,7 +66,8 @@ struct LeaseReplyBody: Encodable {
 }
 
 /// An element as a pool's state lists it: `{id, data, status: "free" |
-/// "leased", lease}` (`lease` without its `element`, `null` when free).
+/// "leased", lease, lease_transitions, last_holder}` (`lease` without its
+/// `element`, `null` when free; `last_holder` `null` when unknown).
 struct PoolElementBody: Encodable {
     let element: PoolElement
 
@@ -78,6 +82,13 @@ struct PoolElementBody: Encodable {
         try container.encodeAlways(element.data, forKey: .data)
         try container.encode(element.lease == nil ? "free" : "leased", forKey: .status)
         try LeaseBody.write(element.lease, withElement: false, forKey: .lease, to: &container)
+        try writeHistory(element, to: &container)
+    }
+
+    /// `lease_transitions` and `last_holder`.
+    static func writeHistory(_ element: PoolElement, to container: inout KeyedEncodingContainer<ElementKeys>) throws {
+        try container.encode(element.leaseTransitions, forKey: .leaseTransitions)
+        try container.encodeAlways(element.lastHolder, forKey: .lastHolder)
     }
 }
 
@@ -94,8 +105,8 @@ struct ElementReplyBody: Encodable {
     }
 }
 
-/// `{element: {id, data}, lease}`: the answer to `DELETE …/elements/{id}`
-/// (`lease` the one the removal ended, or `null`).
+/// `{element: {id, data, lease_transitions, last_holder}, lease}`: the
+/// answer to `DELETE …/elements/{id}` (`lease` the one the removal ended, or `null`).
 struct ElementRemovalBody: Encodable {
     let removal: ElementRemoval
 
@@ -106,6 +117,7 @@ struct ElementRemovalBody: Encodable {
         var element = container.nestedContainer(keyedBy: ElementKeys.self, forKey: .element)
         try element.encode(removal.element.id, forKey: .id)
         try element.encodeAlways(removal.element.data, forKey: .data)
+        try PoolElementBody.writeHistory(removal.element, to: &element)
         try LeaseBody.write(removal.endedLease, withElement: true, forKey: .lease, to: &container)
     }
 }

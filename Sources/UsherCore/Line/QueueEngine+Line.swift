@@ -19,6 +19,7 @@ extension QueueEngine {
     mutating func begin(_ now: Timestamp) {
         operationTime = now.micros
         changed.removeAll(keepingCapacity: changed.capacity <= 1024)
+        withdrawn.removeAll()
         while finished.count > config.history, let h = finished.popFirst() { evict(h) }
         applyDue(now)
     }

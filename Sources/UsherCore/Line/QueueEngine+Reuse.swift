@@ -59,6 +59,7 @@ extension QueueEngine {
         }
         counts.enqueuedTotal -= 1
         changed.removeAll { $0 == h }
+        withdrawn.append(id)
         storage.release(storedBytes(h))
         ids.removeValue(forKey: id)
         records[i] = .vacant

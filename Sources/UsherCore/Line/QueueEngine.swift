@@ -54,6 +54,9 @@ package struct QueueEngine: Sendable {
     var holds = HoldStatistics()
     /// Handles whose status changed during the current operation.
     var changed: [Int32] = []
+    /// Ids withdrawn during the current operation (their handles are gone):
+    /// reported as changes, so their long-polls learn they are gone.
+    var withdrawn: [String] = []
     var nextSeq: Int64 = 0
     /// Server-made ids, seeded with the creation time.
     var serverIDs: IDGenerator
@@ -251,9 +254,19 @@ package struct QueueEngine: Sendable {
         return config
     }
 
-    /// The ids whose status changed during the last operation (each once).
+    /// The ids whose status changed during the last operation (each once),
+    /// withdrawn ones included.
     /// Cleared when the next operation begins; so call it after each one.
     mutating func drainChanges() -> [String] {
+        guard withdrawn.isEmpty else {
+            defer { withdrawn.removeAll() }
+            return drainChangedHandles() + withdrawn
+        }
+        return drainChangedHandles()
+    }
+
+    /// The ids of `changed`, each once; clears it.
+    private mutating func drainChangedHandles() -> [String] {
         guard !changed.isEmpty else { return [] }
         var out: [String] = []
         out.reserveCapacity(changed.count)

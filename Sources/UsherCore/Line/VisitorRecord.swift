@@ -57,6 +57,8 @@ enum FinishReason: String, Sendable {
     case client
     /// Cancelled: the client hung up while its request waited for the grant.
     case disconnected
+    /// Cancelled: its request's wait ended first (`on_timeout=cancel`, a try-acquire).
+    case timeout
     /// Released (a pool: recycled): the answer that granted it never reached its client.
     case undelivered
 }

@@ -42,7 +42,8 @@ package struct VisitorView: Sendable, Equatable {
     /// The opposite visitor this one cancelled with.
     package var cancelledWith: String?
     /// Why it finished as it did: cancelled `"opposite"`, `"client"`
-    /// (`DELETE`) or `"disconnected"` (its waiting client hung up); released
+    /// (`DELETE`), `"disconnected"` (its waiting client hung up) or
+    /// `"timeout"` (a try-acquire's wait ended); released
     /// (a pool's lease: recycled) `"undelivered"` (the grant never reached its client).
     package var reason: String?
 
@@ -99,6 +100,8 @@ package struct QueueCounts: Sendable, Equatable {
     package var cancelledTotal = 0
     /// Visitors merged into a waiting duplicate.
     package var mergedTotal = 0
+    /// Of `cancelledTotal`: try-acquires whose wait ended (reason `timeout`).
+    package var timedOutTotal = 0
 
     /// All zero.
     package init() {}

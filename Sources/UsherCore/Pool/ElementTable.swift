@@ -10,6 +10,13 @@ struct ElementTable: Sendable {
         var data: JSONValue?
         /// The lease it is under, or nil when free.
         var lease: String?
+        /// The holder of its most recent lease (current or ended); nil when
+        /// it was never leased or that lease named no holder.
+        var lastHolder: String?
+        /// Leases whose holder differed from the previous lease's (see `lease(to:holder:)`).
+        var transitions = 0
+        /// Leases it was ever under.
+        var leases = 0
         /// Stamped each time it becomes free, so stale queue entries are skipped.
         var ticket: Int64 = 0
         /// Increasing along `elements`: where a page of the list resumes.
@@ -74,16 +81,26 @@ struct ElementTable: Sendable {
         return e
     }
 
-    /// Puts the least recently freed element under `lease`; nil when none is free.
-    mutating func lease(to lease: String) -> String? {
+    /// Puts the least recently freed element under `lease` for `holder`;
+    /// nil when none is free. Answers the element and the `lastHolder` it had.
+    ///
+    /// A holder change (Kubernetes Lease's `leaseTransitions`) is counted when
+    /// a lease after the element's first has a holder other than the
+    /// previous lease's; a lease without a holder is an unknown party, so it
+    /// always counts (after the first).
+    mutating func lease(to lease: String, holder: String?) -> (id: String, previousHolder: String?)? {
         while head < free.count {
             let (id, ticket) = free[head]
             head += 1
             guard let i = index[id], elements[i].lease == nil, elements[i].ticket == ticket else { continue }
+            let previous = elements[i].lastHolder
+            if elements[i].leases > 0 && (holder == nil || holder != previous) { elements[i].transitions += 1 }
+            elements[i].leases += 1
+            elements[i].lastHolder = holder
             elements[i].lease = lease
             leased += 1
             trimHead()
-            return id
+            return (id, previous)
         }
         return nil
     }

@@ -12,6 +12,19 @@ package enum LeaseStatus: String, Sendable, Equatable, CaseIterable {
     /// Finished: the element was removed with `force=true`.
     case revoked
 
+    /// True for the three final statuses.
+    package var isFinished: Bool { liveStatus == nil }
+
+    /// The engine's status of a live lease; nil for a finished one (those
+    /// stand for several).
+    var liveStatus: VisitorStatus? {
+        switch self {
+        case .waiting: .waiting
+        case .active: .granted
+        case .recycled, .expired, .revoked: nil
+        }
+    }
+
     /// The pool's name for a queue visitor's status.
     init(_ status: VisitorStatus) {
         switch status {
@@ -70,6 +83,14 @@ package struct PoolElement: Sendable, Equatable {
     package var data: JSONValue?
     /// The lease it is under, or nil when free.
     package var lease: Lease?
+    /// Leases after its first whose holder differed from the previous
+    /// lease's (Kubernetes Lease's `leaseTransitions`; a lease without a
+    /// holder always counts).
+    package var leaseTransitions = 0
+    /// The holder of its most recent lease, current or ended (Kubernetes
+    /// Lease's `holderIdentity`, kept after the lease ends); nil when never
+    /// leased or that lease named no holder.
+    package var lastHolder: String?
 }
 
 /// Lifetime totals of one pool.

@@ -20,12 +20,16 @@ extension LeasePool {
             }
         }
         for id in granted {
+            guard let v = engine.statusAndPayload(of: id) else { continue }
+            var note = LeaseNote(stored: v.payload)
             // Capacity is the element count, so a granted lease always finds one.
-            guard let e = table.lease(to: id), let v = engine.statusAndPayload(of: id) else {
+            guard let (e, previous) = table.lease(to: id, holder: note.holder) else {
                 assertionFailure("lease \(id) was granted with no free element")
                 continue
             }
-            var note = LeaseNote(stored: v.payload)
+            // The element keeps its last holder: charged with it, past the lease's own record.
+            engine.storage.charge(Self.holderBytes(note.holder))
+            engine.storage.release(Self.holderBytes(previous))
             note.element = e
             engine.setPayload(note.stored, of: id)
         }
@@ -63,7 +67,7 @@ extension LeasePool {
         guard let el = table[id] else { throw .notFound("element \"\(id)\"") }
         if let leaseID = el.lease, !force { throw .elementLeased(element: id, lease: leaseID) }
         table.remove(id)
-        engine.storage.release(Self.storedBytes(id, el.data))
+        engine.storage.release(Self.storedBytes(id, el.data) + Self.holderBytes(el.lastHolder))
         // Lower the capacity first, so ending the lease grants nobody.
         try syncCapacity()
         var ended: Lease?
@@ -71,7 +75,10 @@ extension LeasePool {
             let v = try run(leaseID) { (e, now) throws(QueueError) in try e.remove(id: leaseID, now: now) }
             ended = Lease(v, data: el.data)
         }
-        return ElementRemoval(element: PoolElement(id: el.id, data: el.data, lease: nil), endedLease: ended)
+        return ElementRemoval(
+            element: PoolElement(
+                id: el.id, data: el.data, lease: nil, leaseTransitions: el.transitions, lastHolder: el.lastHolder),
+            endedLease: ended)
     }
 
     /// With `grow`, creates elements while nothing is free and someone needs

@@ -75,6 +75,9 @@ package actor LeasePool: EngineHost {
         StorageBudget.cost(id, payload: data)
     }
 
+    /// What an element's `last_holder` is charged.
+    static func holderBytes(_ holder: String?) -> Int { holder?.utf8.count ?? 0 }
+
     /// Takes `bytes` from the budget for an element, or throws `storageFull`.
     func reserveElement(_ bytes: Int) throws(PoolError) {
         do throws(StorageFull) { try engine.storage.reserve(bytes) } catch { throw .storageFull(error) }
@@ -263,7 +266,8 @@ package actor LeasePool: EngineHost {
     func element(_ e: ElementTable.Element) -> PoolElement {
         PoolElement(
             id: e.id, data: e.data,
-            lease: e.lease.flatMap { engine.currentView(id: $0) }.map { Lease($0, data: e.data) })
+            lease: e.lease.flatMap { engine.currentView(id: $0) }.map { Lease($0, data: e.data) },
+            leaseTransitions: e.transitions, lastHolder: e.lastHolder)
     }
 
     /// One engine operation through the host's frame, its errors in the pool's words.

@@ -45,14 +45,36 @@ extension VisitorQueue {
     /// visitor, reason `disconnected`, unless it was granted first; without,
     /// it answers the visitor as it is, still in line.
     func waitWhileWaiting(
-        id: String, until deadline: Timestamp, withdrawing: Bool = false
+        id: String, until deadline: Timestamp, withdrawing: Bool = false, cancellingOnTimeout: Bool = false
     ) async throws(QueueError) -> VisitorView {
-        try await parkWhileWaiting(id: id, until: deadline, withdrawing: withdrawing).view()
+        try await parkWhileWaiting(
+            id: id, until: deadline, withdrawing: withdrawing, cancellingOnTimeout: cancellingOnTimeout
+        ).view()
     }
 
-    /// `waitWhileWaiting`, boxed (see `VisitorWait`).
-    package func parkWhileWaiting(id: String, until deadline: Timestamp, withdrawing: Bool = false) async -> VisitorWait
-    {
-        VisitorWait(await park(.visitor(id), until: .leftLine, deadline: deadline, withdrawing: withdrawing), id: id)
+    /// `waitWhileWaiting`, boxed (see `VisitorWait`). With `cancellingOnTimeout`
+    /// (`on_timeout=cancel`), a visitor still waiting or delayed when the
+    /// wait ends at `deadline` is cancelled (reason `timeout`; see
+    /// `QueueEngine.timeOut`); a wait ended by a hang-up is left to
+    /// `withdrawing`, as without it.
+    package func parkWhileWaiting(
+        id: String, until deadline: Timestamp, withdrawing: Bool = false, cancellingOnTimeout: Bool = false
+    ) async -> VisitorWait {
+        let answer = await park(.visitor(id), until: .leftLine, deadline: deadline, withdrawing: withdrawing)
+        guard cancellingOnTimeout, !Task.isCancelled else { return VisitorWait(answer, id: id) }
+        return VisitorWait(settleTimeout(answer, id: id), id: id)
+    }
+
+    /// The wait on `id` ended: still waiting, it is timed out in one isolated
+    /// step (a grant that came first stands). Out of line, so its views stay
+    /// out of the parked frame.
+    @inline(never)
+    func settleTimeout(_ answer: QueueWaitAnswer, id: String) -> QueueWaitAnswer {
+        guard case .success(let view?) = answer.result, view.status.isWaiting else { return answer }
+        do throws(QueueError) {
+            return QueueWaitAnswer(.success(try timeOut(id: id)))
+        } catch {
+            return QueueWaitAnswer(.failure(error))
+        }
     }
 }

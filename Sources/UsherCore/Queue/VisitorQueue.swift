@@ -67,6 +67,19 @@ package actor VisitorQueue: EngineHost {
         try perform { (e, now) throws(QueueError) in try e.enqueue(r, now: now) }
     }
 
+    /// `POST …/visitors?on_timeout=cancel` without a wait (Redisson
+    /// `tryLock()`): as `enqueue`, and a visitor not granted at once is
+    /// cancelled (reason `timeout`) in the same step, so its only event is
+    /// the cancellation.
+    package func enqueueOrTimeOut(_ r: VisitorRequest) throws(QueueError) -> (view: VisitorView, created: Bool) {
+        try perform { (e, now) throws(QueueError) in try e.enqueueOrTimeOut(r, now: now) }
+    }
+
+    /// The wait of a try-acquire on `id` ended: see `QueueEngine.timeOut`.
+    package func timeOut(id: String) throws(QueueError) -> VisitorView {
+        try perform { (e, now) throws(QueueError) in try e.timeOut(id: id, now: now) }
+    }
+
     /// `POST …/complete`.
     package func complete(id: String) throws(QueueError) -> VisitorView {
         try perform { (e, now) throws(QueueError) in try e.complete(id: id, now: now) }

@@ -14,6 +14,20 @@ package enum WindowItemStatus: String, Sendable, Equatable, CaseIterable {
     /// Finished: merged into a queued item with the same key.
     case merged
 
+    /// True for the three final statuses.
+    package var isFinished: Bool { liveStatus == nil }
+
+    /// The engine's status of a live item; nil for a finished one (those
+    /// stand for several).
+    var liveStatus: VisitorStatus? {
+        switch self {
+        case .delayed: .delayed
+        case .queued: .waiting
+        case .showing: .granted
+        case .dismissed, .expired, .merged: nil
+        }
+    }
+
     /// The window's name for a queue visitor's status.
     init(_ status: VisitorStatus) {
         switch status {

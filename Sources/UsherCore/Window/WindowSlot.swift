@@ -138,6 +138,15 @@ package actor WindowSlot: EngineHost {
         ShowingWait(await park(.firstHolder, until: .holderDiffers(after), deadline: deadline), window: name)
     }
 
+    /// `GET …/items/{id}?wait`: the item as soon as its status is not
+    /// `status` (at once if it already differs, or is final), or as it is at
+    /// `deadline`; as `VisitorQueue.parkForChange` does for a visitor.
+    package func parkForChange(id: String, from status: WindowItemStatus, until deadline: Timestamp) async -> ItemWait {
+        // A finished item never changes again: any status differs from `delayed`, so it answers at once.
+        let from = status.liveStatus ?? .delayed
+        return ItemWait(await park(.visitor(id), until: .statusDiffers(from), deadline: deadline), id: id, window: name)
+    }
+
     /// The window was deleted: parked waiters get `gone`, and so does every later call.
     package func close() { closeHost() }
 
@@ -180,6 +189,31 @@ package final class ShowingWait: Sendable {
             return try answer.get().map { WindowItem($0, window: window) }
         } catch {
             throw WindowError(error, item: nil)
+        }
+    }
+}
+
+/// A finished long-poll on one window item: the item, or why there is none
+/// (boxed for the reason `VisitorWait` gives).
+package final class ItemWait: Sendable {
+    private let answer: QueueWaitAnswer
+    private let id: String
+    private let window: String
+
+    init(_ answer: QueueWaitAnswer, id: String, window: String) {
+        self.answer = answer
+        self.id = id
+        self.window = window
+    }
+
+    /// The item; throws what ended the wait (`notFound` when the item was
+    /// forgotten meanwhile, `gone`, `shuttingDown`).
+    @inline(never)
+    package func item() throws(WindowError) -> WindowItem {
+        do throws(QueueError) {
+            return WindowItem(try answer.visitor(id), window: window)
+        } catch {
+            throw WindowError(error, item: id)
         }
     }
 }
