@@ -146,6 +146,42 @@ final class SSEReader {
         #expect(try events.next(2) == ["pipeline/fed/created", "pipeline/fed/pushed"])
     }
 
+    /// Starting to wait is an event of its own (`enqueued`, `queued`,
+    /// `waiting`), and so is a `PATCH` that changes something (`updated`,
+    /// with the changed fields); a `PATCH` that changes nothing is not.
+    @Test func waitingAndPatchesAreEvents() throws {
+        let s = try LiveServer(
+            #"{"queues": {"q": {"capacity": 1}}, "windows": {"w": {}}, "pools": {"gpus": {"elements": ["g1"]}}}"#)
+        let events = try SSEReader(port: s.port)
+        #expect(try s.call("POST", "/v1/queues/q/visitors", #"{"id": "a"}"#).status == 201)
+        #expect(try s.call("POST", "/v1/queues/q/visitors", #"{"id": "b"}"#).status == 201)
+        #expect(try s.call("POST", "/v1/windows/w/show", #"{"title": "one"}"#).status == 201)
+        #expect(try s.call("POST", "/v1/windows/w/show", #"{"title": "two"}"#).status == 201)
+        #expect(try s.call("POST", "/v1/pools/gpus/fetch", "{}").status == 200)
+        let parked = s.inBackground { try s.call("POST", "/v1/pools/gpus/fetch?wait=0.3", "{}") }
+        #expect(
+            try events.next(6) == [
+                "queue/q/granted", "queue/q/enqueued", "window/w/shown", "window/w/queued", "pool/gpus/leased",
+                "pool/gpus/waiting",
+            ])
+        _ = parked()
+        #expect(try events.next(1) == ["pool/gpus/cancelled"])
+
+        #expect(try s.call("PATCH", "/v1/queues/q", #"{"capacity": 1}"#).status == 200)
+        #expect(try s.call("PATCH", "/v1/queues/q", #"{"capacity": 3, "hold_seconds": 1.5}"#).status == 200)
+        #expect(try events.next(1) == ["queue/q/granted"])  // the room the PATCH made, then the PATCH
+        let updated = try #require(try events.next())
+        #expect(updated.type == "updated" && updated.data["kind"] as? String == "queue")
+        let changes = try #require(updated.data["data"] as? [String: Any])
+        #expect(changes.count == 2 && changes["capacity"] as? Int == 3 && changes["hold_seconds"] as? Double == 1.5)
+        #expect(try s.call("PATCH", "/v1/windows/w", #"{"display_seconds": 5}"#).status == 200)
+        #expect(try s.call("PATCH", "/v1/pools/gpus", #"{"grow": {"max_size": 2}}"#).status == 200)
+        let window = try #require(try events.next())
+        let pool = try #require(try events.next())
+        #expect((window.data["data"] as? [String: Any])?["display_seconds"] as? Int == 5)
+        #expect(((pool.data["data"] as? [String: Any])?["grow"] as? [String: Any])?["max_size"] as? Int == 2)
+    }
+
     @Test func resourcesCreatedAndDeletedAreEvents() throws {
         let s = try LiveServer(#"{"queues": {"q": {}}}"#)
         let all = try SSEReader(port: s.port)

@@ -89,13 +89,19 @@ extension EngineHost {
         rearm()
     }
 
-    /// Emits one event per changed visitor, when someone listens.
+    /// Emits one event per changed visitor, when someone listens; a visitor
+    /// withdrawn from the line (a pool's fetch that gave up) is `cancelled`,
+    /// shown as it last was.
     func emitEvents(_ ids: [String]) {
         guard let events, events.isRecording else { return }
         for id in ids {
-            guard let v = engine.currentView(id: id) else { continue }
-            let (type, subject) = event(for: v)
-            events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, subject: subject))
+            if let v = engine.currentView(id: id) {
+                let (type, subject) = event(for: v)
+                events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: type, subject: subject))
+            } else if let v = engine.withdrawnViews[id] {
+                let subject = event(for: v).subject
+                events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: "cancelled", subject: subject))
+            }
         }
     }
 

@@ -20,6 +20,7 @@ extension QueueEngine {
         operationTime = now.micros
         changed.removeAll(keepingCapacity: changed.capacity <= 1024)
         withdrawn.removeAll()
+        withdrawnViews.removeAll()
         while finished.count > config.history, let h = finished.popFirst() { evict(h) }
         applyDue(now)
     }

@@ -52,11 +52,9 @@ extension QueueEngine {
         defer { end() }
         let h = try handle(id)
         let i = Int(h)
-        switch records[i].status {
-        case .waiting: unlinkWaiting(h)
-        case .delayed: counts.delayed -= 1
-        default: return view(h)
-        }
+        guard records[i].status.isWaiting else { return view(h) }
+        withdrawnViews[id] = view(h)
+        if records[i].status == .waiting { unlinkWaiting(h) } else { counts.delayed -= 1 }
         counts.enqueuedTotal -= 1
         changed.removeAll { $0 == h }
         withdrawn.append(id)

@@ -57,6 +57,8 @@ package struct QueueEngine: Sendable {
     /// Ids withdrawn during the current operation (their handles are gone):
     /// reported as changes, so their long-polls learn they are gone.
     var withdrawn: [String] = []
+    /// How each withdrawn visitor last looked, for its event.
+    var withdrawnViews: [String: VisitorView] = [:]
     var nextSeq: Int64 = 0
     /// Server-made ids, seeded with the creation time.
     var serverIDs: IDGenerator
@@ -120,6 +122,7 @@ package struct QueueEngine: Sendable {
             records[Int(h)].deadline = now.micros + delay
             counts.delayed += 1
             timeline.push(.init(deadline: now.micros + delay, order: Int64(counts.enqueuedTotal), handle: h))
+            changed.append(h)
             return (view(h), true)
         }
         let outcome = dedup(key: r.key, action: r.action)
@@ -131,6 +134,8 @@ package struct QueueEngine: Sendable {
         let h = try create(r, status: .waiting, now: now)
         enterLine(h, at: now.micros, outcome)
         grantFree(now)
+        // A grant or an ending already counts as a change; so does starting to wait.
+        if records[Int(h)].status == .waiting { changed.append(h) }
         return (view(h), true)
     }
 

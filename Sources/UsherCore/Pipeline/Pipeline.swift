@@ -363,25 +363,15 @@ extension Pipeline {
     func emitUpdated(from before: PipelineConfig, paused wasPaused: Bool) {
         guard let events, events.isRecording else { return }
         let after = engine.config
-        var changed: [(String, JSONValue)] = []
-        if after.capacity != before.capacity { changed.append(("capacity", .int(after.capacity))) }
-        if after.maxInFlight != before.maxInFlight { changed.append(("max_in_flight", .int(after.maxInFlight))) }
-        if after.ackSeconds != before.ackSeconds { changed.append(("ack_seconds", Self.seconds(after.ackSeconds))) }
-        if after.maxDeliveries != before.maxDeliveries {
-            changed.append(("max_deliveries", .int(after.maxDeliveries)))
-        }
-        if after.history != before.history { changed.append(("history", .int(after.history))) }
-        if after.dedupSeconds != before.dedupSeconds {
-            changed.append(("dedup_seconds", Self.seconds(after.dedupSeconds)))
-        }
-        if engine.paused != wasPaused { changed.append(("paused", .bool(engine.paused))) }
-        guard !changed.isEmpty else { return }
-        events.emit(ResourceEvent.Draft(kind: Self.eventKind, name: name, type: "updated", subject: .changes(changed)))
-    }
-
-    /// Whole seconds as an integer, like the state's config shows them.
-    private static func seconds(_ s: Double) -> JSONValue {
-        s.rounded() == s && abs(s) < 9e15 ? .int(Int(s)) : .double(s)
+        var changes = ConfigChanges()
+        changes.compare("capacity", before.capacity, after.capacity, JSONValue.int)
+        changes.compare("max_in_flight", before.maxInFlight, after.maxInFlight, JSONValue.int)
+        changes.compare("ack_seconds", before.ackSeconds, after.ackSeconds, ConfigChanges.seconds)
+        changes.compare("max_deliveries", before.maxDeliveries, after.maxDeliveries, JSONValue.int)
+        changes.compare("history", before.history, after.history, JSONValue.int)
+        changes.compare("dedup_seconds", before.dedupSeconds, after.dedupSeconds, ConfigChanges.seconds)
+        changes.compare("paused", wasPaused, engine.paused, JSONValue.bool)
+        events.emitUpdated(kind: Self.eventKind, name: name, changes)
     }
 
     /// `pushed` for a push that added an item (not one whose id was there).

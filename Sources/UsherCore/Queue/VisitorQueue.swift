@@ -25,8 +25,12 @@ package actor VisitorQueue: EngineHost {
     /// Where state changes are emitted (nil: nowhere).
     package nonisolated let events: EventLog?
     static let eventKind = "queue"
-    /// Events: a visitor's new status (`waiting`, `granted`, `completed`, …).
-    func event(for v: VisitorView) -> (type: String, subject: EventSubject) { (v.status.rawValue, .visitor(v)) }
+    /// Events: `enqueued` for a visitor posted just now that has to wait (or
+    /// is delayed), else its new status (`waiting`, `granted`, `completed`, …).
+    func event(for v: VisitorView) -> (type: String, subject: EventSubject) {
+        let posted = v.status.isWaiting && v.enqueuedAt.micros == engine.operationTime
+        return (posted ? "enqueued" : v.status.rawValue, .visitor(v))
+    }
     var engine: QueueEngine
     var host = HostState()
 
@@ -116,7 +120,19 @@ package actor VisitorQueue: EngineHost {
 
     /// `PATCH`: the config after the change.
     package func apply(_ patch: QueuePatch) throws(QueueError) -> QueueConfig {
-        try perform { (e, now) in e.apply(patch, now: now) }
+        let before = engine.config
+        let after = try perform { (e, now) in e.apply(patch, now: now) }
+        var changes = ConfigChanges()
+        changes.compare("capacity", before.capacity, after.capacity, JSONValue.int)
+        changes.compare("max_waiting", before.maxWaiting, after.maxWaiting, JSONValue.int)
+        changes.compare("hold_seconds", before.holdSeconds, after.holdSeconds, ConfigChanges.seconds)
+        changes.compare("dedup", before.dedup, after.dedup) { .string($0.rawValue) }
+        changes.compare("opposites", before.opposites, after.opposites) { pairs in
+            .array(pairs.map { .array($0.map(JSONValue.string)) })
+        }
+        changes.compare("history", before.history, after.history, JSONValue.int)
+        events?.emitUpdated(kind: Self.eventKind, name: name, changes)
+        return after
     }
 
     /// The queue was deleted: parked waiters get `gone`, timers stop, and

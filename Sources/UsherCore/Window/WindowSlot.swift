@@ -120,7 +120,13 @@ package actor WindowSlot: EngineHost {
     /// `display_seconds` applies to items shown from now on).
     package func apply(_ patch: WindowPatch) throws(WindowError) -> WindowConfig {
         _ = try run(nil) { (e, now) in e.apply(patch.queuePatch, now: now) }
+        let before = config
         config = patch.applied(to: config)
+        var changes = ConfigChanges()
+        changes.compare("max_waiting", before.maxWaiting, config.maxWaiting, JSONValue.int)
+        changes.compare("display_seconds", before.displaySeconds, config.displaySeconds, ConfigChanges.seconds)
+        changes.compare("dedup", before.dedup, config.dedup) { .string($0.rawValue) }
+        events?.emitUpdated(kind: Self.eventKind, name: name, changes)
         return config
     }
 
