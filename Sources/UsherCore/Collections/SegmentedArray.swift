@@ -1,10 +1,8 @@
 /// A growable array kept in segments of at most 4,096 elements. Appending
 /// never moves what is already stored: a contiguous `Array` grows by copying
-/// every element into a fresh allocation, and for a queue's records at
-/// 786,432 visitors that was ~100 MB copied (and faulted in) under the
-/// queue's lock, a 0.17 s pause for every request to the queue. Here the
-/// largest copy is one segment's own growth (≤ 4,096 elements); reads and
-/// writes take one more index step.
+/// every element, under the owner's lock, a pause for every request to a
+/// large queue (docs/performance.md, "Growth pauses"). Here the largest copy
+/// is one segment's own growth; reads and writes take one more index step.
 struct SegmentedArray<Element> {
     private static var shift: Int { 12 }
     private static var mask: Int { (1 << shift) - 1 }

@@ -2,12 +2,12 @@
 /// of the key's bytes, so that growing it never rehashes everything at once.
 ///
 /// One `Dictionary` rehashes all of its entries when it outgrows its
-/// capacity: for a queue's visitor ids at 786,432 entries that took 0.11 s
-/// under the queue's lock, a pause for every request to the queue. Split 64
-/// ways, each shard rehashes only its own share (about 1/64th), at its own
-/// moment. The shard is picked with FNV-1a over the UTF-8 bytes; each shard is
-/// an ordinary (seeded) `Dictionary`, so keys chosen to collide can at worst
-/// fill one shard, which is then the single dictionary this replaced.
+/// capacity, under the owner's lock: a pause for every request to a large
+/// queue (docs/performance.md, "Growth pauses"). Split 64 ways, each shard
+/// rehashes only its own share, at its own moment. The shard is picked with
+/// FNV-1a over the UTF-8 bytes; each shard is an ordinary (seeded)
+/// `Dictionary`, so keys chosen to collide can at worst fill one shard, no
+/// worse than a single dictionary.
 struct ShardedDictionary<Value> {
     private static var shardCount: Int { 64 }
     private var shards = [[String: Value]](repeating: [:], count: ShardedDictionary.shardCount)

@@ -4,11 +4,10 @@ import Locking
 /// `SystemClock`'s delayed calls: one `TimerHeap` of monotonic deadlines and
 /// one Dispatch timer source armed for the earliest.
 ///
-/// It replaces an `asyncAfter` per call: a cancelled `DispatchWorkItem` stays
-/// in Dispatch's timer list, with its block and everything the block
-/// captured, until its deadline (about 0.5 KiB for every answered long-poll,
-/// for up to its `wait`). Here a cancel takes the entry out of the heap and
-/// releases its closure at once.
+/// Not an `asyncAfter` per call: a cancelled `DispatchWorkItem` stays in
+/// Dispatch's timer list, with everything its block captured, until its
+/// deadline. Here a cancel takes the entry out of the heap and releases its
+/// closure at once.
 ///
 /// Due calls run one after another on the queue's serial Dispatch queue, in
 /// deadline order. They should be short (the managers' callbacks take the

@@ -4,11 +4,10 @@
 
 /// A long-poll's answer, boxed.
 ///
-/// A parked request's async frames stay on the heap for as long as it waits,
-/// and every frame that holds the answer (the continuation's result slot, the
-/// temporaries around it) holds one reference instead of the value: a
-/// `VisitorView` is about 270 bytes, a `MachineSnapshot` more. Frames that
-/// outgrow the Swift task allocator's 1 KiB slabs cost a slab each.
+/// A parked request's async frames stay on the heap for as long as it waits:
+/// boxed, every frame that holds the answer (the continuation's result slot,
+/// the temporaries around it) holds one reference, not a view or snapshot,
+/// so the frames fit in fewer of the task allocator's 1 KiB slabs.
 final class WaitAnswer<Value: Sendable, Failure: Error>: Sendable {
     let result: Result<Value, Failure>
 
@@ -57,10 +56,8 @@ extension LockIsolatedActor {
     ///
     /// Both take the actor as an `isolated` parameter: a closure is isolated
     /// to the actor only if it uses it, and the continuation's body below
-    /// must run on the actor. (A body that did not name `self` was
-    /// nonisolated, and in release builds ran on the HTTP server's task
-    /// executor beside the actor's own jobs: under load it corrupted the
-    /// waiter tables. Debug builds did not show it.)
+    /// must run on the actor. A body that does not name `self` is
+    /// nonisolated and may run beside the actor's own jobs (README.md here).
     @inline(__always)
     func parkCall<Answer: Sendable>(
         _ register: (isolated Self, ParkedCall<Answer>) -> Void,

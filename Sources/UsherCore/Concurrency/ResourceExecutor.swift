@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 
 /// The serial executor behind every manager actor: an actor's jobs run on a
-/// serial Dispatch queue while holding a recursive lock, and code that is not
+/// serial Dispatch queue while holding a pthread mutex, and code that is not
 /// async (an HTTP server thread answering a request that needs no waiting) can
 /// take the same lock and run isolated to the actor synchronously.
 ///

@@ -54,7 +54,7 @@ extension JSONValue {
         // NSNumber for numbers. Matching the exact type first keeps every
         // cast on its fast path: a failed `as?` tries bridging (testing a
         // Swift dictionary against a class bridges it to NSDictionary), which
-        // cost more than the parse itself.
+        // can cost more than the parse itself.
         let type = ObjectIdentifier(Swift.type(of: object))
         if type == Self.dictionaryType {
             guard let members = Self.members(object as! [String: Any], levelsLeft: levelsLeft) else { return nil }

@@ -97,7 +97,7 @@ extension EngineHost {
     /// again and registers in one isolated step (see `parkCall`).
     ///
     /// Not inlined, and neither is `earlyAnswer`: inlined into the async
-    /// `park`, their `VisitorView` temporaries were laid out in its async
+    /// `park`, their `VisitorView` temporaries would be laid out in its async
     /// frame, which stays on the heap for as long as the request is parked.
     @inline(never)
     func register(

@@ -107,9 +107,8 @@ extension EngineHost {
 
     /// Keeps one timer at or before the engine's next deadline. An armed
     /// timer that is earlier than needed stays (it fires, finds nothing due,
-    /// and re-arms): moving it on every grant and complete cost a cancel and
-    /// a schedule per operation, and a cancelled Dispatch item lingers until
-    /// its deadline.
+    /// and re-arms), which saves a cancel and a schedule on most grants and
+    /// completes.
     func rearm() {
         guard host.phase != .closed, let next = engine.nextDeadline else { return }
         if let armed = host.timerDeadline, armed <= next { return }

@@ -169,8 +169,8 @@ package actor StateMachine: LockIsolatedActor {
     }
 
     /// `waitForVersion`'s answer, boxed, errors included: this frame and the
-    /// caller's stay on the heap while the request waits, and hold only a
-    /// reference (a snapshot inlined here made the frames 2 KiB larger).
+    /// caller's stay on the heap while the request waits, so they hold only a
+    /// reference, not a snapshot.
     private func park(other version: Int64, until deadline: Timestamp) async -> WaitAnswer {
         if let early = earlyAnswer(other: version, until: deadline) { return early }
         let id = nextWaiterID

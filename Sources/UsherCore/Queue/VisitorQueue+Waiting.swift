@@ -2,11 +2,10 @@
 
 /// A finished long-poll on one visitor: its view, or why there is none.
 ///
-/// What the HTTP routes await instead of the view itself: a parked request's
-/// async frames stay on the heap for as long as it waits, and a frame that
-/// receives a `VisitorView` from a call holds a 256-byte temporary for it,
-/// which cost a parked enqueue one more task-allocator slab (1 KiB). The
-/// view is taken out once the wait is over, outside any parked frame.
+/// The routes await this box, not the view: a parked request's async frames
+/// stay on the heap while it waits, and one that receives a `VisitorView`
+/// holds a temporary the size of the view. The view is taken out once the
+/// wait is over, outside any parked frame (docs/performance.md, Long-poll scale).
 package final class VisitorWait: Sendable {
     private let answer: QueueWaitAnswer
     private let id: String

@@ -85,7 +85,7 @@ package struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertibl
     package var description: String { rfc3339 }
 
     /// Writes `value` as `width` decimal digits at `offset` (a plain function:
-    /// a nested one capturing the buffer was allocated as a closure per call).
+    /// a nested one capturing the buffer would allocate a closure per call).
     private static func put(_ value: Int, _ width: Int, at offset: Int, in buffer: UnsafeMutableRawBufferPointer) {
         var v = value
         var i = offset + width - 1

@@ -175,10 +175,8 @@ package actor WindowSlot: EngineHost {
 
 /// A finished long-poll on a window: the item shown then, or why there is none.
 ///
-/// What the HTTP route awaits instead of the item itself, for the reason
-/// `VisitorWait` gives: a parked frame that receives a large value from a
-/// call holds a temporary for it (here 1.7 KiB with the error conversion, a
-/// task-allocator slab of its own).
+/// The route awaits this box, not the item, for the reason `VisitorWait`
+/// gives: a parked frame that receives a large value holds a temporary for it.
 package final class ShowingWait: Sendable {
     private let answer: QueueWaitAnswer
     private let window: String
