@@ -91,6 +91,7 @@ import Testing
         let first = try queue.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest()).view }
         _ = try queue.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest()) }
         _ = try queue.withIsolation { q throws(QueueError) in try q.complete(id: first.id) }
-        #expect(seen.withLock { $0 } == ["queue/q/granted", "queue/q/enqueued", "queue/q/completed", "queue/q/granted"])
+        #expect(
+            seen.withLock { $0 } == ["queue/q/granted", "queue/q/enqueued", "queue/q/completed", "queue/q/granted"])
     }
 }

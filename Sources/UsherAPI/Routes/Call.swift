@@ -25,7 +25,7 @@ package struct Call: Sendable {
     }
 
     /// The query parameters, checked against the ones this route accepts (a
-    /// handful: a list, where a `Set` literal was built and hashed per request).
+    /// handful: a scan of a list, no hashing).
     package func query(allowing allowed: [String]) throws(APIError) -> Query {
         var values: [String: String] = [:]
         for (name, value) in request.query {
