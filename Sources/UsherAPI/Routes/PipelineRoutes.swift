@@ -24,8 +24,46 @@ extension Pipeline: ManagedResource {
 /// `/v1/pipelines`: lifecycle, push, take, acknowledgement, the dead list and
 /// filters (SPEC §5). Requests that need no waiting are answered on the
 /// server thread; `wait` parks the connection (`UsherApp.later`).
-enum PipelineRoutes: ResourceAPI {
+enum PipelineRoutes: ConfiguredKind {
     static let kind = ResourceKind.pipelines
+    static let defaultLimit = 100
+    static let limitRange = listLimit
+    typealias Failure = PipelineError
+
+    static func parseConfig(_ body: inout FieldReader, for call: Call) throws(FieldError) -> PipelineConfig {
+        try PipelineConfig.parse(
+            &body, allowRemoteSources: call.app.config.allowRemoteSources, limits: call.app.config.jsonLimits)
+    }
+
+    /// The mutable config and `paused`; filters and the source have routes of their own.
+    static func parsePatch(_ body: inout FieldReader) throws(FieldError) -> PipelinePatch {
+        if body.has("filters") {
+            throw FieldError(
+                field: "filters", message: "change filters with PUT or DELETE /v1/pipelines/{name}/filters/{filter}")
+        }
+        if body.has("source") {
+            throw FieldError(field: "source", message: "cannot change; delete and re-create the pipeline")
+        }
+        var patch = try PipelinePatch.parse(&body)
+        patch.paused = try body.bool("paused")
+        return patch
+    }
+
+    /// Only a ready item's cursor.
+    static func cursor(_ raw: String) -> PipelineCursor? {
+        guard let c = PipelineCursor(raw), case .ready = c else { return nil }
+        return c
+    }
+
+    static func state(of pipeline: isolated Pipeline, limit: Int, after cursor: PipelineCursor?) -> PipelineSnapshot {
+        pipeline.state(limit: limit, after: cursor)
+    }
+
+    static func apply(_ patch: PipelinePatch, to pipeline: isolated Pipeline) throws(PipelineError) {
+        try pipeline.apply(patch)
+    }
+
+    static func apiError(_ error: PipelineError) -> APIError { APIError(error) }
 
     /// Most items one `take` may ask for (`max`).
     static let maxTake = 1...1000
@@ -59,13 +97,7 @@ enum PipelineRoutes: ResourceAPI {
     }
 
     static func add(to router: inout Router<Route>) {
-        router.add("GET", "/v1/pipelines") { call throws(APIError) in try ResourceRoutes.list(call, .pipelines) }
-        router.add("PUT", "/v1/pipelines/{name}", put)
-        router.add("GET", "/v1/pipelines/{name}", get)
-        router.add("PATCH", "/v1/pipelines/{name}", patch)
-        router.add("DELETE", "/v1/pipelines/{name}") { call throws(APIError) in
-            try ResourceRoutes.delete(call, .pipelines)
-        }
+        LifecycleRoutes<Self>.add(to: &router)
         router.add("POST", "/v1/pipelines/{name}/items", push)
         router.add("POST", "/v1/pipelines/{name}/items/batch", pushBatch)
         router.add("POST", "/v1/pipelines/{name}/take", take)
@@ -113,7 +145,7 @@ enum PipelineRoutes: ResourceAPI {
     }
 
     private static func pipeline(_ call: Call) throws(APIError) -> Pipeline {
-        try call.app.registry.lookup(.pipelines, try call.name("name"), as: Pipeline.self)
+        try LifecycleRoutes<Self>.manager(call)
     }
 
     /// Runs a synchronous operation isolated to the pipeline, mapping its error.
@@ -134,61 +166,13 @@ enum PipelineRoutes: ResourceAPI {
 
     // MARK: - Lifecycle
 
-    private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        _ = try call.query(allowing: [])
-        let name = try call.name("name")
-        let allowRemote = call.app.config.allowRemoteSources
-        let limits = call.app.config.jsonLimits
-        let config = try call.readBody { r throws(FieldError) in
-            try PipelineConfig.parse(&r, allowRemoteSources: allowRemote, limits: limits)
-        }
-        let (pipeline, created) = try create(name: name, config: config, in: call.app)
-        let state = pipeline.withIsolation { $0.state(limit: 100) }
-        return .respond(reply(state, call, status: created ? 201 : 200))
-    }
-
-    private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["limit", "cursor"])
-        let limit = try query.int("limit", in: listLimit) ?? 100
-        let cursor = try Paging.cursor(query) { raw -> PipelineCursor? in
-            guard let c = PipelineCursor(raw), case .ready = c else { return nil }
-            return c
-        }
-        let pipeline = try pipeline(call)
-        let state = pipeline.withIsolation { $0.state(limit: limit, after: cursor) }
-        return .respond(reply(state, call))
-    }
-
     /// The state as an answer, its ready items cut at `max_response_bytes`:
     /// encoded whole first, measured item by item only when that does not fit.
-    private static func reply(_ state: PipelineSnapshot, _ call: Call, status: Int = 200) -> HTTPResponse {
+    static func reply(_ state: PipelineSnapshot, _ call: Call, status: Int = 200) -> HTTPResponse {
         Paging.reply(
             state, list: \.items, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
             maxBytes: call.app.config.maxResponseBytes, status: status, body: PipelineStateBody.init
         ) { Wire.bytes(PipelineItemBody($0)).count }
-    }
-
-    private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        _ = try call.query(allowing: [])
-        let pipeline = try pipeline(call)
-        let patch = try call.readBody { r throws(FieldError) in
-            if r.has("filters") {
-                throw FieldError(
-                    field: "filters", message: "change filters with PUT or DELETE /v1/pipelines/{name}/filters/{filter}"
-                )
-            }
-            if r.has("source") {
-                throw FieldError(field: "source", message: "cannot change; delete and re-create the pipeline")
-            }
-            var patch = try PipelinePatch.parse(&r)
-            patch.paused = try r.bool("paused")
-            return patch
-        }
-        let state = try run(pipeline) { p throws(PipelineError) in
-            try p.apply(patch)
-            return p.state(limit: 100)
-        }
-        return .respond(reply(state, call))
     }
 
     // MARK: - Producers

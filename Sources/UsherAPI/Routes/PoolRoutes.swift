@@ -21,8 +21,24 @@ extension LeasePool: ManagedResource {
 
 /// `/v1/pools`: lifecycle, fetch (with the long-poll), recycle, extend and
 /// elements (SPEC §4).
-enum PoolRoutes: ResourceAPI {
+enum PoolRoutes: ConfiguredKind {
     static let kind = ResourceKind.pools
+    static let defaultLimit = 1000
+    static let limitRange = 0...PoolConfig.Limits.elements.upperBound
+
+    static func parseConfig(_ body: inout FieldReader, for call: Call) throws(FieldError) -> PoolConfig {
+        try PoolConfig.parse(&body)
+    }
+
+    static func parsePatch(_ body: inout FieldReader) throws(FieldError) -> PoolPatch { try PoolPatch.parse(&body) }
+    static func cursor(_ raw: String) -> Int64? { LeasePool.elementCursor(raw) }
+
+    static func state(of pool: isolated LeasePool, limit: Int, after cursor: Int64?) throws(PoolError) -> PoolState {
+        try pool.state(limit: limit, after: cursor)
+    }
+
+    static func apply(_ patch: PoolPatch, to pool: isolated LeasePool) throws(PoolError) { _ = try pool.apply(patch) }
+    static func apiError(_ error: PoolError) -> APIError { APIError(error) }
 
     static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
         -> DeclaredResource
@@ -46,11 +62,7 @@ enum PoolRoutes: ResourceAPI {
     }
 
     static func add(to router: inout Router<Route>) {
-        router.add("GET", "/v1/pools") { call throws(APIError) in try ResourceRoutes.list(call, .pools) }
-        router.add("PUT", "/v1/pools/{name}", put)
-        router.add("GET", "/v1/pools/{name}", get)
-        router.add("PATCH", "/v1/pools/{name}", patch)
-        router.add("DELETE", "/v1/pools/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .pools) }
+        LifecycleRoutes<Self>.add(to: &router)
         router.add("POST", "/v1/pools/{name}/fetch", fetch)
         router.add("POST", "/v1/pools/{name}/recycle", recycle)
         router.add("GET", "/v1/pools/{name}/leases/{id}", getLease)
@@ -69,42 +81,24 @@ enum PoolRoutes: ResourceAPI {
     }
 
     private static func pool(_ call: Call) throws(APIError) -> LeasePool {
-        try call.app.registry.lookup(.pools, try call.name("name"), as: LeasePool.self)
+        try LifecycleRoutes<Self>.manager(call)
     }
 
     /// Runs a synchronous pool operation isolated to the pool, mapping its error.
     private static func run<T: Sendable>(
         _ pool: LeasePool, _ body: (isolated LeasePool) throws(PoolError) -> T
     ) throws(APIError) -> T {
-        do throws(PoolError) { return try pool.withIsolation(body) } catch { throw APIError(error) }
+        try LifecycleRoutes<Self>.run(pool, body)
     }
 
     private static func leaseReply(_ lease: Lease) -> HTTPResponse {
         Reply.encoded(LeaseReplyBody(lease: lease))
     }
 
-    private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        _ = try call.query(allowing: [])
-        let name = try call.name("name")
-        let config: PoolConfig = try call.readBody { body throws(FieldError) in try PoolConfig.parse(&body) }
-        let (pool, created) = try create(name: name, config: config, in: call.app)
-        let state = try run(pool) { p throws(PoolError) in try p.state(limit: 1000) }
-        return .respond(reply(state, call, status: created ? 201 : 200))
-    }
-
-    private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["limit", "cursor"])
-        let limit = try query.int("limit", in: 0...PoolConfig.Limits.elements.upperBound) ?? 1000
-        let cursor = try Paging.cursor(query, LeasePool.elementCursor)
-        let pool = try pool(call)
-        let state = try run(pool) { p throws(PoolError) in try p.state(limit: limit, after: cursor) }
-        return .respond(reply(state, call))
-    }
-
     /// The state as an answer, its elements cut at `max_response_bytes`:
     /// encoded whole first, measured element by element only when that does
     /// not fit. The waiting fetches get the room the elements leave.
-    private static func reply(_ state: PoolState, _ call: Call, status: Int = 200) -> HTTPResponse {
+    static func reply(_ state: PoolState, _ call: Call, status: Int = 200) -> HTTPResponse {
         var state = state
         let maxBytes = call.app.config.maxResponseBytes
         if !state.waitingLeases.isEmpty {
@@ -117,17 +111,6 @@ enum PoolRoutes: ResourceAPI {
             state, list: \.elements, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
             maxBytes: maxBytes, status: status, body: PoolStateBody.init
         ) { Wire.bytes(PoolElementBody(element: $0)).count }
-    }
-
-    private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        _ = try call.query(allowing: [])
-        let pool = try pool(call)
-        let patch: PoolPatch = try call.readBody { body throws(FieldError) in try PoolPatch.parse(&body) }
-        let state = try run(pool) { p throws(PoolError) in
-            _ = try p.apply(patch)
-            return try p.state(limit: 1000)
-        }
-        return .respond(reply(state, call))
     }
 
     private static func fetch(_ call: Call) throws(APIError) -> HTTPHandlerResult {

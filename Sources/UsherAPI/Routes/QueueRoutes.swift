@@ -20,8 +20,35 @@ extension VisitorQueue: ManagedResource {
 }
 
 /// `/v1/queues`: lifecycle and visitors (SPEC §2).
-enum QueueRoutes: ResourceAPI {
+enum QueueRoutes: ConfiguredKind {
     static let kind = ResourceKind.queues
+    static let defaultLimit = 100
+    static let limitRange = 0...10_000
+
+    static func parseConfig(_ body: inout FieldReader, for call: Call) throws(FieldError) -> QueueConfig {
+        try QueueConfig.parse(&body)
+    }
+
+    static func parsePatch(_ body: inout FieldReader) throws(FieldError) -> QueuePatch { try QueuePatch.parse(&body) }
+    static func cursor(_ raw: String) -> QueueCursor? { QueueCursor(raw) }
+
+    static func state(of queue: isolated VisitorQueue, limit: Int, after cursor: QueueCursor?) throws(QueueError)
+        -> QueueState
+    {
+        try queue.state(limit: limit, after: cursor)
+    }
+
+    static func apply(_ patch: QueuePatch, to queue: isolated VisitorQueue) throws(QueueError) {
+        _ = try queue.apply(patch)
+    }
+
+    static func reply(_ state: QueueState, _ call: Call, status: Int) -> HTTPResponse {
+        var state = state
+        Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
+        return Reply.encoded(QueueStateBody(state), status: status)
+    }
+
+    static func apiError(_ error: QueueError) -> APIError { APIError(error) }
 
     static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
         -> DeclaredResource
@@ -44,11 +71,7 @@ enum QueueRoutes: ResourceAPI {
     }
 
     static func add(to router: inout Router<Route>) {
-        router.add("GET", "/v1/queues") { call throws(APIError) in try ResourceRoutes.list(call, .queues) }
-        router.add("PUT", "/v1/queues/{name}", put)
-        router.add("GET", "/v1/queues/{name}", get)
-        router.add("PATCH", "/v1/queues/{name}", patch)
-        router.add("DELETE", "/v1/queues/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .queues) }
+        LifecycleRoutes<Self>.add(to: &router)
         router.add("POST", "/v1/queues/{name}/visitors", enqueue)
         router.add("GET", "/v1/queues/{name}/visitors/{id}", getVisitor)
         router.add("DELETE", "/v1/queues/{name}/visitors/{id}") { call throws(APIError) in
@@ -77,46 +100,14 @@ enum QueueRoutes: ResourceAPI {
     }
 
     private static func queue(_ call: Call) throws(APIError) -> VisitorQueue {
-        try call.app.registry.lookup(.queues, try call.name("name"), as: VisitorQueue.self)
+        try LifecycleRoutes<Self>.manager(call)
     }
 
     /// Runs a synchronous queue operation isolated to the queue, mapping its error.
     private static func run<T: Sendable>(
         _ queue: VisitorQueue, _ body: (isolated VisitorQueue) throws(QueueError) -> T
     ) throws(APIError) -> T {
-        do throws(QueueError) { return try queue.withIsolation(body) } catch { throw APIError(error) }
-    }
-
-    private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        _ = try call.query(allowing: [])
-        let name = try call.name("name")
-        let config: QueueConfig = try call.readBody { body throws(FieldError) in try QueueConfig.parse(&body) }
-        let (queue, created) = try create(name: name, config: config, in: call.app)
-        var state = try run(queue) { q throws(QueueError) in try q.state(limit: 100) }
-        Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
-        return .respond(Reply.encoded(QueueStateBody(state), status: created ? 201 : 200))
-    }
-
-    private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["limit", "cursor"])
-        let limit = try query.int("limit", in: 0...10_000) ?? 100
-        let cursor = try Paging.cursor(query, QueueCursor.init)
-        let queue = try queue(call)
-        var state = try run(queue) { q throws(QueueError) in try q.state(limit: limit, after: cursor) }
-        Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
-        return .respond(Reply.encoded(QueueStateBody(state)))
-    }
-
-    private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        _ = try call.query(allowing: [])
-        let queue = try queue(call)
-        let patch: QueuePatch = try call.readBody { body throws(FieldError) in try QueuePatch.parse(&body) }
-        var state = try run(queue) { q throws(QueueError) in
-            _ = try q.apply(patch)
-            return try q.state(limit: 100)
-        }
-        Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
-        return .respond(Reply.encoded(QueueStateBody(state)))
+        try LifecycleRoutes<Self>.run(queue, body)
     }
 
     private static func enqueue(_ call: Call) throws(APIError) -> HTTPHandlerResult {

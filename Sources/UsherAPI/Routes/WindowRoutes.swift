@@ -18,8 +18,36 @@ extension WindowSlot: ManagedResource {
 }
 
 /// `/v1/windows`: lifecycle, show, dismiss and the showing long-poll (SPEC §3).
-enum WindowRoutes: ResourceAPI {
+enum WindowRoutes: ConfiguredKind {
     static let kind = ResourceKind.windows
+    static let defaultLimit = 100
+    static let limitRange = 0...10_000
+
+    static func parseConfig(_ body: inout FieldReader, for call: Call) throws(FieldError) -> WindowConfig {
+        try WindowConfig.parse(&body)
+    }
+
+    static func parsePatch(_ body: inout FieldReader) throws(FieldError) -> WindowPatch {
+        try WindowPatch.parse(&body)
+    }
+
+    /// Only a queued item's cursor: the shown item is on every page.
+    static func cursor(_ raw: String) -> QueueCursor? {
+        guard let c = QueueCursor(raw), case .waiting = c else { return nil }
+        return c
+    }
+
+    static func state(of window: isolated WindowSlot, limit: Int, after cursor: QueueCursor?) throws(WindowError)
+        -> WindowState
+    {
+        try window.state(limit: limit, after: cursor)
+    }
+
+    static func apply(_ patch: WindowPatch, to window: isolated WindowSlot) throws(WindowError) {
+        _ = try window.apply(patch)
+    }
+
+    static func apiError(_ error: WindowError) -> APIError { APIError(error) }
 
     static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
         -> DeclaredResource
@@ -41,12 +69,7 @@ enum WindowRoutes: ResourceAPI {
     }
 
     static func add(to router: inout Router<Route>) {
-        router.add("GET", "/v1/windows") { call throws(APIError) in try ResourceRoutes.list(call, .windows) }
-        router.add("PUT", "/v1/windows/{name}", put)
-        router.add("GET", "/v1/windows/{name}", get)
-        router.add("PATCH", "/v1/windows/{name}", patch)
-        router.add("DELETE", "/v1/windows/{name}") { call throws(APIError) in try ResourceRoutes.delete(call, .windows)
-        }
+        LifecycleRoutes<Self>.add(to: &router)
         router.add("POST", "/v1/windows/{name}/show", show)
         router.add("POST", "/v1/windows/{name}/dismiss", dismiss)
         router.add("GET", "/v1/windows/{name}/showing", showing)
@@ -62,55 +85,23 @@ enum WindowRoutes: ResourceAPI {
     }
 
     private static func window(_ call: Call) throws(APIError) -> WindowSlot {
-        try call.app.registry.lookup(.windows, try call.name("name"), as: WindowSlot.self)
+        try LifecycleRoutes<Self>.manager(call)
     }
 
     /// Runs a synchronous window operation isolated to the window, mapping its error.
     private static func run<T: Sendable>(
         _ window: WindowSlot, _ body: (isolated WindowSlot) throws(WindowError) -> T
     ) throws(APIError) -> T {
-        do throws(WindowError) { return try window.withIsolation(body) } catch { throw APIError(error) }
-    }
-
-    private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        _ = try call.query(allowing: [])
-        let name = try call.name("name")
-        let config: WindowConfig = try call.readBody { body throws(FieldError) in try WindowConfig.parse(&body) }
-        let (window, created) = try create(name: name, config: config, in: call.app)
-        let state = try run(window) { w throws(WindowError) in try w.state(limit: 100) }
-        return .respond(reply(state, call, status: created ? 201 : 200))
-    }
-
-    private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["limit", "cursor"])
-        let limit = try query.int("limit", in: 0...10_000) ?? 100
-        let cursor = try Paging.cursor(query) { raw -> QueueCursor? in
-            guard let c = QueueCursor(raw), case .waiting = c else { return nil }
-            return c
-        }
-        let window = try window(call)
-        let state = try run(window) { w throws(WindowError) in try w.state(limit: limit, after: cursor) }
-        return .respond(reply(state, call))
+        try LifecycleRoutes<Self>.run(window, body)
     }
 
     /// The state as an answer, its queued items cut at `max_response_bytes`:
     /// encoded whole first, measured item by item only when that does not fit.
-    private static func reply(_ state: WindowState, _ call: Call, status: Int = 200) -> HTTPResponse {
+    static func reply(_ state: WindowState, _ call: Call, status: Int = 200) -> HTTPResponse {
         Paging.reply(
             state, list: \.queued, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
             maxBytes: call.app.config.maxResponseBytes, status: status, body: WindowStateBody.init
         ) { Wire.bytes(WindowItemBody($0)).count }
-    }
-
-    private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        _ = try call.query(allowing: [])
-        let window = try window(call)
-        let patch: WindowPatch = try call.readBody { body throws(FieldError) in try WindowPatch.parse(&body) }
-        let state = try run(window) { w throws(WindowError) in
-            _ = try w.apply(patch)
-            return try w.state(limit: 100)
-        }
-        return .respond(reply(state, call))
     }
 
     private static func show(_ call: Call) throws(APIError) -> HTTPHandlerResult {
