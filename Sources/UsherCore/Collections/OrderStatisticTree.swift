@@ -3,10 +3,10 @@
 /// caller's own `Int32` handles (a queue's slab indices), so a node costs 24
 /// bytes and no allocation.
 ///
-/// Order: higher `priority` first, then lower `seq` (arrival) first. Every
-/// `seq` in the tree must be unique. The treap's heap weights are a keyed hash
-/// of `seq` with a random per-tree seed, so clients choosing priorities cannot
-/// steer the tree's shape.
+/// Order: higher `priority` first, then lower `seq` (a line's arrival order,
+/// or a deadline), then lower handle. The treap's heap weights are a keyed
+/// hash of the handle with a random per-tree seed, so clients choosing
+/// priorities cannot steer the tree's shape.
 struct OrderStatisticTree: Sendable {
     struct Node: Sendable {
         var left: Int32 = OrderStatisticTree.none
@@ -63,13 +63,12 @@ struct OrderStatisticTree: Sendable {
 
     /// The 1-based place of `handle` (in the tree) in grant order.
     func rank(of handle: Int32) -> Int {
-        let target = nodes[Int(handle)]
         var t = root
         var rank = 0
         while t != Self.none {
             let n = nodes[Int(t)]
             if t == handle { return rank + size(n.left) + 1 }
-            if Self.precedes(target, n) {
+            if precedes(handle, t) {
                 t = n.left
             } else {
                 rank += size(n.left) + 1
@@ -77,6 +76,24 @@ struct OrderStatisticTree: Sendable {
             }
         }
         preconditionFailure("rank(of:) of a handle not in the tree")
+    }
+
+    /// The handle at 1-based place `rank` (at most `count`): O(log n).
+    func handle(rank: Int) -> Int32 {
+        precondition(rank >= 1 && rank <= count, "handle(rank:) out of range")
+        var t = root
+        var k = rank
+        while true {
+            let before = size(nodes[Int(t)].left)
+            if k <= before {
+                t = nodes[Int(t)].left
+            } else if k == before + 1 {
+                return t
+            } else {
+                k -= before + 1
+                t = nodes[Int(t)].right
+            }
+        }
     }
 
     /// The first `limit` handles in grant order: O(limit + log n).
@@ -105,13 +122,12 @@ struct OrderStatisticTree: Sendable {
     /// The first `limit` handles that come after `key` in grant order (the
     /// key's own handle need not be in the tree any more): O(limit + log n).
     func prefix(_ limit: Int, after key: (priority: Int32, seq: Int64)) -> [Int32] {
-        let mark = Node(priority: key.priority, seq: key.seq)
         var out: [Int32] = []
         var stack: [Int32] = []
         var t = root
         // The path to the first node after `mark`, keeping every node after it.
         while t != Self.none {
-            if Self.precedes(mark, nodes[Int(t)]) {
+            if Self.precedes((key.priority, key.seq, Int32.max), (nodes[Int(t)].priority, nodes[Int(t)].seq, t)) {
                 stack.append(t)
                 t = nodes[Int(t)].left
             } else {
@@ -131,17 +147,23 @@ struct OrderStatisticTree: Sendable {
 
     // MARK: - Treap
 
-    private static func precedes(_ a: Node, _ b: Node) -> Bool {
-        a.priority != b.priority ? a.priority > b.priority : a.seq < b.seq
+    /// Whether handle `a` comes before handle `b`.
+    private func precedes(_ a: Int32, _ b: Int32) -> Bool {
+        Self.precedes((nodes[Int(a)].priority, nodes[Int(a)].seq, a), (nodes[Int(b)].priority, nodes[Int(b)].seq, b))
+    }
+
+    private static func precedes(_ a: (Int32, Int64, Int32), _ b: (Int32, Int64, Int32)) -> Bool {
+        if a.0 != b.0 { return a.0 > b.0 }
+        return a.1 != b.1 ? a.1 < b.1 : a.2 < b.2
     }
 
     private func size(_ t: Int32) -> Int {
         t == Self.none ? 0 : Int(nodes[Int(t)].size)
     }
 
-    /// Heap weight: a SplitMix64 finaliser over the seeded sequence number.
+    /// Heap weight: a SplitMix64 finaliser over the seeded handle.
     private func weight(_ t: Int32) -> UInt64 {
-        var z = UInt64(bitPattern: nodes[Int(t)].seq) &+ seed
+        var z = UInt64(UInt32(bitPattern: t)) &+ seed
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
@@ -155,13 +177,13 @@ struct OrderStatisticTree: Sendable {
     private mutating func insert(_ x: Int32, into t: Int32) -> Int32 {
         guard t != Self.none else { return x }
         if weight(x) > weight(t) {
-            let (l, r) = split(t, around: nodes[Int(x)])
+            let (l, r) = split(t, around: x)
             nodes[Int(x)].left = l
             nodes[Int(x)].right = r
             update(x)
             return x
         }
-        if Self.precedes(nodes[Int(x)], nodes[Int(t)]) {
+        if precedes(x, t) {
             let l = insert(x, into: nodes[Int(t)].left)
             nodes[Int(t)].left = l
         } else {
@@ -173,9 +195,9 @@ struct OrderStatisticTree: Sendable {
     }
 
     /// Splits `t` into the nodes before `key` and those after it.
-    private mutating func split(_ t: Int32, around key: Node) -> (Int32, Int32) {
+    private mutating func split(_ t: Int32, around key: Int32) -> (Int32, Int32) {
         guard t != Self.none else { return (Self.none, Self.none) }
-        if Self.precedes(nodes[Int(t)], key) {
+        if precedes(t, key) {
             let (l, r) = split(nodes[Int(t)].right, around: key)
             nodes[Int(t)].right = l
             update(t)
@@ -208,7 +230,7 @@ struct OrderStatisticTree: Sendable {
     private mutating func remove(_ x: Int32, from t: Int32) -> Int32 {
         precondition(t != Self.none, "remove(_:) of a handle not in the tree")
         if t == x { return merge(nodes[Int(x)].left, nodes[Int(x)].right) }
-        if Self.precedes(nodes[Int(x)], nodes[Int(t)]) {
+        if precedes(x, t) {
             let l = remove(x, from: nodes[Int(t)].left)
             nodes[Int(t)].left = l
         } else {
