@@ -13,15 +13,6 @@ import Testing
 
     func later(_ seconds: Double) -> Timestamp { clock.now().adding(seconds: seconds) }
 
-    /// Every event from now on, as `type:reason` (`null` without one).
-    func record(_ events: EventLog) -> SeenEvents {
-        let seen = SeenEvents()
-        _ = events.subscribe(after: nil) { e in
-            seen.list.withLock { $0.append("\(e.type):\(e.subject.reason.map { "\"\($0)\"" } ?? "null")") }
-        }
-        return seen
-    }
-
     // MARK: - The queue engine
 
     @Test func disconnectCancelsAWaitingVisitorAndNothingElse() throws {
@@ -261,6 +252,15 @@ import Testing
 /// Events seen by a subscriber.
 final class SeenEvents: Sendable {
     let list = Locked<[String]>([])
+}
+
+/// Every event of `events` from now on, as `type:reason` (`null` without one).
+func record(_ events: EventLog) -> SeenEvents {
+    let seen = SeenEvents()
+    _ = events.subscribe(after: nil) { e in
+        seen.list.withLock { $0.append("\(e.type):\(e.subject.reason.map { "\"\($0)\"" } ?? "null")") }
+    }
+    return seen
 }
 
 extension EventSubject {

@@ -16,15 +16,6 @@ import Testing
         VisitorQueue(name: "lock", config: QueueConfig(capacity: 1, holdSeconds: 60), clock: clock, events: events)
     }
 
-    /// Every event from now on, as `type:reason` (`null` without one).
-    func record(_ events: EventLog) -> SeenEvents {
-        let seen = SeenEvents()
-        _ = events.subscribe(after: nil) { e in
-            seen.list.withLock { $0.append("\(e.type):\(e.subject.reason.map { "\"\($0)\"" } ?? "null")") }
-        }
-        return seen
-    }
-
     // MARK: - The engine
 
     @Test func timeOutCancelsWaitingAndDelayedVisitorsOnly() throws {
