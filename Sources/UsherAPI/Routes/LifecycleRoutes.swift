@@ -88,3 +88,28 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
         return .respond(Kind.reply(state, call, status: 200))
     }
 }
+
+extension LifecycleRoutes {
+    /// `GET …/{id}[?wait=S]` of one visitor, item or lease: as it is now, or,
+    /// with `wait`, once its status differs from the one it has now, or when
+    /// `S` passes. A finished one (`status` nil) answers at once.
+    static func readOne<Object: Sendable, Status: Sendable>(
+        _ call: Call,
+        read: @Sendable (isolated Kind.Manager, String) throws(Kind.Failure) -> Object,
+        liveStatus: (Object) -> Status?,
+        park: @escaping @Sendable (Kind.Manager, String, Status, Timestamp) async throws(Kind.Failure) -> Object,
+        reply: @escaping @Sendable (Object) -> HTTPResponse
+    ) throws(APIError) -> HTTPHandlerResult {
+        let wait = try call.query(allowing: ["wait"]).wait()
+        let manager = try manager(call)
+        let id = try call.name("id")
+        let object = try run(manager) { m throws(Kind.Failure) in try read(m, id) }
+        guard let wait, let status = liveStatus(object) else { return .respond(reply(object)) }
+        let deadline = call.app.deadline(after: wait)
+        return call.app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(Kind.Failure) {
+                return reply(try await park(manager, id, status, deadline))
+            } catch { throw Kind.apiError(error) }
+        }
+    }
+}

@@ -167,21 +167,14 @@ enum PoolRoutes: ConfiguredKind {
         }
     }
 
-    /// `GET …/leases/{id}[?wait=S]`, as `GET …/visitors/{id}` is for a queue.
     private static func getLease(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let wait = try call.query(allowing: ["wait"]).wait()
-        let pool = try pool(call)
-        let id = try call.name("id")
-        let lease = try run(pool) { p throws(PoolError) in try p.lease(id: id) }
-        guard let wait, !lease.status.isFinished else { return .respond(leaseReply(lease)) }
-        let app = call.app
-        let deadline = app.deadline(after: wait)
-        let status = lease.status  // captured alone, not the whole lease
-        return app.later { () async throws(APIError) -> HTTPResponse in
-            do throws(PoolError) {
-                return leaseReply(try await pool.parkForChange(id: id, from: status, until: deadline).lease())
-            } catch { throw APIError(error) }
-        }
+        try LifecycleRoutes<Self>.readOne(
+            call, read: { p, id throws(PoolError) in try p.lease(id: id) },
+            liveStatus: { $0.status.isFinished ? nil : $0.status },
+            park: { p, id, status, deadline async throws(PoolError) in
+                try await p.parkForChange(id: id, from: status, until: deadline).lease()
+            },
+            reply: { leaseReply($0) })
     }
 
     private static func extend(_ call: Call) throws(APIError) -> HTTPHandlerResult {

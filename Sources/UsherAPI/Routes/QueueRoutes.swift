@@ -154,21 +154,15 @@ enum QueueRoutes: ConfiguredKind {
         }
     }
 
+    /// `GET …/visitors/{id}[?wait=S]`.
     private static func getVisitor(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let wait = try call.query(allowing: ["wait"]).wait()
-        let queue = try queue(call)
-        let id = try call.name("id")
-        let view = try run(queue) { q throws(QueueError) in try q.visitor(id: id) }
-        guard let wait, !view.status.isFinished else { return .respond(Reply.encoded(VisitorBody(view))) }
-        let app = call.app
-        let deadline = app.deadline(after: wait)
-        let status = view.status  // captured alone, not the whole view
-        return app.later { () async throws(APIError) -> HTTPResponse in
-            do throws(QueueError) {
-                return Reply.encoded(
-                    VisitorBody(try await queue.parkForChange(id: id, from: status, until: deadline).view()))
-            } catch { throw APIError(error) }
-        }
+        try LifecycleRoutes<Self>.readOne(
+            call, read: { q, id throws(QueueError) in try q.visitor(id: id) },
+            liveStatus: { $0.status.isFinished ? nil : $0.status },
+            park: { q, id, status, deadline async throws(QueueError) in
+                try await q.parkForChange(id: id, from: status, until: deadline).view()
+            },
+            reply: { Reply.encoded(VisitorBody($0)) })
     }
 
     private static func visitorOperation(

@@ -139,22 +139,14 @@ enum WindowRoutes: ConfiguredKind {
         }
     }
 
-    /// `GET …/items/{id}[?wait=S]`, as `GET …/visitors/{id}` is for a queue.
     private static func getItem(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let wait = try call.query(allowing: ["wait"]).wait()
-        let window = try window(call)
-        let id = try call.name("id")
-        let item = try run(window) { w throws(WindowError) in try w.item(id: id) }
-        guard let wait, !item.status.isFinished else { return .respond(Reply.encoded(WindowItemBody(item))) }
-        let app = call.app
-        let deadline = app.deadline(after: wait)
-        let status = item.status  // captured alone, not the whole item
-        return app.later { () async throws(APIError) -> HTTPResponse in
-            do throws(WindowError) {
-                return Reply.encoded(
-                    WindowItemBody(try await window.parkForChange(id: id, from: status, until: deadline).item()))
-            } catch { throw APIError(error) }
-        }
+        try LifecycleRoutes<Self>.readOne(
+            call, read: { w, id throws(WindowError) in try w.item(id: id) },
+            liveStatus: { $0.status.isFinished ? nil : $0.status },
+            park: { w, id, status, deadline async throws(WindowError) in
+                try await w.parkForChange(id: id, from: status, until: deadline).item()
+            },
+            reply: { Reply.encoded(WindowItemBody($0)) })
     }
 
     private static func reply(_ showing: WindowItem?) -> HTTPResponse {
