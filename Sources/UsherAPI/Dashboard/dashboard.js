@@ -209,6 +209,8 @@
         el('span', {class: 'tile-status'}, lease ? 'leased' : 'free'),
         lease ? el('span', {class: 'holder'}, lease.holder !== null ? lease.holder : lease.id) : null,
         lease ? el('span', {class: 'tile-exp'}, lease.expires_at ? ['expires in ', until(lease.expires_at)] : 'no expiry') : null,
+        !lease && e.last_holder ? el('span', {class: 'tile-last', 'data-stat': 'last_holder'}, 'last: ' + e.last_holder) : null,
+        e.lease_transitions ? el('span', {class: 'tile-moves', 'data-stat': 'lease_transitions', title: 'times the element changed holder'}, e.lease_transitions + ' handovers') : null,
         e.data !== null ? el('code', {class: 'payload'}, compact(e.data, 40)) : null);
     });
     const waiting = (p.waiting_leases || []).slice(0, WAITING_ROWS).map((l, i) => el('tr', {'data-id': l.id},
@@ -264,7 +266,7 @@
       el('td', {class: 'num'}, i.deliveries)));
     const cfg = p.config;
     return [
-      head(p.name, 'capacity ' + p.capacity + ' · ' + cfg.max_in_flight + ' in flight at most · ack ' + cfg.ack_seconds + ' s'),
+      head(p.name, (p.paused ? 'paused · ' : '') + 'capacity ' + p.capacity + ' · ' + cfg.max_in_flight + ' in flight at most · ack ' + cfg.ack_seconds + ' s'),
       stats([['ready', p.ready, 'ready'], ['in flight', p.in_flight, 'in_flight'], ['delayed', p.delayed, 'delayed'],
         ['dead', p.dead, 'dead', p.dead > 0 ? 'bad' : '']]),
       meter(pct, used + ' of ' + p.capacity + ' used'),
@@ -276,7 +278,7 @@
       el('div', {class: 'block' + (p.source ? '' : ' inline')}, el('h4', {}, 'Source'), describeSource(p.source)),
       table('Items', ['id', 'status', 'priority', 'deliveries'], items, 'none', {class: 'items'}),
       more(items.length, p.ready + p.delayed, 'items'),
-      totals(p.counts, ['pushed_total', 'delivered_total', 'consumed_total', 'filtered_total', 'redelivered_total', 'dead_total']),
+      totals(p.counts, ['pushed_total', 'delivered_total', 'consumed_total', 'filtered_total', 'redelivered_total', 'dead_total', 'extended_total']),
     ];
   }
 
