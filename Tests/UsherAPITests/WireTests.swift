@@ -39,6 +39,19 @@ import Testing
         )
     }
 
+    @Test func aPayloadMemberKeepsEveryKindOfValueInItsNestedContainers() {
+        let payload = JSONValue.object([
+            ("z", .array([.int(1), .double(2.5), .double(.nan), .string("a\"b/"), .null, .bool(true)])),
+            ("a", .object([("y", .object([])), ("x", .array([])), ("w", .array([.object([("v", .bool(false))])]))])),
+            ("m", .double(-.infinity)),
+        ])
+        let view = VisitorView(
+            id: "p", queue: "q", payload: payload, status: .granted, enqueuedAt: Timestamp(micros: 0))
+        #expect(
+            Self.text(VisitorBody(view)).contains(
+                #""payload":{"a":{"w":[{"v":false}],"x":[],"y":{}},"m":null,"z":[1,2.5,null,"a\"b/",null,true]}"#))
+    }
+
     @Test func aNonFiniteNumberIsNull() {
         #expect(Self.text(JSONValue.array([.double(.infinity), .double(.nan), .int(-3)])) == "[null,null,-3]")
     }

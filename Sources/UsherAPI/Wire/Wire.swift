@@ -96,7 +96,9 @@ extension KeyedEncodingContainer {
 }
 
 /// Any JSON value (payloads, `data`, summaries): a non-finite number, which
-/// JSON cannot carry, is `null`.
+/// JSON cannot carry, is `null`. Members and elements go through nested
+/// containers and the encoder's concrete entry points: the generic `encode`
+/// builds a nested encoder for every value.
 extension JSONValue: Encodable {
     package func encode(to encoder: any Encoder) throws {
         switch self {
@@ -105,7 +107,7 @@ extension JSONValue: Encodable {
             for (name, member) in members { try container.encode(member, forKey: WireKey(name)) }
         case .array(let elements):
             var container = encoder.unkeyedContainer()
-            for element in elements { try container.encode(element) }
+            for element in elements { try container.encodeJSON(element) }
         default:
             var container = encoder.singleValueContainer()
             switch self {
@@ -116,6 +118,55 @@ extension JSONValue: Encodable {
             case .string(let s): try container.encode(s)
             case .array, .object: break
             }
+        }
+    }
+}
+
+extension KeyedEncodingContainer {
+    /// A JSON value as a member, without the generic entry point's nested
+    /// encoder (this overload is chosen wherever the value is a `JSONValue`).
+    mutating func encode(_ value: JSONValue, forKey key: Key) throws {
+        switch value {
+        case .null: try encodeNil(forKey: key)
+        case .bool(let b): try encode(b, forKey: key)
+        case .int(let i): try encode(i, forKey: key)
+        case .double(let d): if d.isFinite { try encode(d, forKey: key) } else { try encodeNil(forKey: key) }
+        case .string(let s): try encode(s, forKey: key)
+        case .array(let elements):
+            var nested = nestedUnkeyedContainer(forKey: key)
+            for element in elements { try nested.encodeJSON(element) }
+        case .object(let members):
+            var nested = nestedContainer(keyedBy: WireKey.self, forKey: key)
+            for (name, member) in members { try nested.encode(member, forKey: WireKey(name)) }
+        }
+    }
+
+    /// A JSON value when there is one, else nothing.
+    mutating func encodeIfPresent(_ value: JSONValue?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) }
+    }
+
+    /// A JSON value always present: `null` when there is none.
+    mutating func encodeAlways(_ value: JSONValue?, forKey key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
+    }
+}
+
+extension UnkeyedEncodingContainer {
+    /// A JSON value as the next element (see `KeyedEncodingContainer.encode(_:forKey:)`).
+    mutating func encodeJSON(_ value: JSONValue) throws {
+        switch value {
+        case .null: try encodeNil()
+        case .bool(let b): try encode(b)
+        case .int(let i): try encode(i)
+        case .double(let d): if d.isFinite { try encode(d) } else { try encodeNil() }
+        case .string(let s): try encode(s)
+        case .array(let elements):
+            var nested = nestedUnkeyedContainer()
+            for element in elements { try nested.encodeJSON(element) }
+        case .object(let members):
+            var nested = nestedContainer(keyedBy: WireKey.self)
+            for (name, member) in members { try nested.encode(member, forKey: WireKey(name)) }
         }
     }
 }
