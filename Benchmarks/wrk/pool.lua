@@ -4,7 +4,7 @@
 -- elements than connections (a fetch never waits here: no ?wait).
 --
 -- One cycle is two requests:
---   POST /v1/pools/<p>/fetch (empty body)        -> 200 {"lease":{"id":"<lease>",..,"status":"active",..}}
+--   POST /v1/pools/<p>/fetch (empty body)        -> 200 {"lease":{"element":{..,"id":"<element>"},..,"id":"<lease>",..}}
 --   POST /v1/pools/<p>/recycle {"lease":"<lease>"} -> 200 {"lease":{..,"status":"recycled",..}}
 -- Per thread (see common.lua): a recycle is sent for every lease this thread
 -- got. done() prints the LAT and CYCLE lines; cycles = recycles answered 200.
@@ -35,7 +35,8 @@ function response(status, headers, body)
    if status == 200 then
       common.answer(body, '"status":"active"', function(b)
          -- Lease ids are names ([A-Za-z0-9._:-]): safe inside a JSON string as they are.
-         local id = b:match('"id":"([^"]+)"')
+         -- Members are sorted: the element object (with its own "id") comes first.
+         local id = (b:gsub('"element":%b{}', '')):match('"id":"([^"]+)"')
          if not id then return false end
          fetched = fetched + 1
          common.fifo_push(leases, id)
