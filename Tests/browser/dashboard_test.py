@@ -278,9 +278,9 @@ def live_changes(page, s):
               and page.rows("queue", "printer", "waiting") == ["job-3"], since=t)
 
     t = time.monotonic()
-    s.call("POST", "/v1/queues/printer/visitors", {"id": "job-4"})  # waits: not an event of its own
+    s.call("POST", "/v1/queues/printer/visitors", {"id": "job-4"})  # waits: an `enqueued` event
     page.wait("queue: a visitor that waits appears", lambda: page.rows("queue", "printer", "waiting") == ["job-3", "job-4"]
-              and page.stat("queue", "printer", "waiting") == "2", timeout=SYNC_SECONDS, since=t)
+              and page.stat("queue", "printer", "waiting") == "2", since=t)
 
     t = time.monotonic()
     s.call("POST", "/v1/windows/alerts/dismiss")
@@ -293,6 +293,18 @@ def live_changes(page, s):
         f'{page.card("pool", "gpus")}.querySelector(\'.tile[data-element="gpu-1"]\')?.dataset.status') == "leased"
         and page.text("pool", "gpus", '.tile[data-element="gpu-1"] .holder') == "bob"
         and page.stat("pool", "gpus", "available") == "1", since=t)
+
+    t = time.monotonic()
+    s.call("POST", "/v1/pools/gpus/recycle", {"element": "gpu-1"})
+    page.wait("pool: a recycled element shows its last holder", lambda: page.text(
+        "pool", "gpus", '.tile[data-element="gpu-1"] .tile-last') == "last: bob", since=t)
+    s.call("POST", "/v1/pools/gpus/fetch", {"id": "train-2b", "holder": "bob"})  # leased again, as before
+
+    t = time.monotonic()
+    s.call("PATCH", "/v1/pipelines/gifts", {"paused": True})
+    page.wait("pipeline: a PATCH that pauses shows at once",
+              lambda: "paused" in (page.text("pipeline", "gifts", ".card-head .sub") or ""), since=t)
+    s.call("PATCH", "/v1/pipelines/gifts", {"paused": False})
 
     t = time.monotonic()
     s.call("POST", "/v1/pipelines/gifts/items", {"id": "toy-4", "payload": {"gift": "ball"}})
