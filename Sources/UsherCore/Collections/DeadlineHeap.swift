@@ -1,7 +1,7 @@
 /// A min-heap of timed events (delay ends, hold expiries) with lazy deletion:
 /// an event that no longer applies stays until it reaches the top or the
 /// owner compacts the heap, and the owner decides which entries are stale.
-struct DeadlineHeap: Sendable {
+struct DeadlineHeap: MinHeap, Sendable {
     struct Entry: Sendable {
         /// When the event is due, in microseconds since the epoch.
         var deadline: Int64
@@ -71,34 +71,11 @@ struct DeadlineHeap: Sendable {
         }
     }
 
-    private static func less(_ a: Entry, _ b: Entry) -> Bool {
+    static func precedes(_ a: Entry, _ b: Entry) -> Bool {
         a.deadline != b.deadline ? a.deadline < b.deadline : a.order < b.order
     }
 
-    private mutating func siftUp(_ start: Int) {
-        var i = start
-        let e = entries[i]
-        while i > 0 {
-            let parent = (i - 1) / 2
-            guard Self.less(e, entries[parent]) else { break }
-            entries[i] = entries[parent]
-            i = parent
-        }
-        entries[i] = e
-    }
+    func node(at index: Int) -> Entry { entries[index] }
 
-    private mutating func siftDown(_ start: Int) {
-        var i = start
-        let e = entries[i]
-        let n = entries.count
-        while true {
-            var child = 2 * i + 1
-            guard child < n else { break }
-            if child + 1 < n && Self.less(entries[child + 1], entries[child]) { child += 1 }
-            guard Self.less(entries[child], e) else { break }
-            entries[i] = entries[child]
-            i = child
-        }
-        entries[i] = e
-    }
+    mutating func place(_ node: Entry, at index: Int) { entries[index] = node }
 }

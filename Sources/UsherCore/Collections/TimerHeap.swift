@@ -8,7 +8,7 @@
 /// nanoseconds). Equal deadlines run in the order they were scheduled.
 /// Not thread-safe: the owner keeps it behind a lock, and should release the
 /// closures it gets back (`remove`, `popDue`) after unlocking.
-struct TimerHeap: Sendable {
+struct TimerHeap: MinHeap, Sendable {
     typealias Action = @Sendable () -> Void
 
     /// Names one scheduled call; it goes stale once the call is removed or
@@ -20,7 +20,7 @@ struct TimerHeap: Sendable {
         fileprivate let order: UInt64
     }
 
-    private struct Node {
+    struct Node {
         var deadline: Int64
         var order: UInt64
         var slot: Int32
@@ -76,7 +76,7 @@ struct TimerHeap: Sendable {
         if position < heap.count {
             heap[position] = last
             slots[Int(last.slot)].position = Int32(position)
-            if position > 0 && Self.less(last, heap[(position - 1) / 2]) {
+            if position > 0 && Self.precedes(last, heap[(position - 1) / 2]) {
                 siftUp(position)
             } else {
                 siftDown(position)
@@ -111,44 +111,14 @@ struct TimerHeap: Sendable {
         return action
     }
 
-    private static func less(_ a: Node, _ b: Node) -> Bool {
+    static func precedes(_ a: Node, _ b: Node) -> Bool {
         a.deadline != b.deadline ? a.deadline < b.deadline : a.order < b.order
     }
 
-    private mutating func siftUp(_ start: Int) {
-        var i = start
-        let node = heap[i]
-        while i > 0 {
-            let parent = (i - 1) / 2
-            guard Self.less(node, heap[parent]) else { break }
-            move(parent, to: i)
-            i = parent
-        }
-        place(node, at: i)
-    }
+    func node(at index: Int) -> Node { heap[index] }
 
-    private mutating func siftDown(_ start: Int) {
-        var i = start
-        let node = heap[i]
-        let n = heap.count
-        while true {
-            var child = 2 * i + 1
-            guard child < n else { break }
-            if child + 1 < n && Self.less(heap[child + 1], heap[child]) { child += 1 }
-            guard Self.less(heap[child], node) else { break }
-            move(child, to: i)
-            i = child
-        }
-        place(node, at: i)
-    }
-
-    private mutating func move(_ from: Int, to: Int) {
-        heap[to] = heap[from]
-        slots[Int(heap[to].slot)].position = Int32(to)
-    }
-
-    private mutating func place(_ node: Node, at i: Int) {
-        heap[i] = node
-        slots[Int(node.slot)].position = Int32(i)
+    mutating func place(_ node: Node, at index: Int) {
+        heap[index] = node
+        slots[Int(node.slot)].position = Int32(index)
     }
 }
