@@ -64,22 +64,23 @@ import Testing
                 break
             }
             usleep(200_000)
-            if Date().timeIntervalSince(started) > 6 { break }
+            if Date().timeIntervalSince(started) > 12 { break }
         }
         #expect(cut)
         // The head timeout is 1 s and the reaper looks 4 times a second; the
-        // rest is slack for a loaded machine (the idle timeout would be 90 s).
-        #expect(Date().timeIntervalSince(started) < 5)
+        // rest is slack for a loaded machine, where the client notices the
+        // cut only at a later send (the idle timeout would be 90 s).
+        #expect(Date().timeIntervalSince(started) < 10)
     }
 
     @Test func aBodySentSlowlyIsCutOffAtTheBodyTimeout() throws {
         let server = try LiveServer(#"{"request_body_timeout_seconds": 1, "queues": {"q": {}}}"#)
-        let client = TestHTTPClient(port: server.port, timeoutSeconds: 5)
+        let client = TestHTTPClient(port: server.port, timeoutSeconds: 10)
         let started = Date()
         try client.sendRaw(
             Data("POST /v1/queues/q/visitors HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n{}".utf8))
         #expect((try? client.readResponse()) == nil)
-        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(Date().timeIntervalSince(started) < 8, "the body timeout is 1 s; the client gives up at 10 s")
         #expect(try server.call("GET", "/v1/queues/q").status == 200)
     }
 
