@@ -17,7 +17,7 @@ package final class RedisConnection: @unchecked Sendable {
     private var context: HiredisContext?
     private var backoff = RedisBackoff()
     private var retryAt: ContinuousClock.Instant?
-    private var lastError = ""
+    private var lastError = RedisError.unavailable("")
     private var connects = 0
 
     package init(endpoint: RedisEndpoint, connectTimeoutSeconds: Double, commandTimeoutSeconds: Double) {
@@ -80,8 +80,11 @@ package final class RedisConnection: @unchecked Sendable {
                 done.resume(
                     returning: Result { () throws(RedisError) -> R in
                         let context = try self.liveContext()
-                        defer { if context.isDead { self.context = nil } }
-                        return try body(context)
+                        do throws(RedisError) { return try body(context) } catch {
+                            // Dead, or with requests whose replies were not read: unusable.
+                            self.context = nil
+                            throw error
+                        }
                     })
             }
         }
@@ -93,7 +96,7 @@ package final class RedisConnection: @unchecked Sendable {
         if let context, !context.isDead { return context }
         context = nil
         if let retryAt, ContinuousClock.now < retryAt {
-            throw .unavailable("\(lastError) (reconnecting after a back-off)")
+            throw .unavailable("\(lastError.message) (next attempt after a back-off)")
         }
         do {
             let fresh = try HiredisContext.connect(
@@ -104,7 +107,7 @@ package final class RedisConnection: @unchecked Sendable {
             retryAt = nil
             return fresh
         } catch {
-            lastError = error.description
+            lastError = error
             retryAt = .now + backoff.next()
             throw error
         }

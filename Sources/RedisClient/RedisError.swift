@@ -10,6 +10,13 @@ package enum RedisError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered with an error reply.
     case reply(String)
 
+    /// The message without the kind's prefix.
+    package var message: String {
+        switch self {
+        case .invalidConfiguration(let m), .unavailable(let m), .handshake(let m), .reply(let m): m
+        }
+    }
+
     package var description: String {
         switch self {
         case .invalidConfiguration(let m): "invalid Redis configuration: \(m)"

@@ -9,7 +9,11 @@ import Locking
 /// receives to `handler` (on that thread: the handler must be quick). After a
 /// lost connection it reconnects with back-off and subscribes again to every
 /// channel; each confirmation arrives as `.subscribed`, which tells a waiter
-/// that messages published meanwhile may have been missed.
+/// that messages published meanwhile may have been missed. A connection
+/// silent for `healthCheckSeconds` is sent a `PING`; no answer within as
+/// long again counts as lost (a stopped server, a cut network).
+///
+/// Call `stop()` when done: the thread keeps the subscriber alive until then.
 package final class RedisSubscriber: Sendable {
     package enum Event: Sendable, Hashable {
         /// The server confirmed a subscription (after every connect too).
@@ -26,6 +30,7 @@ package final class RedisSubscriber: Sendable {
 
     private let endpoint: RedisEndpoint
     private let connectTimeout: Double
+    private let healthCheckMilliseconds: Int32
     private let handler: @Sendable (Event) -> Void
     private let state = Locked(State())
     /// A pipe whose write end wakes the thread out of `poll` (changes, stop).
@@ -35,11 +40,12 @@ package final class RedisSubscriber: Sendable {
 
     /// Starts the thread; it connects at once and subscribes to `channels`.
     package init(
-        endpoint: RedisEndpoint, connectTimeoutSeconds: Double, channels: [String] = [],
-        handler: @escaping @Sendable (Event) -> Void
+        endpoint: RedisEndpoint, connectTimeoutSeconds: Double, healthCheckSeconds: Double = 5,
+        channels: [String] = [], handler: @escaping @Sendable (Event) -> Void
     ) {
         self.endpoint = endpoint
         self.connectTimeout = connectTimeoutSeconds
+        self.healthCheckMilliseconds = Int32(clamping: Int((healthCheckSeconds * 1000).rounded(.up)))
         self.handler = handler
         var fds: [Int32] = [-1, -1]
         if pipe(&fds) != 0 { fatalError("pipe() failed: errno \(errno)") }
@@ -118,6 +124,7 @@ package final class RedisSubscriber: Sendable {
     /// arrives, until the connection fails (throws) or `stop()`.
     private func serve(_ context: HiredisContext) throws(RedisError) {
         var active: Set<String> = []
+        var awaitingPong = false
         while true {
             let (wanted, stopped) = state.withLock { ($0.channels, $0.stopped) }
             if stopped { return }
@@ -127,17 +134,24 @@ package final class RedisSubscriber: Sendable {
             if !removed.isEmpty { try context.append((["UNSUBSCRIBE"] + removed).map { Array($0.utf8) }) }
             if !added.isEmpty || !removed.isEmpty { try context.flush() }
             active = wanted
-            while let reply = try context.bufferedReply() { deliver(reply) }
+            while let reply = try context.bufferedReply() {
+                awaitingPong = false
+                deliver(reply)
+            }
             var fds = [
                 pollfd(fd: context.raw.pointee.fd, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
             ]
-            guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { throw .unavailable("poll: errno \(errno)") }
-            if fds[1].revents != 0 { drainWakePipe() }
-            if fds[0].revents != 0 {
-                try context.read()
-                while let reply = try context.bufferedReply() { deliver(reply) }
+            let ready = poll(&fds, 2, healthCheckMilliseconds)
+            guard ready >= 0 || errno == EINTR else { throw .unavailable("poll: errno \(errno)") }
+            if ready == 0 {
+                if awaitingPong { throw .unavailable("no answer to PING from \(endpoint.host):\(endpoint.port)") }
+                try context.append([Array("PING".utf8)])
+                try context.flush()
+                awaitingPong = true
             }
+            if fds[1].revents != 0 { drainWakePipe() }
+            if fds[0].revents != 0 { try context.read() }
         }
     }
 

@@ -4,7 +4,7 @@ import Testing
 @testable import RedisClient
 
 /// Against a real redis-server the tests start (RedisServer).
-@Suite(.serialized) struct RedisConnectionTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct RedisConnectionTests {
     @Test func argumentsAreBinarySafe() async throws {
         let server = try await RedisServer()
         let redis = server.connection()
@@ -157,6 +157,26 @@ import Testing
         #expect(Set(after.dropFirst()) == [.subscribed(channel: "c1"), .subscribed(channel: "c2")])
         #expect(try await publisher.command(["PUBLISH", "c2", "again"]) == .integer(1))
         #expect(await received.next() == .message(channel: "c2", payload: Array("again".utf8)))
+    }
+
+    @Test func subscriberNoticesAStoppedServerAndRecovers() async throws {
+        let server = try await RedisServer()
+        let events = AsyncStream<RedisSubscriber.Event>.makeStream()
+        let subscriber = RedisSubscriber(
+            endpoint: server.endpoint, connectTimeoutSeconds: 0.2, healthCheckSeconds: 0.1, channels: ["c"]
+        ) { events.continuation.yield($0) }
+        defer { subscriber.stop() }
+        var received = events.stream.makeAsyncIterator()
+        #expect(await received.next() == .subscribed(channel: "c"))
+        server.signal(SIGSTOP)
+        let stopped = ContinuousClock.now
+        let lost = await received.next()
+        #expect(lost.map { if case .disconnected = $0 { true } else { false } } == true, "\(String(describing: lost))")
+        #expect(ContinuousClock.now - stopped < .seconds(1))
+        server.signal(SIGCONT)
+        while let event = await received.next(), event != .subscribed(channel: "c") {}
+        #expect(try await server.connection().command(["PUBLISH", "c", "back"]) == .integer(1))
+        #expect(await received.next() == .message(channel: "c", payload: Array("back".utf8)))
     }
 
     /// Retries `body` every 20 ms until it succeeds or `within` has passed.

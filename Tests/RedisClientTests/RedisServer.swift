@@ -65,6 +65,11 @@ final class RedisServer: @unchecked Sendable {
         self.process = nil
     }
 
+    /// Sends `signal` to the server (SIGSTOP and SIGCONT pause and resume it).
+    func signal(_ signal: Int32) {
+        if let process { kill(process.processIdentifier, signal) }
+    }
+
     private static func accepts(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
