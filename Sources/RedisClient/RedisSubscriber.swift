@@ -39,16 +39,17 @@ package final class RedisSubscriber: Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     /// Starts the thread; it connects at once and subscribes to `channels`.
+    /// Throws only when the process is out of file descriptors.
     package init(
         endpoint: RedisEndpoint, connectTimeoutSeconds: Double, healthCheckSeconds: Double = 5,
         channels: [String] = [], handler: @escaping @Sendable (Event) -> Void
-    ) {
+    ) throws(RedisError) {
         self.endpoint = endpoint
         self.connectTimeout = connectTimeoutSeconds
         self.healthCheckMilliseconds = Int32(clamping: Int((healthCheckSeconds * 1000).rounded(.up)))
         self.handler = handler
         var fds: [Int32] = [-1, -1]
-        if pipe(&fds) != 0 { fatalError("pipe() failed: errno \(errno)") }
+        guard pipe(&fds) == 0 else { throw .unavailable("no pipe for the subscriber: errno \(errno)") }
         _ = fcntl(fds[0], F_SETFL, O_NONBLOCK)
         _ = fcntl(fds[1], F_SETFL, O_NONBLOCK)
         wakeRead = fds[0]

@@ -139,7 +139,7 @@ import Testing
     @Test func subscriberReceivesAndResubscribesAfterAKill() async throws {
         let server = try await RedisServer()
         let events = AsyncStream<RedisSubscriber.Event>.makeStream()
-        let subscriber = RedisSubscriber(endpoint: server.endpoint, connectTimeoutSeconds: 1, channels: ["c1"]) {
+        let subscriber = try RedisSubscriber(endpoint: server.endpoint, connectTimeoutSeconds: 1, channels: ["c1"]) {
             events.continuation.yield($0)
         }
         defer { subscriber.stop() }
@@ -162,7 +162,7 @@ import Testing
     @Test func subscriberNoticesAStoppedServerAndRecovers() async throws {
         let server = try await RedisServer()
         let events = AsyncStream<RedisSubscriber.Event>.makeStream()
-        let subscriber = RedisSubscriber(
+        let subscriber = try RedisSubscriber(
             endpoint: server.endpoint, connectTimeoutSeconds: 0.2, healthCheckSeconds: 0.1, channels: ["c"]
         ) { events.continuation.yield($0) }
         defer { subscriber.stop() }
