@@ -4,17 +4,18 @@
 SWIFT ?= swift
 CONFIG ?= Config/usher.json
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := libmicrohttpd-dev pkg-config curl
+# libhiredis-dev: the Redis client (RedisClient); redis-server: started by its tests.
+APT_PACKAGES := libmicrohttpd-dev libhiredis-dev redis-server pkg-config curl
 
 .PHONY: deps build release run test lint format bench clean
 
-## deps: install libmicrohttpd-dev (and pkg-config, curl) with apt-get when missing
+## deps: install libmicrohttpd-dev, libhiredis-dev, redis-server (and pkg-config, curl) with apt-get when missing
 deps:
 	@command -v $(SWIFT) >/dev/null || { echo "Swift 6 is needed: install a toolchain from swift.org and put swift on PATH"; exit 1; }
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
-	  command -v apt-get >/dev/null || { echo "not Debian: install$$missing (libmicrohttpd with headers, pkg-config, curl) yourself"; exit 1; }; \
+	  command -v apt-get >/dev/null || { echo "not Debian: install$$missing (libmicrohttpd and hiredis with headers, redis-server, pkg-config, curl) yourself"; exit 1; }; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 

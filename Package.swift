@@ -40,10 +40,19 @@ let package = Package(
             pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
-        // The only target that touches C: daemon, requests, responses, suspend/resume.
+        // hiredis through a module map; commands go through its Argv calls (no variadics).
+        .systemLibrary(
+            name: "CHiredis",
+            pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
+        // The only importer of CMicroHTTPD: daemon, requests, responses, suspend/resume.
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking"]),
         // `Locked`: a value behind a pthread mutex, which ThreadSanitizer can see.
         .target(name: "Locking"),
+        // A Redis client on hiredis: connections on their own threads, scripts, pub/sub.
+        // The only importer of CHiredis; no resource uses it yet.
+        .target(name: "RedisClient", dependencies: ["CHiredis", "Locking", "UsherCore"]),
         // The managers (actors) and their value-type engines. No HTTP, no C.
         .target(name: "UsherCore", dependencies: ["Locking"], exclude: ["Concurrency/README.md"]),
         // Routes, JSON shapes, the error table, configuration.
@@ -69,6 +78,7 @@ let package = Package(
         // A blocking HTTP/1.1 client for the live tests.
         .target(name: "HTTPTestClient", path: "Tests/HTTPTestClient"),
         .testTarget(name: "UsherCoreTests", dependencies: ["UsherCore", "Locking"]),
+        .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "UsherCore"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient", "Locking"]),
         .testTarget(
             name: "UsherAPITests", dependencies: ["UsherAPI", "HTTPServer", "UsherCore", "HTTPTestClient", "Locking"]),

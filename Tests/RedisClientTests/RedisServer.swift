@@ -1,0 +1,103 @@
+import Foundation
+import RedisClient
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A `redis-server` of the tests' own, on a free loopback port, without
+/// persistence; `stop()` kills it. Missing `redis-server` is a failure that
+/// says how to install it.
+final class RedisServer: @unchecked Sendable {
+    struct Missing: Error, CustomStringConvertible {
+        var description: String { "redis-server is not installed: run `make deps` (Debian package redis-server)" }
+    }
+
+    let port: Int
+    private let extraArguments: [String]
+    private var process: Process?
+
+    init(arguments: [String] = []) async throws {
+        port = try Self.freePort()
+        extraArguments = arguments
+        try await start()
+    }
+
+    deinit { stop() }
+
+    var endpoint: RedisEndpoint { RedisEndpoint(host: "127.0.0.1", port: port) }
+
+    /// A client connection with short timeouts.
+    func connection(password: String? = nil, user: String? = nil, database: Int = 0) -> RedisConnection {
+        var endpoint = endpoint
+        endpoint.password = password
+        endpoint.user = user
+        endpoint.database = database
+        return RedisConnection(endpoint: endpoint, connectTimeoutSeconds: 1, commandTimeoutSeconds: 2)
+    }
+
+    /// Starts the server (again, on the same port) and waits until it answers.
+    func start() async throws {
+        let path = ["/usr/bin", "/usr/local/bin", "/usr/sbin"].map { "\($0)/redis-server" }
+            .first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let path else { throw Missing() }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments =
+            ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"]
+            + extraArguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        for _ in 0..<200 {
+            if Self.accepts(port: port) { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw RedisError.unavailable("redis-server did not start on port \(port)")
+    }
+
+    /// Kills the server and waits for it to exit.
+    func stop() {
+        guard let process, process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        self.process = nil
+    }
+
+    /// Sends `signal` to the server (SIGSTOP and SIGCONT pause and resume it).
+    func signal(_ signal: Int32) {
+        if let process { kill(process.processIdentifier, signal) }
+    }
+
+    private static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard bound else { throw RedisError.unavailable("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
