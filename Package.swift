@@ -19,7 +19,8 @@ func relocationPackingFlags() -> [String] {
         }
         var text = [CChar](repeating: 0, count: 64)  // "glibc 2.36"
         _ = confstr(Int32(_CS_GNU_LIBC_VERSION), &text, text.count)
-        let glibc = String(cString: text).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+        let version = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let glibc = version.split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
         guard hasLLD, glibc.count >= 2, (glibc[0], glibc[1]) >= (2, 36) else { return [] }
         return ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
     #else
