@@ -193,4 +193,20 @@ import Testing
         for _ in 0..<3000 where encoded.withLock({ $0 }) == 0 { usleep(10_000) }
         #expect(encoded.withLock { $0 } > text.count)
     }
+
+    /// The same on the threads that answer deferred requests and emit from
+    /// timers: Swift's cooperative pool and Dispatch's workers.
+    @Test func theDeepestPayloadEncodesOnTheConcurrencyThreads() async throws {
+        let text =
+            String(repeating: #"{"a":"#, count: 12) + String(repeating: "[", count: 488)
+            + String(repeating: "]", count: 488) + String(repeating: "}", count: 12)
+        let payload = try JSONValue.parse(text, maxDepth: 500)
+        let view = VisitorView(
+            id: "v", queue: "q", payload: payload, status: .waiting, enqueuedAt: Timestamp(micros: 0))
+        let onTask = await Task.detached { Wire.bytes(VisitorBody(view)).count }.value
+        let onDispatch = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: Wire.bytes(VisitorBody(view)).count) }
+        }
+        #expect(onTask > text.count && onDispatch == onTask)
+    }
 }
