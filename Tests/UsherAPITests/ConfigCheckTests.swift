@@ -151,9 +151,4 @@ import Testing
         #expect(try s.call("PUT", "/v1/windows/new", #"{"display_seconds": 0}"#).status == 201)
     }
 
-    private func temporaryDirectory() throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("usher-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir
-    }
 }

@@ -203,16 +203,16 @@ private final class FixedSource: HTTPHandler {
         var source: [String: Any] = [:]
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
-            source = try await call(s, "GET", "/v1/pipelines/p").json["source"] as? [String: Any] ?? [:]
+            source = try await s.callAsync("GET", "/v1/pipelines/p").json["source"] as? [String: Any] ?? [:]
             if source["exhausted"] as? Bool == true { break }
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect(source["pulled_total"] as? Int == 2)
         #expect(source["errors_total"] as? Int == 2)
         #expect((source["last_error"] as? String)?.contains("line 3") == true)
-        let first = try await call(s, "GET", "/v1/pipelines/p")
+        let first = try await s.callAsync("GET", "/v1/pipelines/p")
         #expect(first.parses)
-        let take = try await call(s, "POST", "/v1/pipelines/p/take?max=10")
+        let take = try await s.callAsync("POST", "/v1/pipelines/p/take?max=10")
         #expect(take.parses)
         #expect((take.json["items"] as? [Any])?.count == 2)
     }
@@ -224,20 +224,20 @@ private final class FixedSource: HTTPHandler {
         try upstream.start()
         defer { upstream.stop() }
         let s = try LiveServer()
-        let put = try await call(
-            s, "PUT", "/v1/pipelines/p",
+        let put = try await s.callAsync(
+            "PUT", "/v1/pipelines/p",
             #"{"source": {"kind": "http", "url": "http://127.0.0.1:\#(upstream.port)/next"}}"#)
         #expect(put.status == 201)
         var source: [String: Any] = [:]
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
-            source = try await call(s, "GET", "/v1/pipelines/p").json["source"] as? [String: Any] ?? [:]
+            source = try await s.callAsync("GET", "/v1/pipelines/p").json["source"] as? [String: Any] ?? [:]
             if (source["errors_total"] as? Int ?? 0) > 0 { break }
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect((source["last_error"] as? String)?.contains("max_json_depth") == true)
         #expect(source["pulled_total"] as? Int == 0)
-        #expect(try await call(s, "GET", "/healthz").status == 200)
+        #expect(try await s.callAsync("GET", "/healthz").status == 200)
     }
 
     @Test func limitsAreConfigurable() throws {
@@ -278,13 +278,4 @@ private final class FixedSource: HTTPHandler {
         #expect(startupError.contains("pipelines.p.filters.f.field"), "\(startupError)")
     }
 
-    /// One request on a fresh connection, made on a thread outside Swift's
-    /// cooperative pool (source pulls run there).
-    private func call(_ s: LiveServer, _ method: String, _ path: String, _ body: String? = nil) async throws
-        -> TestHTTPClient.Response
-    {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try s.call(method, path, body) }) }.start()
-        }
-    }
 }

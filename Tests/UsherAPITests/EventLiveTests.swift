@@ -131,8 +131,7 @@ final class SSEReader {
     /// Every way an item enters or leaves has its event: a take with `wait`
     /// that finds an item at once, and an item a file source pulls.
     @Test func aWaitingTakeAndASourcePullAreEvents() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("usher-events-\(UUID())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let dir = try temporaryDirectory("events")
         defer { try? FileManager.default.removeItem(at: dir) }
         try #"{"n": 1}"#.write(to: dir.appendingPathComponent("in.ndjson"), atomically: true, encoding: .utf8)
         let s = try LiveServer(#"{"data_dir": "\#(dir.path)", "pipelines": {"p": {}}}"#)

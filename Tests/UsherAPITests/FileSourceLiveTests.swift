@@ -10,7 +10,7 @@ import Testing
 @Suite struct FileSourceLiveTests {
     /// A relative `data_dir` is found next to the config file, not in the working directory.
     @Test func aRelativeDataDirIsResolvedAgainstTheConfigFilesFolder() async throws {
-        let dir = try temporaryDirectory()
+        let dir = try temporaryDirectory("filesource")
         defer { try? FileManager.default.removeItem(at: dir) }
         try FileManager.default.createDirectory(
             at: dir.appendingPathComponent("feeds"), withIntermediateDirectories: true)
@@ -25,7 +25,7 @@ import Testing
         var taken: TestHTTPClient.Response?
         let deadline = Date().addingTimeInterval(30)
         while taken?.status != 200 && Date() < deadline {
-            taken = try await call(s, "POST", "/v1/pipelines/p/take?wait=5")
+            taken = try await s.callAsync("POST", "/v1/pipelines/p/take?wait=5")
         }
         let item = (taken?.json["items"] as? [[String: Any]])?.first
         #expect((item?["payload"] as? [String: Any])?["n"] as? Int == 1)
@@ -33,7 +33,7 @@ import Testing
 
     /// An absolute `data_dir` is kept as written; no file: the working directory.
     @Test func anAbsoluteDataDirIsKept() throws {
-        let dir = try temporaryDirectory()
+        let dir = try temporaryDirectory("filesource")
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("usher.json")
         try #"{"data_dir": "/srv/usher-data"}"#.write(to: file, atomically: true, encoding: .utf8)
@@ -43,18 +43,18 @@ import Testing
 
     /// A file source whose `data_dir` does not exist is refused at creation.
     @Test func aMissingDataDirIsRefusedAtCreation() async throws {
-        let dir = try temporaryDirectory()
+        let dir = try temporaryDirectory("filesource")
         defer { try? FileManager.default.removeItem(at: dir) }
         let missing = dir.appendingPathComponent("nope").path
         let s = try LiveServer(#"{"data_dir": "\#(missing)"}"#)
-        let r = try await call(s, "PUT", "/v1/pipelines/p", #"{"source": {"kind": "file", "path": "in.ndjson"}}"#)
+        let r = try await s.callAsync("PUT", "/v1/pipelines/p", #"{"source": {"kind": "file", "path": "in.ndjson"}}"#)
         #expect(r.status == 400)
         #expect(r.json["code"] as? String == "bad_request")
         #expect(r.json["field"] as? String == "source.path")
         #expect((r.json["detail"] as? String)?.contains("data_dir") == true)
-        #expect(try await call(s, "GET", "/v1/pipelines/p").status == 404)
+        #expect(try await s.callAsync("GET", "/v1/pipelines/p").status == 404)
         // Without a source the pipeline does not need data_dir.
-        #expect(try await call(s, "PUT", "/v1/pipelines/q", "{}").status == 201)
+        #expect(try await s.callAsync("PUT", "/v1/pipelines/q", "{}").status == 201)
         // Declared in the config file, it stops start-up.
         #expect(throws: (any Error).self) {
             _ = try LiveServer(
@@ -66,11 +66,12 @@ import Testing
 
     /// `last_error` says why the file cannot be read until a pull succeeds.
     @Test func lastErrorClearsOnceAPullSucceeds() async throws {
-        let dir = try temporaryDirectory()
+        let dir = try temporaryDirectory("filesource")
         defer { try? FileManager.default.removeItem(at: dir) }
         let s = try LiveServer(#"{"data_dir": "\#(dir.path)"}"#)
         #expect(
-            try await call(s, "PUT", "/v1/pipelines/p", #"{"source": {"kind": "file", "path": "later.ndjson"}}"#).status
+            try await s.callAsync("PUT", "/v1/pipelines/p", #"{"source": {"kind": "file", "path": "later.ndjson"}}"#)
+                .status
                 == 201)
         #expect(try await poll { try await source(s)["last_error"] is String })
         try #"{"n": 1}"#.write(to: dir.appendingPathComponent("later.ndjson"), atomically: true, encoding: .utf8)
@@ -82,31 +83,8 @@ import Testing
 
     // MARK: - Helpers
 
-    /// One request on a fresh connection, on a thread outside the cooperative pool.
-    private func call(_ s: LiveServer, _ method: String, _ path: String, _ body: String? = nil) async throws
-        -> TestHTTPClient.Response
-    {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try s.call(method, path, body) }) }.start()
-        }
-    }
-
     private func source(_ s: LiveServer) async throws -> [String: Any] {
-        try await call(s, "GET", "/v1/pipelines/p").json["source"] as? [String: Any] ?? [:]
+        try await s.callAsync("GET", "/v1/pipelines/p").json["source"] as? [String: Any] ?? [:]
     }
 
-    private func poll(_ seconds: Double = 30, _ condition: () async throws -> Bool) async rethrows -> Bool {
-        let end = Date().addingTimeInterval(seconds)
-        while Date() < end {
-            if try await condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return try await condition()
-    }
-
-    private func temporaryDirectory() throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("usher-filesource-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir
-    }
 }

@@ -79,34 +79,8 @@ extension TestHTTPClient.Response {
     // the tests that wait for a pull are async and make their blocking HTTP
     // calls on threads of their own.
 
-    /// One request on a fresh connection, made on a thread outside the pool.
-    private func call(_ s: LiveServer, _ method: String, _ path: String, _ body: String? = nil) async throws
-        -> TestHTTPClient.Response
-    {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try s.call(method, path, body) }) }.start()
-        }
-    }
-
     private func state(_ s: LiveServer, _ name: String = "p") async throws -> TestHTTPClient.Response {
-        try await call(s, "GET", "/v1/pipelines/\(name)")
-    }
-
-    /// Polls `condition` every 10 ms for up to `seconds` (generous: the whole
-    /// suite can keep the pool busy for seconds), without holding a thread.
-    private func poll(_ seconds: Double = 30, _ condition: () async throws -> Bool) async rethrows -> Bool {
-        let end = Date().addingTimeInterval(seconds)
-        while Date() < end {
-            if try await condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return try await condition()
-    }
-
-    private func temporaryDirectory() throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("usher-pipeline-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir
+        try await s.callAsync("GET", "/v1/pipelines/\(name)")
     }
 
     // MARK: - Lifecycle and errors
@@ -570,7 +544,7 @@ extension TestHTTPClient.Response {
     // MARK: - Sources
 
     @Test func aFileSourceIsPulledLazilyAndDrained() async throws {
-        let dir = try temporaryDirectory()
+        let dir = try temporaryDirectory("pipeline")
         defer { try? FileManager.default.removeItem(at: dir) }
         var lines = (1...40).map { #"{"n": \#($0)}"# }
         lines.insert("this is not json", at: 10)
@@ -589,16 +563,16 @@ extension TestHTTPClient.Response {
         var seen: [Int] = []
         let deadline = Date().addingTimeInterval(30)
         while seen.count < 40 && Date() < deadline {
-            let r = try await call(s, "POST", "/v1/pipelines/p/take?wait=5&max=4")
+            let r = try await s.callAsync("POST", "/v1/pipelines/p/take?wait=5&max=4")
             for item in r.items {
                 seen.append((item["payload"] as? [String: Any])?["n"] as? Int ?? -1)
                 #expect(
-                    try await call(s, "POST", "/v1/pipelines/p/items/\(item["id"] as? String ?? "")/consume").status
+                    try await s.callAsync("POST", "/v1/pipelines/p/items/\(item["id"] as? String ?? "")/consume").status
                         == 200)
             }
         }
         #expect(seen == Array(1...40))
-        #expect(try await call(s, "POST", "/v1/pipelines/p/take?wait=0.2").status == 204)
+        #expect(try await s.callAsync("POST", "/v1/pipelines/p/take?wait=0.2").status == 204)
         #expect(try await poll { try await state(s).source["exhausted"] as? Bool == true })
         let source = try await state(s).source
         #expect(source["pulled_total"] as? Int == 40)
@@ -608,7 +582,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func aFileSourceCannotLeaveDataDir() async throws {
-        let dir = try temporaryDirectory()
+        let dir = try temporaryDirectory("pipeline")
         let data = dir.appendingPathComponent("data")
         let outside = dir.appendingPathComponent("secret.ndjson")
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -626,26 +600,31 @@ extension TestHTTPClient.Response {
             withDestinationPath: "sub/real.ndjson")
         let s = try LiveServer(#"{"data_dir": "\#(data.path)"}"#)
         for path in ["../secret.ndjson", "sub/../../secret.ndjson", outside.path] {
-            let r = try await call(s, "PUT", "/v1/pipelines/bad", #"{"source": {"kind": "file", "path": "\#(path)"}}"#)
+            let r = try await s.callAsync(
+                "PUT", "/v1/pipelines/bad", #"{"source": {"kind": "file", "path": "\#(path)"}}"#)
             #expect(r.status == 400, "\(path)")
             #expect(r.json["field"] as? String == "source.path")
         }
         #expect(
-            try await call(s, "PUT", "/v1/pipelines/link", #"{"source": {"kind": "file", "path": "escape.ndjson"}}"#)
-                .status == 201)
+            try await s.callAsync(
+                "PUT", "/v1/pipelines/link", #"{"source": {"kind": "file", "path": "escape.ndjson"}}"#
+            )
+            .status == 201)
         #expect(try await poll { (try await state(s, "link").source["errors_total"] as? Int ?? 0) >= 1 })
-        #expect(try await call(s, "POST", "/v1/pipelines/link/take").status == 204)
+        #expect(try await s.callAsync("POST", "/v1/pipelines/link/take").status == 204)
         let source = try await state(s, "link").source
         #expect((source["last_error"] as? String)?.contains("outside data_dir") == true)
         #expect(source["pulled_total"] as? Int == 0)
 
         #expect(
-            try await call(s, "PUT", "/v1/pipelines/inner", #"{"source": {"kind": "file", "path": "inner.ndjson"}}"#)
-                .status == 201)
+            try await s.callAsync(
+                "PUT", "/v1/pipelines/inner", #"{"source": {"kind": "file", "path": "inner.ndjson"}}"#
+            )
+            .status == 201)
         var ok: TestHTTPClient.Response?
         let deadline = Date().addingTimeInterval(30)
         while ok?.status != 200 && Date() < deadline {
-            ok = try await call(s, "POST", "/v1/pipelines/inner/take?wait=5")
+            ok = try await s.callAsync("POST", "/v1/pipelines/inner/take?wait=5")
         }
         #expect((ok?.items.first?["payload"] as? [String: Any])?["ok"] as? Bool == true)
     }
@@ -665,17 +644,17 @@ extension TestHTTPClient.Response {
         try upstream.start()
         defer { upstream.stop() }
         let s = try LiveServer()
-        let put = try await call(
-            s, "PUT", "/v1/pipelines/p",
+        let put = try await s.callAsync(
+            "PUT", "/v1/pipelines/p",
             #"{"source": {"kind": "http", "url": "http://127.0.0.1:\#(upstream.port)/next"}}"#)
         #expect(put.status == 201)
         var seen: [Int] = []
         let deadline = Date().addingTimeInterval(30)
         while seen.count < 3 && Date() < deadline {
-            let r = try await call(s, "POST", "/v1/pipelines/p/take?wait=5")
+            let r = try await s.callAsync("POST", "/v1/pipelines/p/take?wait=5")
             guard let item = r.items.first else { continue }
             seen.append((item["payload"] as? [String: Any])?["n"] as? Int ?? -1)
-            _ = try await call(s, "POST", "/v1/pipelines/p/items/\(item["id"] as? String ?? "")/consume")
+            _ = try await s.callAsync("POST", "/v1/pipelines/p/items/\(item["id"] as? String ?? "")/consume")
         }
         #expect(seen == [1, 2, 3])
         let source = try await state(s).source
@@ -698,14 +677,14 @@ extension TestHTTPClient.Response {
         let s = try LiveServer()
         // Port 9 (discard) on loopback: nothing listens, the connection is refused.
         #expect(
-            try await call(
-                s, "PUT", "/v1/pipelines/p", #"{"source": {"kind": "http", "url": "http://localhost:9/next"}}"#
+            try await s.callAsync(
+                "PUT", "/v1/pipelines/p", #"{"source": {"kind": "http", "url": "http://localhost:9/next"}}"#
             ).status == 201)
         #expect(try await poll { (try await state(s).source["errors_total"] as? Int ?? 0) >= 1 })
         #expect((try await state(s).source["last_error"] as? String)?.contains("GET http://localhost:9/next") == true)
         // The pipeline still works for producers and consumers.
-        #expect(try await call(s, "POST", "/v1/pipelines/p/items", #"{"payload": 1}"#).status == 201)
-        #expect(try await call(s, "POST", "/v1/pipelines/p/take").status == 200)
+        #expect(try await s.callAsync("POST", "/v1/pipelines/p/items", #"{"payload": 1}"#).status == 201)
+        #expect(try await s.callAsync("POST", "/v1/pipelines/p/take").status == 200)
     }
 
     // MARK: - Many producers and consumers at once
