@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import HTTPServer
+import Locking
 import UsherCore
 
 /// `GET /v1/events`: every state change as Server-Sent Events (SPEC §7).
@@ -55,6 +56,7 @@ enum EventRoutes {
             ],
             bufferLimit: bufferLimit)
         let log = call.app.events
+        let frames = call.app.eventFrames
         let matches: @Sendable (ResourceEvent) -> Bool = { e in
             (kind == nil || e.kind == kind) && (name == nil || e.name == name)
         }
@@ -68,11 +70,11 @@ enum EventRoutes {
                     let reset = EventResetBody(lastEventID: after, oldestEventID: sub.replay.first?.id)
                     opening += Array("event: reset\ndata: ".utf8) + Wire.bytes(reset) + Array("\n\n".utf8)
                 }
-                for event in sub.replay where matches(event) { opening += frame(event) }
+                for event in sub.replay where matches(event) { opening += frames.frame(event) }
                 stream.write(opening)
             },
             deliver: { event in
-                if matches(event) { stream.write(frame(event)) }
+                if matches(event) { stream.write(frames.frame(event)) }
             })
 
         let heartbeat = Heartbeat(every: heartbeatSeconds, on: heartbeatQueue) {
@@ -86,9 +88,23 @@ enum EventRoutes {
         return .stream(stream)
     }
 
-    /// One event in SSE form.
-    static func frame(_ event: ResourceEvent) -> [UInt8] {
-        Array("id: \(event.id)\nevent: \(event.type)\ndata: ".utf8) + Wire.bytes(EventBody(event: event)) + [10, 10]
+}
+
+/// Events in SSE form, each encoded once however many streams send it: the
+/// log hands an event to its subscribers one after another under its lock,
+/// so keeping the last frame serves them all.
+final class EventFrames: Sendable {
+    private let last = Locked<(id: UInt64, bytes: [UInt8])?>(nil)
+
+    /// `id: N`, `event: TYPE`, `data: {json}` and a blank line.
+    func frame(_ event: ResourceEvent) -> [UInt8] {
+        if let cached = last.withLock({ $0?.id == event.id ? $0?.bytes : nil }) { return cached }
+        let bytes =
+            Array("id: \(event.id)\nevent: \(event.type)\ndata: ".utf8) + Wire.bytes(EventBody(event: event)) + [
+                10, 10,
+            ]
+        last.withLock { $0 = (event.id, bytes) }
+        return bytes
     }
 }
 

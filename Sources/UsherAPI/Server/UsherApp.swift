@@ -35,6 +35,8 @@ package final class UsherApp: HTTPHandler {
     package let logger: Logger
     /// Every state change, for `GET /v1/events`; injected into each manager.
     package let events: EventLog
+    /// The SSE frame of the latest event, shared by every stream.
+    let eventFrames = EventFrames()
     /// What clients store, against `max_stored_bytes`; injected into each manager.
     package let storage: StorageBudget
     /// Returns freed memory to the system after a resource is deleted.
