@@ -52,8 +52,13 @@ let package = Package(
         // `Locked`: a value behind a pthread mutex, which ThreadSanitizer can see.
         .target(name: "Locking"),
         // A Redis client on hiredis: connections on their own threads, scripts, pub/sub.
-        // The only importer of CHiredis; no resource uses it yet.
+        // The only importer of CHiredis.
         .target(name: "RedisClient", dependencies: ["CHiredis", "Locking", "UsherCore"]),
+        // Resources kept in Redis: one Lua script per kind (every operation atomic), the
+        // managers that call them, wake-ups through pub/sub.
+        .target(
+            name: "UsherRedis", dependencies: ["RedisClient", "UsherCore", "Locking"],
+            resources: [.embedInCode("Support/common.lua")]),
         // The managers (actors) and their value-type engines. No HTTP, no C.
         .target(name: "UsherCore", dependencies: ["Locking"], exclude: ["Concurrency/README.md"]),
         // Routes, JSON shapes, the error table, configuration.
@@ -79,7 +84,11 @@ let package = Package(
         // A blocking HTTP/1.1 client for the live tests.
         .target(name: "HTTPTestClient", path: "Tests/HTTPTestClient"),
         .testTarget(name: "UsherCoreTests", dependencies: ["UsherCore", "Locking"]),
-        .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "UsherCore"]),
+        // A redis-server of the tests' own, on a free loopback port.
+        .target(name: "RedisTestServer", dependencies: ["RedisClient"], path: "Tests/RedisTestServer"),
+        .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "UsherCore", "RedisTestServer"]),
+        .testTarget(
+            name: "UsherRedisTests", dependencies: ["UsherRedis", "RedisClient", "UsherCore", "RedisTestServer"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient", "Locking"]),
         .testTarget(
             name: "UsherAPITests", dependencies: ["UsherAPI", "HTTPServer", "UsherCore", "HTTPTestClient", "Locking"]),

@@ -1,4 +1,5 @@
 import Foundation
+import RedisTestServer
 import Testing
 
 @testable import RedisClient

@@ -33,6 +33,8 @@ extension APIError {
             self = .gone("the queue was deleted")
         case .shuttingDown:
             self = .shuttingDown()
+        case .backendUnavailable(let why):
+            self = .backendUnavailable(why)
         }
     }
 }
@@ -73,6 +75,8 @@ extension APIError {
             self = .gone("the machine was deleted")
         case .shuttingDown:
             self = .shuttingDown()
+        case .backendUnavailable(let why):
+            self = .backendUnavailable(why)
         case .invalid(let field, let message):
             self = .badRequest(field.isEmpty ? message : "\(field): \(message)", field: field.isEmpty ? nil : field)
         }

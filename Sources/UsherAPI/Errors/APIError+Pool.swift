@@ -31,6 +31,8 @@ extension APIError {
             self = .gone("the pool was deleted")
         case .shuttingDown:
             self = .shuttingDown()
+        case .backendUnavailable(let why):
+            self = .backendUnavailable(why)
         }
     }
 }

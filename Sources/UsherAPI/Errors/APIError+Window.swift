@@ -20,6 +20,8 @@ extension APIError {
             self = .gone("the window was deleted")
         case .shuttingDown:
             self = .shuttingDown()
+        case .backendUnavailable(let why):
+            self = .backendUnavailable(why)
         }
     }
 }

@@ -113,6 +113,12 @@ extension APIError {
             status: 503, code: "shutting_down", title: "Shutting down",
             detail: "the server is shutting down", headers: [("Connection", "close")])
     }
+    /// Redis (the backend of the resource) did not answer in time: retry shortly.
+    package static func backendUnavailable(_ why: String) -> APIError {
+        APIError(
+            status: 503, code: "backend_unavailable", title: "Backend unavailable",
+            detail: "the resource's backend (Redis) is unavailable: \(why)", headers: [("Retry-After", "1")])
+    }
     static func internalError(_ detail: String) -> APIError {
         APIError(status: 500, code: "internal_error", title: "Internal error", detail: detail)
     }

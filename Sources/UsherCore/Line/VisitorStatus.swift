@@ -47,6 +47,8 @@ package enum QueueError: Error, Sendable, Equatable, CustomStringConvertible {
     case gone
     /// 503: the server is shutting down (answer to parked long-polls).
     case shuttingDown
+    /// 503 `backend_unavailable`: the store that holds the queue (Redis) did not answer; why.
+    case backendUnavailable(String)
 
     /// A one-line explanation for logs and problem details.
     package var description: String {
@@ -58,6 +60,7 @@ package enum QueueError: Error, Sendable, Equatable, CustomStringConvertible {
         case .storageFull(let full): full.description
         case .gone: "the queue was deleted"
         case .shuttingDown: "the server is shutting down"
+        case .backendUnavailable(let why): "the backend is unavailable: \(why)"
         }
     }
 }

@@ -20,6 +20,8 @@ package enum MachineError: Error, Sendable, Equatable {
     case storageFull(StorageFull)
     /// The service is shutting down (503 `shutting_down`).
     case shuttingDown
+    /// The store that holds the machine (Redis) did not answer (503 `backend_unavailable`); why.
+    case backendUnavailable(String)
     /// A definition or request field is invalid (400 `bad_request`).
     case invalid(field: String, message: String)
 

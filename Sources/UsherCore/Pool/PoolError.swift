@@ -22,6 +22,8 @@ package enum PoolError: Error, Sendable, Equatable, CustomStringConvertible {
     case gone
     /// 503: the server is shutting down.
     case shuttingDown
+    /// 503 `backend_unavailable`: the store that holds the pool (Redis) did not answer; why.
+    case backendUnavailable(String)
 
     /// The same error in a pool's words; `lease` names the lease the engine was asked about.
     init(_ error: QueueError, lease id: String?) {
@@ -36,6 +38,7 @@ package enum PoolError: Error, Sendable, Equatable, CustomStringConvertible {
         case .storageFull(let full): self = .storageFull(full)
         case .gone: self = .gone
         case .shuttingDown: self = .shuttingDown
+        case .backendUnavailable(let why): self = .backendUnavailable(why)
         }
     }
 
@@ -54,6 +57,7 @@ package enum PoolError: Error, Sendable, Equatable, CustomStringConvertible {
         case .storageFull(let full): full.description
         case .gone: "the pool was deleted"
         case .shuttingDown: "the server is shutting down"
+        case .backendUnavailable(let why): "the backend is unavailable: \(why)"
         }
     }
 }

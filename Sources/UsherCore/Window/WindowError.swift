@@ -15,6 +15,8 @@ package enum WindowError: Error, Sendable, Equatable, CustomStringConvertible {
     case gone
     /// 503: the server is shutting down.
     case shuttingDown
+    /// 503 `backend_unavailable`: the store that holds the window (Redis) did not answer; why.
+    case backendUnavailable(String)
 
     /// The same error in a window's words (`item` for `visitor`, `display_seconds` for `hold_seconds`).
     init(_ error: QueueError, item id: String?) {
@@ -27,6 +29,7 @@ package enum WindowError: Error, Sendable, Equatable, CustomStringConvertible {
         case .storageFull(let full): self = .storageFull(full)
         case .gone: self = .gone
         case .shuttingDown: self = .shuttingDown
+        case .backendUnavailable(let why): self = .backendUnavailable(why)
         }
     }
 
@@ -40,6 +43,7 @@ package enum WindowError: Error, Sendable, Equatable, CustomStringConvertible {
         case .storageFull(let full): full.description
         case .gone: "the window was deleted"
         case .shuttingDown: "the server is shutting down"
+        case .backendUnavailable(let why): "the backend is unavailable: \(why)"
         }
     }
 }

@@ -8,16 +8,18 @@ import RedisClient
 /// A `redis-server` of the tests' own, on a free loopback port, without
 /// persistence; `stop()` kills it. Missing `redis-server` is a failure that
 /// says how to install it.
-final class RedisServer: @unchecked Sendable {
-    struct Missing: Error, CustomStringConvertible {
-        var description: String { "redis-server is not installed: run `make deps` (Debian package redis-server)" }
+package final class RedisServer: @unchecked Sendable {
+    package struct Missing: Error, CustomStringConvertible {
+        package var description: String {
+            "redis-server is not installed: run `make deps` (Debian package redis-server)"
+        }
     }
 
-    let port: Int
+    package let port: Int
     private let extraArguments: [String]
     private var process: Process?
 
-    init(arguments: [String] = []) async throws {
+    package init(arguments: [String] = []) async throws {
         port = try Self.freePort()
         extraArguments = arguments
         try await start()
@@ -25,10 +27,10 @@ final class RedisServer: @unchecked Sendable {
 
     deinit { stop() }
 
-    var endpoint: RedisEndpoint { RedisEndpoint(host: "127.0.0.1", port: port) }
+    package var endpoint: RedisEndpoint { RedisEndpoint(host: "127.0.0.1", port: port) }
 
     /// A client connection with short timeouts.
-    func connection(password: String? = nil, user: String? = nil, database: Int = 0) -> RedisConnection {
+    package func connection(password: String? = nil, user: String? = nil, database: Int = 0) -> RedisConnection {
         var endpoint = endpoint
         endpoint.password = password
         endpoint.user = user
@@ -37,7 +39,7 @@ final class RedisServer: @unchecked Sendable {
     }
 
     /// Starts the server (again, on the same port) and waits until it answers.
-    func start() async throws {
+    package func start() async throws {
         let path = ["/usr/bin", "/usr/local/bin", "/usr/sbin"].map { "\($0)/redis-server" }
             .first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let path else { throw Missing() }
@@ -58,7 +60,7 @@ final class RedisServer: @unchecked Sendable {
     }
 
     /// Kills the server and waits for it to exit.
-    func stop() {
+    package func stop() {
         guard let process, process.isRunning else { return }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
@@ -66,7 +68,7 @@ final class RedisServer: @unchecked Sendable {
     }
 
     /// Sends `signal` to the server (SIGSTOP and SIGCONT pause and resume it).
-    func signal(_ signal: Int32) {
+    package func signal(_ signal: Int32) {
         if let process { kill(process.processIdentifier, signal) }
     }
 

@@ -1,0 +1,22 @@
+/// The keys of one Redis-backed resource. They share the hash tag
+/// `{kind:name}`, so every script touches one Cluster slot; names cannot hold
+/// braces (`Names.isValid`), so the tag is always the whole `kind:name`.
+package struct ResourceKeys: Sendable, Equatable {
+    /// `key_prefix` from the config (default `usher:`).
+    package let prefix: String
+    /// The kind in the singular: `queue`, `window`, `pool`, `pipeline`, `machine`.
+    package let kind: String
+    package let name: String
+
+    package init(prefix: String, kind: String, name: String) {
+        self.prefix = prefix
+        self.kind = kind
+        self.name = name
+    }
+
+    /// `prefix{kind:name}:part`.
+    package func key(_ part: String) -> String { "\(prefix){\(kind):\(name)}:\(part)" }
+
+    /// The channel every instance subscribes to for notices (one per process).
+    package static func noticeChannel(prefix: String) -> String { "\(prefix)notices" }
+}

@@ -1,0 +1,55 @@
+import RedisClient
+import UsherCore
+
+/// One kind's Lua source behind `common.lua`, run with the calling convention
+/// `common.lua` describes. Error replies `USHER <code> <detail>` come back as
+/// `ScriptFailure.refused`; a lost or slow connection as `.unavailable`.
+package struct ResourceScript: Sendable {
+    let script: RedisScript
+
+    /// The script for a kind whose source is `kindSource` (UTF-8 bytes of its `.lua` file).
+    package init(kindSource: [UInt8]) {
+        let common = String(decoding: PackageResources.common_lua, as: UTF8.self)
+        script = RedisScript(common + "\n" + String(decoding: kindSource, as: UTF8.self))
+    }
+
+    /// Runs `operation` on the resource's `keys` at `time`, publishing notices on `channel`.
+    package func run(
+        _ operation: String, keys: [String], time: ScriptTime, channel: String, arguments: [String] = [],
+        on connection: RedisConnection
+    ) async throws(ScriptFailure) -> RedisReply {
+        let reply: RedisReply
+        do {
+            reply = try await script.run(
+                on: connection, keys: keys, arguments: [operation, time.argument, channel] + arguments)
+        } catch {
+            throw .unavailable(error.description)
+        }
+        if let message = reply.errorMessage {
+            throw ScriptFailure(errorReply: message)
+        }
+        return reply
+    }
+}
+
+/// Why a script call did not answer.
+package enum ScriptFailure: Error, Sendable, Equatable {
+    /// No answer from Redis (connection down, timeout): 503 `backend_unavailable`.
+    case unavailable(String)
+    /// The script refused the operation: `code` and `detail` from `fail(code, detail)`.
+    case refused(code: String, detail: String)
+    /// Redis itself answered with an error (a bug in a script, OOM, READONLY…).
+    case redis(String)
+
+    init(errorReply message: String) {
+        // Redis prefixes script errors with "ERR " in some versions.
+        let text = message.hasPrefix("ERR USHER ") ? String(message.dropFirst(4)) : message
+        guard text.hasPrefix("USHER ") else {
+            self = .redis(message)
+            return
+        }
+        let rest = text.dropFirst("USHER ".count)
+        let code = rest.prefix { $0 != " " }
+        self = .refused(code: String(code), detail: String(rest.dropFirst(code.count).drop { $0 == " " }))
+    }
+}
