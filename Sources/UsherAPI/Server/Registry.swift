@@ -54,6 +54,14 @@ package final class Registry: Sendable {
         self.events = events
     }
 
+    /// The resource of this kind and name, or 404.
+    package func resource(_ kind: ResourceKind, _ name: String) throws(APIError) -> any ManagedResource {
+        guard let resource = state.withLock({ $0.resources[kind.index][name] }) else {
+            throw APIError.notFound("\(kind.noun) \(name) not found")
+        }
+        return resource
+    }
+
     /// The resource of this kind and name, as its concrete type, or 404.
     package func lookup<R: ManagedResource>(_ kind: ResourceKind, _ name: String, as type: R.Type) throws(APIError) -> R
     {
