@@ -52,14 +52,14 @@ let package = Package(
         // `Locked`: a value behind a pthread mutex, which ThreadSanitizer can see.
         .target(name: "Locking"),
         // A Redis client on hiredis: connections on their own threads, scripts, pub/sub.
-        // The only importer of CHiredis; no resource uses it yet.
+        // The only importer of CHiredis.
         .target(name: "RedisClient", dependencies: ["CHiredis", "Locking", "UsherCore"]),
         // The managers (actors) and their value-type engines. No HTTP, no C.
         .target(name: "UsherCore", dependencies: ["Locking"], exclude: ["Concurrency/README.md"]),
-        // Routes, JSON shapes, the error table, configuration.
+        // Routes, JSON shapes, the error table, configuration (its `redis` block is RedisClient's).
         // The dashboard's page, script and style are compiled in (`PackageResources`): no files at run time.
         .target(
-            name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking"],
+            name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking", "RedisClient"],
             resources: [
                 .embedInCode("Dashboard/dashboard.html"), .embedInCode("Dashboard/dashboard.js"),
                 .embedInCode("Dashboard/dashboard.css"),
@@ -82,6 +82,7 @@ let package = Package(
         .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "UsherCore"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient", "Locking"]),
         .testTarget(
-            name: "UsherAPITests", dependencies: ["UsherAPI", "HTTPServer", "UsherCore", "HTTPTestClient", "Locking"]),
+            name: "UsherAPITests",
+            dependencies: ["UsherAPI", "HTTPServer", "UsherCore", "RedisClient", "HTTPTestClient", "Locking"]),
     ]
 )
