@@ -75,7 +75,7 @@ package final class UsherApp: HTTPHandler {
         self.router = router
         self.httpMetrics = HTTPMetrics(routes: router.routes)
         for kind in Self.kinds {
-            for (name, value) in config.declared[kind.kind] ?? [] {
+            for (name, value, _) in config.declared[kind.kind] ?? [] {
                 do throws(FieldError) {
                     try kind.createDeclared(name: name, config: value, path: "\(kind.kind.rawValue).\(name)", in: self)
                 } catch {
