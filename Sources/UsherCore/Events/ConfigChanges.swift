@@ -1,7 +1,11 @@
 /// What a `PATCH` changed: each field whose value differs, by its wire name,
 /// with the new value (the `updated` event's data).
-struct ConfigChanges {
-    private(set) var fields: [(field: String, value: JSONValue)] = []
+package struct ConfigChanges: Sendable, Equatable {
+    package private(set) var fields: [(field: String, value: JSONValue)] = []
+
+    package static func == (a: ConfigChanges, b: ConfigChanges) -> Bool {
+        a.fields.elementsEqual(b.fields) { $0.field == $1.field && $0.value == $1.value }
+    }
 
     /// Notes `field` when `after` differs from `before`.
     mutating func compare<T: Equatable>(_ field: String, _ before: T, _ after: T, _ value: (T) -> JSONValue) {

@@ -58,6 +58,23 @@ package struct QueueConfig: Sendable, Equatable {
     }
 }
 
+extension QueueConfig {
+    /// The fields that differ from `before` to `after`, with their new values
+    /// (an `updated` event's data).
+    package static func changes(from before: QueueConfig, to after: QueueConfig) -> ConfigChanges {
+        var changes = ConfigChanges()
+        changes.compare("capacity", before.capacity, after.capacity, JSONValue.int)
+        changes.compare("max_waiting", before.maxWaiting, after.maxWaiting, JSONValue.int)
+        changes.compare("hold_seconds", before.holdSeconds, after.holdSeconds, ConfigChanges.seconds)
+        changes.compare("dedup", before.dedup, after.dedup) { .string($0.rawValue) }
+        changes.compare("opposites", before.opposites, after.opposites) { pairs in
+            .array(pairs.map { .array($0.map(JSONValue.string)) })
+        }
+        changes.compare("history", before.history, after.history, JSONValue.int)
+        return changes
+    }
+}
+
 /// A change to a queue's config (`PATCH`): every field optional, all mutable.
 package struct QueuePatch: Sendable, Equatable {
     /// `capacity`; nil leaves it as it is (and so for every field).

@@ -13,37 +13,55 @@ extension QueueEngine {
     /// Checks what `VisitorRequest.parse` checks (for callers that build requests
     /// in code) and whether the hold suits this queue.
     func check(_ r: VisitorRequest) throws(QueueError) {
+        if let problem = Self.requestProblem(r) { throw problem }
+        try checkHold(r.holdSeconds)
+    }
+
+    /// What is wrong with `r` whatever the queue's config (its hold aside), or
+    /// nil: the checks of `check` a store outside the engine makes before the
+    /// config is known.
+    package static func requestProblem(_ r: VisitorRequest) -> QueueError? {
         if let id = r.id, !Names.isValid(id) {
-            throw .invalid(field: "id", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+            return .invalid(field: "id", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
         }
         if let key = r.key, !Names.isValidKey(key) {
-            throw .invalid(field: "key", message: "must be 1 to 256 characters")
+            return .invalid(field: "key", message: "must be 1 to 256 characters")
         }
         if let a = r.action, !Names.isValidKey(a) {
-            throw .invalid(field: "action", message: "must be 1 to 256 characters")
+            return .invalid(field: "action", message: "must be 1 to 256 characters")
         }
         guard QueueConfig.Limits.priority.contains(r.priority) else {
-            throw .invalid(field: "priority", message: "must be between -1000000 and 1000000")
+            return .invalid(field: "priority", message: "must be between -1000000 and 1000000")
         }
         if let d = r.delaySeconds, !Durations.isAllowed(d) {
-            throw .invalid(field: "delay_seconds", message: Durations.range())
+            return .invalid(field: "delay_seconds", message: Durations.range())
         }
-        try checkHold(r.holdSeconds)
+        return nil
     }
 
     /// A client may ask for a shorter hold than the queue's, never a longer
     /// one, and for 0 (no limit) only when the queue has no limit; under
     /// `.ownOverrides` any hold in range is allowed.
     func checkHold(_ seconds: Double?) throws(QueueError) {
-        guard let s = seconds else { return }
-        guard Durations.isAllowed(s) else {
-            throw .invalid(field: "hold_seconds", message: Durations.range())
-        }
-        guard holdPolicy == .atMostResource,
-            let problem = HoldPolicy.excess(
-                s, limit: config.holdSeconds, resource: "queue", holds: "holds", field: "hold_seconds")
+        if let problem = Self.holdRangeProblem(seconds) { throw problem }
+        guard let s = seconds, holdPolicy == .atMostResource,
+            let problem = Self.holdLimitProblem(s, limit: config.holdSeconds)
         else { return }
-        throw .invalid(field: "hold_seconds", message: problem)
+        throw problem
+    }
+
+    /// A hold outside the allowed durations, or nil.
+    package static func holdRangeProblem(_ seconds: Double?) -> QueueError? {
+        guard let s = seconds, !Durations.isAllowed(s) else { return nil }
+        return .invalid(field: "hold_seconds", message: Durations.range())
+    }
+
+    /// Under `.atMostResource`: a hold of `seconds` where the queue allows
+    /// `limit` (0 = no limit) that is too long, or nil.
+    package static func holdLimitProblem(_ seconds: Double, limit: Double) -> QueueError? {
+        HoldPolicy.excess(seconds, limit: limit, resource: "queue", holds: "holds", field: "hold_seconds").map {
+            .invalid(field: "hold_seconds", message: $0)
+        }
     }
 
     /// 429 with a Retry-After of about one slot's turnover: mean hold ÷ capacity.

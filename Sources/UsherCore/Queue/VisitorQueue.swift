@@ -122,15 +122,7 @@ package actor VisitorQueue: EngineHost {
     package func apply(_ patch: QueuePatch) throws(QueueError) -> QueueConfig {
         let before = engine.config
         let after = try perform { (e, now) in e.apply(patch, now: now) }
-        var changes = ConfigChanges()
-        changes.compare("capacity", before.capacity, after.capacity, JSONValue.int)
-        changes.compare("max_waiting", before.maxWaiting, after.maxWaiting, JSONValue.int)
-        changes.compare("hold_seconds", before.holdSeconds, after.holdSeconds, ConfigChanges.seconds)
-        changes.compare("dedup", before.dedup, after.dedup) { .string($0.rawValue) }
-        changes.compare("opposites", before.opposites, after.opposites) { pairs in
-            .array(pairs.map { .array($0.map(JSONValue.string)) })
-        }
-        changes.compare("history", before.history, after.history, JSONValue.int)
+        let changes = QueueConfig.changes(from: before, to: after)
         events?.emitUpdated(kind: Self.eventKind, name: name, changes)
         return after
     }

@@ -1,0 +1,416 @@
+import Foundation
+import RedisClient
+import UsherCore
+
+/// One queue kept in Redis: every `QueueEngine` operation as one call of
+/// `queue.lua`, with the engine's semantics (`.atMostResource` holds). The
+/// storage budget (`max_stored_bytes`) does not apply: Redis's `maxmemory` bounds it.
+package struct RedisQueueStore: Sendable {
+    static let script = ResourceScript(kindSource: PackageResources.queue_lua)
+    /// The parts of a queue's keys, in the order `queue.lua` reads `KEYS`.
+    static let parts = ["meta", "wait", "arr", "hold", "exp", "delayed", "vis", "lk", "lp", "fin", "holds"]
+
+    let keys: ResourceKeys
+    let connection: RedisConnection
+    let time: ScriptTime
+    let channel: String
+    let onDeadline: @Sendable (Timestamp?) -> Void
+    let keyList: [String]
+
+    package init(
+        keys: ResourceKeys, connection: RedisConnection, time: ScriptTime, channel: String,
+        onDeadline: @escaping @Sendable (Timestamp?) -> Void
+    ) {
+        self.keys = keys
+        self.connection = connection
+        self.time = time
+        self.channel = channel
+        self.onDeadline = onDeadline
+        self.keyList = Self.parts.map(keys.key)
+    }
+
+    // MARK: - Resource
+
+    /// Creates the queue, or answers the existing one's config with `created == false`.
+    package func create(_ config: QueueConfig) async throws(QueueError) -> (config: QueueConfig, created: Bool) {
+        let reply = try await run("create", Self.configArguments(config))
+        return (try Self.config(reply.dropFirst()), reply.first?.string == "1")
+    }
+
+    /// Removes every key of the queue; true when it existed.
+    package func delete() async throws(QueueError) -> Bool {
+        try await run("delete", []).first?.string == "1"
+    }
+
+    package func config() async throws(QueueError) -> QueueConfig {
+        try Self.config(try await run("config", [])[...])
+    }
+
+    /// `PATCH`: the config after the change (the notice carries what changed).
+    package func apply(_ patch: QueuePatch) async throws(QueueError) -> QueueConfig {
+        let hold: [String] =
+            patch.holdSeconds.map { [Self.secondsText($0), String(Self.micros($0))] } ?? ["", ""]
+        let capacity: String = patch.capacity.map { String($0) } ?? ""
+        let maxWaiting: String = patch.maxWaiting.map { String($0) } ?? ""
+        let dedup: String = patch.dedup?.rawValue ?? ""
+        let opposites: String = patch.opposites.map(Self.oppositesText) ?? ""
+        let history: String = patch.history.map { String($0) } ?? ""
+        let arguments = [capacity, maxWaiting] + hold + [dedup, opposites, history]
+        return try Self.config(try await run("patch", arguments)[...])
+    }
+
+    // MARK: - Visitors
+
+    /// `QueueEngine.enqueue`, or with `tryOnce` `enqueueOrTimeOut`.
+    package func enqueue(_ r: VisitorRequest, tryOnce: Bool = false) async throws(QueueError) -> (
+        view: VisitorView, created: Bool
+    ) {
+        let problem = QueueEngine.requestProblem(r) ?? QueueEngine.holdRangeProblem(r.holdSeconds)
+        let payload: String = r.payload.map(Self.jsonText) ?? ""
+        let holdMicros: String = r.holdSeconds.map { String(Self.micros($0)) } ?? "-1"
+        let holdText: String = r.holdSeconds.map(Self.secondsText) ?? ""
+        let delay: String = String(r.delaySeconds.map(Self.micros) ?? 0)
+        let request: [String] = [r.id ?? "", r.key ?? "", r.action ?? "", payload, String(r.priority)]
+        let arguments =
+            request + [holdMicros, holdText, delay] + Self.problemArguments(problem) + [tryOnce ? "1" : "0"]
+        let reply = try await run("enqueue", arguments, hold: r.holdSeconds)
+        return (try view(reply.first), reply.dropFirst().first?.string == "1")
+    }
+
+    /// A try-acquire's wait ended: see `QueueEngine.timeOut`.
+    package func timeOut(id: String) async throws(QueueError) -> VisitorView {
+        try view(try await run("time_out", [id]).first)
+    }
+
+    package func complete(id: String) async throws(QueueError) -> VisitorView {
+        try view(try await run("complete", [id]).first)
+    }
+
+    package func extend(id: String, holdSeconds: Double?) async throws(QueueError) -> VisitorView {
+        let holdMicros: String = holdSeconds.map { String(Self.micros($0)) } ?? ""
+        let holdText: String = holdSeconds.map(Self.secondsText) ?? ""
+        let arguments = [id, holdMicros, holdText] + Self.problemArguments(QueueEngine.holdRangeProblem(holdSeconds))
+        return try view(try await run("extend", arguments, hold: holdSeconds).first)
+    }
+
+    package func remove(id: String) async throws(QueueError) -> VisitorView {
+        try view(try await run("remove", [id]).first)
+    }
+
+    /// One visitor, live or remembered (a waiting one with its position and estimate).
+    package func visitor(id: String) async throws(QueueError) -> VisitorView {
+        try view(try await run("visitor", [id]).first)
+    }
+
+    /// See `QueueEngine.undoGrant`: nil, changing nothing, when `id` no longer holds grant `fence`.
+    package func undoGrant(id: String, fence: Int64) async throws(QueueError) -> VisitorView? {
+        let reply = try await run("undo_grant", [id, String(fence)])
+        return reply.isEmpty ? nil : try view(reply.first)
+    }
+
+    /// The client of a waiting or delayed visitor hung up (`QueueEngine.disconnect`);
+    /// nil when no visitor has this id.
+    package func disconnect(id: String) async throws(QueueError) -> VisitorView? {
+        do {
+            return try view(try await run("disconnect", [id]).first)
+        } catch .notFound {
+            return nil
+        }
+    }
+
+    // MARK: - Listing
+
+    /// `QueueEngine.state`: the same pages, cursors and `more`.
+    package func state(limit: Int, after cursor: QueueCursor? = nil) async throws(QueueError) -> QueueState {
+        let limit = min(max(0, limit), 1_000_000_000)
+        var arguments = [String(limit)]
+        switch cursor {
+        case nil: arguments += ["", "", ""]
+        case .holding(let fence): arguments += ["h", String(fence), ""]
+        case .waiting(let priority, let seq): arguments += ["w", String(priority), String(seq)]
+        }
+        let reply = try await run("state", arguments)
+        guard reply.count >= 21, let holdingCount = reply[1].int, let waitingCount = reply[2].int,
+            let delayedCount = reply[3].int, reply.count == 21 + Int(holdingCount + waitingCount + delayedCount)
+        else { throw .backendUnavailable("unexpected state reply") }
+        let counts = try Self.counts(reply[4..<15])
+        let config = try Self.config(reply[15..<21])
+        var index = 21
+        func views(_ n: Int64) throws(QueueError) -> [(view: VisitorView, seq: Int64?)] {
+            var out: [(VisitorView, Int64?)] = []
+            for _ in 0..<n {
+                out.append(try decodedView(reply[index]))
+                index += 1
+            }
+            return out
+        }
+        let holding = try views(holdingCount)
+        let waiting = try views(waitingCount)
+        let delayed = try views(delayedCount)
+        var state = QueueState(
+            name: keys.name, config: config, holding: holding.map(\.view), waiting: waiting.map(\.view), counts: counts)
+        state.delayed = delayed.map(\.view)
+        state.cursors =
+            holding.map { .holding(fence: $0.view.fence ?? 0) }
+            + waiting.map { .waiting(priority: Int32($0.view.priority), seq: $0.seq ?? 0) }
+        state.more = reply[0].string == "1"
+        return state
+    }
+
+    /// Counts and totals after applying now, and when the oldest waiter entered the line.
+    package func counts() async throws(QueueError) -> (counts: QueueCounts, oldestWaitingSince: Timestamp?) {
+        let reply = try await run("counts", [])
+        guard reply.count == 12 else { throw .backendUnavailable("unexpected counts reply") }
+        return (try Self.counts(reply[0..<11]), reply[11].int.map(Timestamp.init(micros:)))
+    }
+
+    /// Applies what is due (any instance may run it at a deadline it knows).
+    package func tick() async throws(QueueError) {
+        _ = try await run("tick", [])
+    }
+
+    // MARK: - Calls
+
+    /// Runs `operation`; reports the next deadline; maps refusals to `QueueError`.
+    /// `hold` is the hold the caller asked for (for the message of a too long one).
+    private func run(_ operation: String, _ arguments: [String], hold: Double? = nil) async throws(QueueError)
+        -> [RedisReply]
+    {
+        let reply: RedisReply
+        do {
+            reply = try await Self.script.run(
+                operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
+                on: connection)
+        } catch {
+            throw Self.error(error, hold: hold)
+        }
+        guard let items = reply.array, let next = items.first?.string else {
+            throw .backendUnavailable("unexpected reply to \(operation)")
+        }
+        onDeadline(Int64(next).map(Timestamp.init(micros:)))
+        return Array(items.dropFirst())
+    }
+
+    static func error(_ failure: ScriptFailure, hold: Double?) -> QueueError {
+        switch failure {
+        case .unavailable(let why), .redis(let why):
+            return .backendUnavailable(why)
+        case .refused(let code, let detail):
+            switch code {
+            case "gone": return .gone
+            case "not_found": return .notFound("visitor \"\(detail)\"")
+            case "not_granted":
+                return .notGranted(current: VisitorStatus(rawValue: detail) ?? .completed)
+            case "full": return .full(retryAfterSeconds: Int(detail) ?? 1)
+            case "invalid":
+                // Redis turns newlines in errors into spaces; field names hold none.
+                let parts = detail.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
+                return .invalid(field: String(parts[0]), message: parts.count > 1 ? String(parts[1]) : "")
+            case "hold_excess":
+                if let hold, let limit = Double(detail),
+                    let problem = QueueEngine.holdLimitProblem(hold, limit: limit)
+                {
+                    return problem
+                }
+                return .invalid(field: "hold_seconds", message: "too long for this queue")
+            default:
+                return .backendUnavailable("\(code) \(detail)")
+            }
+        }
+    }
+
+    // MARK: - Encoding
+
+    /// `QueueEngine.micros`: a positive duration is at least 1 µs.
+    static func micros(_ seconds: Double) -> Int64 {
+        seconds > 0 ? max(1, Timestamp.micros(fromSeconds: seconds)) : 0
+    }
+
+    /// Seconds as text Lua's `tonumber` reads back to the same double.
+    static func secondsText(_ seconds: Double) -> String { "\(seconds)" }
+
+    static func oppositesText(_ pairs: [[String]]) -> String {
+        jsonText(.array(pairs.map { .array($0.map(JSONValue.string)) }))
+    }
+
+    static func configArguments(_ c: QueueConfig) -> [String] {
+        [
+            String(c.capacity), String(c.maxWaiting), secondsText(c.holdSeconds), String(micros(c.holdSeconds)),
+            c.dedup.rawValue, oppositesText(c.opposites), String(c.history),
+        ]
+    }
+
+    static func problemArguments(_ problem: QueueError?) -> [String] {
+        guard case .invalid(let field, let message) = problem else { return ["", ""] }
+        return [field, message]
+    }
+
+    /// JSON text of a client's value, numbers exact (`JSONEncoder`).
+    static func jsonText(_ value: JSONValue) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        guard let data = try? encoder.encode(StoredJSON(value)) else { return "null" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    // MARK: - Decoding
+
+    /// capacity, max_waiting, hold_seconds, dedup, opposites, history.
+    static func config(_ fields: ArraySlice<RedisReply>) throws(QueueError) -> QueueConfig {
+        let f = fields.map { $0.string ?? "" }
+        guard f.count == 6, let capacity = Int(f[0]), let maxWaiting = Int(f[1]), let hold = Double(f[2]),
+            let dedup = DedupMode(rawValue: f[3]), let history = Int(f[5]),
+            case .array(let list) = try? JSONValue.parse(f[4])
+        else { throw .backendUnavailable("unexpected config") }
+        let opposites = list.map { pair -> [String] in
+            guard case .array(let items) = pair else { return [] }
+            return items.compactMap { if case .string(let s) = $0 { s } else { nil } }
+        }
+        return QueueConfig(
+            capacity: capacity, maxWaiting: maxWaiting, holdSeconds: hold, dedup: dedup, opposites: opposites,
+            history: history)
+    }
+
+    static func counts(_ fields: ArraySlice<RedisReply>) throws(QueueError) -> QueueCounts {
+        let n = fields.map { $0.int.map(Int.init) }
+        guard n.count == 11, n.allSatisfy({ $0 != nil }) else { throw .backendUnavailable("unexpected counts") }
+        var c = QueueCounts()
+        c.waiting = n[0]!
+        c.holding = n[1]!
+        c.delayed = n[2]!
+        c.enqueuedTotal = n[3]!
+        c.grantedTotal = n[4]!
+        c.completedTotal = n[5]!
+        c.releasedTotal = n[6]!
+        c.expiredTotal = n[7]!
+        c.cancelledTotal = n[8]!
+        c.mergedTotal = n[9]!
+        c.timedOutTotal = n[10]!
+        return c
+    }
+
+    func view(_ reply: RedisReply?) throws(QueueError) -> VisitorView {
+        guard let reply else { throw .backendUnavailable("missing visitor") }
+        return try decodedView(reply).view
+    }
+
+    func decodedView(_ reply: RedisReply) throws(QueueError) -> (view: VisitorView, seq: Int64?) {
+        guard case .bulk(let bytes) = reply, let view = Self.view(bytes, queue: keys.name) else {
+            throw .backendUnavailable("unexpected visitor")
+        }
+        return view
+    }
+
+    /// A view as `queue.lua` writes it (every number as text), and its line seq when waiting.
+    static func view(_ bytes: [UInt8], queue: String) -> (view: VisitorView, seq: Int64?)? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else { return nil }
+        return view(object, queue: queue)
+    }
+
+    static func view(_ object: [String: Any], queue: String) -> (view: VisitorView, seq: Int64?)? {
+        func text(_ name: String) -> String? { object[name] as? String }
+        func time(_ name: String) -> Timestamp? { text(name).flatMap { Int64($0) }.map(Timestamp.init(micros:)) }
+        guard let id = text("id"), let status = text("status").flatMap(VisitorStatus.init(rawValue:)),
+            let enqueuedAt = time("enqueued_at"), let priority = text("priority").flatMap({ Int($0) })
+        else { return nil }
+        var v = VisitorView(
+            id: id, queue: queue, key: text("key"), action: text("action"), priority: priority, status: status,
+            enqueuedAt: enqueuedAt)
+        if let payload = text("payload") {
+            guard let value = try? JSONValue.parse(payload) else { return nil }
+            v.payload = value
+        }
+        v.position = text("position").flatMap { Int($0) }
+        v.estimatedWaitSeconds = text("wait_micros").flatMap { Double($0) }.map { ($0 / 1000).rounded() / 1000 }
+        v.grantedAt = time("granted_at")
+        v.expiresAt = time("expires_at")
+        v.finishedAt = time("finished_at")
+        v.fence = text("fence").flatMap { Int64($0) }
+        v.mergedInto = text("merged_into")
+        v.cancelledWith = text("cancelled_with")
+        v.reason = text("reason")
+        return (v, text("seq").flatMap { Int64($0) })
+    }
+
+    /// Decodes a notice `queue.lua` published; nil for another kind's or a malformed one.
+    package static func decodeNotice(_ payload: [UInt8]) -> QueueNotice? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
+            object["kind"] as? String == "queue", let name = object["name"] as? String
+        else { return nil }
+        guard let time = (object["time"] as? String).flatMap({ Int64($0) }) else { return nil }
+        if object["deleted"] as? Bool == true {
+            return QueueNotice(
+                name: name, time: Timestamp(micros: time), changed: [], next: nil, deleted: true, updated: nil)
+        }
+        var changed: [VisitorView] = []
+        for case let text as String in object["changed"] as? [Any] ?? [] {
+            guard let decoded = view(Array(text.utf8), queue: name) else { return nil }
+            changed.append(decoded.view)
+        }
+        var updated: ConfigChanges?
+        if let before = object["config_before"] as? [String], let after = object["config"] as? [String] {
+            let b = try? config(before.map { RedisReply.bulk(Array($0.utf8)) }[...])
+            let a = try? config(after.map { RedisReply.bulk(Array($0.utf8)) }[...])
+            if let b, let a { updated = QueueConfig.changes(from: b, to: a) }
+        }
+        return QueueNotice(
+            name: name, time: Timestamp(micros: time), changed: changed,
+            next: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)), deleted: false,
+            updated: updated)
+    }
+}
+
+/// What one queue operation changed, as every instance hears it.
+package struct QueueNotice: Sendable {
+    package var name: String
+    /// The operation's time.
+    package var time: Timestamp
+    /// Each visitor whose status changed or who started waiting, in the engine's
+    /// `drainChanges` order, as it stands after the operation.
+    package var changed: [VisitorView]
+    /// The queue's next deadline, if any.
+    package var next: Timestamp?
+    /// The queue was deleted.
+    package var deleted: Bool
+    /// What a `PATCH` changed (possibly nothing); nil for other operations.
+    package var updated: ConfigChanges?
+}
+
+/// A client's JSON value for `JSONEncoder` (the wire's encoding lives in UsherAPI).
+struct StoredJSON: Encodable {
+    let value: JSONValue
+    init(_ value: JSONValue) { self.value = value }
+
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        switch value {
+        case .object(let members):
+            var container = encoder.container(keyedBy: Key.self)
+            for (name, member) in members { try container.encode(StoredJSON(member), forKey: Key(stringValue: name)) }
+        case .array(let elements):
+            var container = encoder.unkeyedContainer()
+            for element in elements { try container.encode(StoredJSON(element)) }
+        case .null:
+            var container = encoder.singleValueContainer()
+            try container.encodeNil()
+        case .bool(let b):
+            var container = encoder.singleValueContainer()
+            try container.encode(b)
+        case .int(let i):
+            var container = encoder.singleValueContainer()
+            try container.encode(i)
+        case .double(let d):
+            var container = encoder.singleValueContainer()
+            if d.isFinite { try container.encode(d) } else { try container.encodeNil() }
+        case .string(let s):
+            var container = encoder.singleValueContainer()
+            try container.encode(s)
+        }
+    }
+}
