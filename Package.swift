@@ -64,7 +64,7 @@ let package = Package(
         // Routes, JSON shapes, the error table, configuration (its `redis` block is RedisClient's).
         // The dashboard's page, script and style are compiled in (`PackageResources`): no files at run time.
         .target(
-            name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking", "RedisClient"],
+            name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking", "RedisClient", "UsherRedis"],
             resources: [
                 .embedInCode("Dashboard/dashboard.html"), .embedInCode("Dashboard/dashboard.js"),
                 .embedInCode("Dashboard/dashboard.css"),

@@ -29,7 +29,9 @@ protocol ConfiguredKind: ResourceAPI {
     /// The registry's resource as this kind's manager.
     static func manager(from resource: any ManagedResource) -> Manager?
     /// Creates the resource, or finds it with the same config (PUT and the config file share this).
-    static func creating(name: String, config: Config, in app: UsherApp) -> Pending<Created<Manager>, APIError>
+    static func creating(name: String, config: Config, backend: Backend, in app: UsherApp) -> Pending<
+        Created<Manager>, APIError
+    >
     static func readState(of manager: Manager, limit: Int, after cursor: Cursor?) -> Pending<State, Failure>
     static func applyPatch(_ patch: Patch, to manager: Manager) -> Pending<Void, Failure>
     /// The state as an answer, cut at `max_response_bytes`.
@@ -62,8 +64,14 @@ extension IsolatedKind {
         return resource as? Manager
     }
 
-    static func creating(name: String, config: Config, in app: UsherApp) -> Pending<Created<Manager>, APIError> {
+    static func creating(name: String, config: Config, backend: Backend, in app: UsherApp) -> Pending<
+        Created<Manager>, APIError
+    > {
         .now { () throws(APIError) in
+            guard backend == .memory else {
+                throw APIError.notImplemented(
+                    "\(kind.rawValue) are kept in memory only for now: leave out backend, or use \"memory\"")
+            }
             let (manager, created) = try create(name: name, config: config, in: app)
             return Created(manager: manager, created: created)
         }
@@ -126,12 +134,24 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
     private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let name = try call.name("name")
-        let config = try call.readBody { body throws(FieldError) in try Kind.parseConfig(&body, for: call) }
-        let pending = Kind.creating(name: name, config: config, in: call.app).flatMap { made in
+        let (config, backend) = try readConfig(call)
+        let pending = Kind.creating(name: name, config: config, backend: backend, in: call.app).flatMap { made in
             Kind.readState(of: made.manager, limit: Kind.defaultLimit, after: nil).mapError(Kind.apiError)
                 .map { (state: $0, created: made.created) }
         }
         return try call.answer(pending) { Kind.reply($0.state, call, status: $0.created ? 201 : 200) }
+    }
+
+    /// A `PUT` body: the kind's config, and `backend` (default `default_backend`).
+    private static func readConfig(_ call: Call) throws(APIError) -> (Kind.Config, Backend) {
+        let body = try call.bodyValue() ?? .object([])
+        do throws(FieldError) {
+            let (rest, backend) = try Backend.split(body, path: "", otherwise: call.app.config.defaultBackend)
+            var reader = try FieldReader(rest)
+            let config = try Kind.parseConfig(&reader, for: call)
+            try reader.finish()
+            return (config, backend)
+        } catch { throw APIError(error) }
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {

@@ -1,5 +1,6 @@
 import HTTPServer
 import UsherCore
+import UsherRedis
 
 extension VisitorQueue: ManagedResource {
     package nonisolated func summary() -> JSONValue {
@@ -67,7 +68,7 @@ enum QueueRoutes: ConfiguredKind {
         return DeclaredResource(kind: kind, name: name) { app in
             guard let queue = try? app.registry.lookup(.queues, name, as: VisitorQueue.self) else {
                 return .creating { () throws(APIError) in
-                    _ = try creating(name: name, config: wanted, in: app).readyValue()
+                    _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
                 }
             }
             let patch = QueuePatch(
@@ -102,10 +103,11 @@ enum QueueRoutes: ConfiguredKind {
     }
 
     /// Creates a queue (PUT and the config file share this).
-    static func creating(name: String, config: QueueConfig, in app: UsherApp) -> Pending<
+    static func creating(name: String, config: QueueConfig, backend: Backend, in app: UsherApp) -> Pending<
         Created<any QueueService>, APIError
     > {
-        .now { () throws(APIError) in
+        guard backend == .memory else { return creatingShared(name: name, config: config, in: app) }
+        return .now { () throws(APIError) in
             let (queue, created) = try app.registry.create(
                 .queues, name,
                 make: {
@@ -114,6 +116,62 @@ enum QueueRoutes: ConfiguredKind {
                 },
                 matches: { existing in existing.withIsolation { $0.config } == config })
             return Created(manager: queue, created: created)
+        }
+    }
+
+    /// Creates a queue in Redis, or finds the one there with the same config
+    /// (created through any instance).
+    private static func creatingShared(name: String, config: QueueConfig, in app: UsherApp) -> Pending<
+        Created<any QueueService>, APIError
+    > {
+        guard let redis = app.redis else {
+            return .ready(
+                .failure(
+                    .badRequest(
+                        "backend: \"redis\" needs a top-level redis block (or USHER_REDIS_URL)", field: "backend")))
+        }
+        if let existing = try? app.registry.resource(.queues, name) {
+            guard let queue = existing as? RedisQueue else { return .ready(.failure(.alreadyExists("queue", name))) }
+            return queue.readConfig().mapError(APIError.init).flatMap { current in
+                current == config
+                    ? .ready(.success(Created(manager: queue, created: false)))
+                    : .ready(.failure(.alreadyExists("queue", name)))
+            }
+        }
+        return .async { () async throws(APIError) -> Created<any QueueService> in
+            let indexed: Int
+            do throws(ScriptFailure) { indexed = try await redis.indexedCount() } catch {
+                throw .backendUnavailable("\(error)")
+            }
+            guard indexed < app.config.maxResources else {
+                throw APIError.tooMany(
+                    "too_many_resources", "Too many resources",
+                    "at most \(app.config.maxResources) resources may exist in Redis (max_resources)", retryAfter: nil)
+            }
+            let made = RedisQueue(name: name, backend: redis, events: app.events)
+            let (current, created): (QueueConfig, Bool)
+            do throws(QueueError) { (current, created) = try await made.create(config) } catch { throw APIError(error) }
+            if created {
+                do throws(ScriptFailure) { try await redis.announceCreated(kind: "queue", name: name) } catch {
+                    throw .backendUnavailable("\(error)")
+                }
+            }
+            guard let queue = app.registry.adopt(.queues, name, make: { made }) as? RedisQueue, current == config
+            else { throw APIError.alreadyExists("queue", name) }
+            return Created(manager: queue, created: created)
+        }
+    }
+
+    /// Brings a queue the config file keeps in Redis to its declared config.
+    static func declareShared(name: String, config: QueueConfig, in app: UsherApp) async throws(APIError) {
+        do throws(APIError) {
+            _ = try await creatingShared(name: name, config: config, in: app).value()
+        } catch  where error.code == "already_exists" {
+            guard let queue = try app.registry.resource(.queues, name) as? RedisQueue else { throw error }
+            let patch = QueuePatch(
+                capacity: config.capacity, maxWaiting: config.maxWaiting, holdSeconds: config.holdSeconds,
+                dedup: config.dedup, opposites: config.opposites, history: config.history)
+            do throws(QueueError) { _ = try await queue.applyPatch(patch).value() } catch { throw APIError(error) }
         }
     }
 
