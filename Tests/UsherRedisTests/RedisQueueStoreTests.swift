@@ -141,7 +141,7 @@ import Testing
             }
         }
         defer { subscriber.stop() }
-        try await waitUntil { await Self.subscribers(server) == 1 }
+        try await Self.waitUntil { await Self.subscribers(server) == 1 }
         let q = Self.store(server, clock)
         _ = try await q.create(QueueConfig(capacity: 1))
         _ = try await q.enqueue(VisitorRequest(id: "a"))
@@ -150,7 +150,7 @@ import Testing
         _ = try await q.apply(QueuePatch(capacity: 3, dedup: .off))
         #expect(try await q.delete())
         #expect(try await q.delete() == false)
-        try await waitUntil { notices.items.count == 5 }
+        try await Self.waitUntil { notices.items.count == 5 }
         let got = notices.items
         #expect(got.map { $0.changed.map(\.id) } == [["a"], ["b"], ["a", "b"], [], []])
         #expect(got[1].changed[0].status == .waiting && got[1].changed[0].enqueuedAt == got[1].time)
@@ -216,7 +216,7 @@ import Testing
         return reply?.array?.last?.int ?? 0
     }
 
-    func waitUntil(_ condition: () async -> Bool) async throws {
+    static func waitUntil(_ condition: () async -> Bool) async throws {
         for _ in 0..<500 {
             if await condition() { return }
             try await Task.sleep(for: .milliseconds(10))

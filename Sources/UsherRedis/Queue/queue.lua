@@ -93,7 +93,8 @@ local function note(id)
 end
 local touched = false
 
-local function incr(field, by) redis.call('HINCRBY', K_META, field, by or 1) end
+-- (+ 0 turns -0, which HINCRBY refuses, into 0.)
+local function incr(field, by) redis.call('HINCRBY', K_META, field, int_text((by or 1) + 0)) end
 
 local function next_counter(field)
   return redis.call('HINCRBY', K_META, field, 1) - 1
