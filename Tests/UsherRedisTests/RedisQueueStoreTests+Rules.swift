@@ -205,6 +205,21 @@ extension RedisQueueStoreTests {
         #expect(try await closed.waitingIDs(at: 3) == ["d3", "d1", "d2"])
     }
 
+    /// The memory engine (on main) gets this wrong: d2 reuses d0's forgotten
+    /// slot, and d0's stale heap entry (same delay end, earlier order) lets
+    /// d2 in ahead of d1. Found by the differential test (seed 26).
+    @Test func delaysEndingTogetherKeepArrivalOrderWhateverWasRemoved() async throws {
+        let q = try await Line(QueueConfig(capacity: 1, holdSeconds: 10, history: 0))
+        try await q.add("h", hold: 1)
+        try await q.add("d0", delay: 3)
+        try await q.add("d1", delay: 3)
+        _ = try await q.store.remove(id: "d0")
+        try await q.add("d2", delay: 3)
+        q.at(3)
+        let state = try await q.store.state(limit: 10)
+        #expect(state.holding.map(\.id) + state.waiting.map(\.id) == ["d1", "d2"])
+    }
+
     @Test func maxWaitingCountsDelayedButNotGrantsMergesOrCancels() async throws {
         let q = try await Line(QueueConfig(maxWaiting: 2, holdSeconds: 20, opposites: [["like", "unlike"]]))
         try await q.add("holder")
