@@ -234,5 +234,8 @@ struct DifferentialRun {
             #expect(expected.map(\.status) == got.map(\.status))
             #expect(expected.map(\.position) == got.map(\.position))
         }
+        var waits = WaitHistogram()
+        for notice in notices.items { for wait in notice.grantWaits { waits.observe(micros: wait) } }
+        #expect(waits == engine.waitHistogram && waits.count > 30)
     }
 }

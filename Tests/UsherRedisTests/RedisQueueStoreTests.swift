@@ -156,9 +156,42 @@ import Testing
         #expect(got[1].changed[0].status == .waiting && got[1].changed[0].enqueuedAt == got[1].time)
         #expect(got[2].changed.map(\.status) == [.completed, .granted])
         #expect(got[2].next == Timestamp(micros: Self.start.micros + 30_000_000))
+        #expect(got[0].grantWaits == [0] && got[1].grantWaits.isEmpty && got[2].grantWaits == [0])
         #expect(got[3].updated?.fields.map(\.field) == ["capacity", "dedup"])
         #expect(got[4].deleted && got[4].name == "q")
         await #expect(throws: QueueError.gone) { try await q.visitor(id: "a") }
+    }
+
+    @Test func aTickAppliesWhatIsDueOnceAndThenFindsNothing() async throws {
+        let server = try await RedisServer()
+        let clock = ManualClock(start: Self.start)
+        let notices = Recorder<QueueNotice>()
+        let subscriber = try RedisSubscriber(
+            endpoint: server.endpoint, connectTimeoutSeconds: 1, channels: ["usher:notices"]
+        ) { event in
+            if case .message(_, let payload) = event, let n = RedisQueueStore.decodeNotice(payload) {
+                notices.append(n)
+            }
+        }
+        defer { subscriber.stop() }
+        try await Self.waitUntil { await Self.subscribers(server) == 1 }
+        let deadlines = Recorder<Timestamp?>()
+        let q = Self.store(server, clock, deadlines: deadlines)
+        _ = try await q.create(QueueConfig(capacity: 1, holdSeconds: 5))
+        _ = try await q.enqueue(VisitorRequest(id: "a"))
+        clock.advance(by: 1)
+        _ = try await q.enqueue(VisitorRequest(id: "b"))
+        clock.advance(by: 10)
+        try await q.tick()
+        try await q.tick()
+        try await Self.waitUntil { notices.items.count == 3 }
+        try await Task.sleep(for: .milliseconds(50))
+        let tick = notices.items[2]
+        #expect(notices.items.count == 3)
+        #expect(tick.changed.map(\.id) == ["a", "b"])
+        #expect(tick.changed.map(\.status) == [.expired, .granted] && tick.grantWaits == [10_000_000])
+        #expect(tick.next == Timestamp(micros: Self.start.micros + 16_000_000))
+        #expect(deadlines.items.suffix(2) == [tick.next, tick.next])
     }
 
     @Test func everyKeySharesOneSlotAndDeleteRemovesThemAll() async throws {

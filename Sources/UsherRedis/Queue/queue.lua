@@ -92,6 +92,8 @@ local function note(id)
   end
 end
 local touched = false
+-- µs each visitor granted by this operation waited in the line (the wait histogram).
+local waits = {}
 
 -- (+ 0 turns -0, which HINCRBY refuses, into 0.)
 local function incr(field, by) redis.call('HINCRBY', K_META, field, int_text((by or 1) + 0)) end
@@ -286,6 +288,7 @@ local function grant_free()
     if not id then return end
     local r = rec_get(id)
     unlink_waiting(r)
+    waits[#waits + 1] = int_text(NOW - num(r.dl))  -- while waiting, dl is the line entry
     r.st = 'granted'
     r.gat = int_text(NOW)
     local fence = next_after_time(K_META, 'fence')
@@ -410,7 +413,7 @@ local function publish_changes(extra)
   if #changed == 0 and not touched and not extra then return end
   local views = {}
   for i, id in ipairs(changed) do views[i] = view(cache[id]) end
-  local notice = { kind = 'queue', name = ARGV[4], time = int_text(NOW), changed = views }
+  local notice = { kind = 'queue', name = ARGV[4], time = int_text(NOW), changed = views, waits = waits }
   local nd = next_deadline()
   if nd ~= '' then notice.next = nd end
   if extra then
@@ -418,6 +421,7 @@ local function publish_changes(extra)
   end
   -- cjson writes an empty table as {}: the list of views must stay a list.
   if #views == 0 then notice.changed = nil end
+  if #waits == 0 then notice.waits = nil end
   publish(notice)
 end
 
