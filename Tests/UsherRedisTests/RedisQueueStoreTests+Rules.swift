@@ -297,6 +297,20 @@ extension RedisQueueStoreTests {
         #expect(next.holding.map(\.id) == ["v1"] && next.more)
     }
 
+    @Test func arrivalNumbersStartAgainBeforeTheyOverflowTheScore() async throws {
+        let q = try await Line(QueueConfig(capacity: 0))
+        try await q.add("a", priority: 1)
+        try await q.add("b")
+        _ = try await q.server.connection().command(["HSET", "usher:{queue:q}:meta", "seq", "4294967295"])
+        try await q.add("c", priority: 1)  // the last number below 2^32
+        try await q.add("d", priority: -1)  // renumbers a, b, c as 0, 1, 2; d is 3
+        try await q.add("e", priority: 1)
+        let state = try await q.store.state(limit: 10)
+        #expect(state.waiting.map(\.id) == ["a", "c", "e", "b", "d"])
+        #expect(
+            state.cursors == [1, 1, 1, 0, -1].enumerated().map { .waiting(priority: $1, seq: [0, 2, 4, 1, 3][$0]) })
+    }
+
     // MARK: - Try-acquire, hang-ups, undelivered grants
 
     @Test func timeOutAndDisconnectCancelWaitingAndDelayedVisitorsOnly() async throws {

@@ -112,7 +112,23 @@ local function wait_score(r)
   return (PRIORITY_BIAS - num(r.pri)) * SEQ_SPAN + num(r.seq)
 end
 
+-- Numbers the waiting visitors 0, 1, … in arrival order again, when arrival
+-- numbers would reach SEQ_SPAN (and break the `wait` score): once every 2^32
+-- arrivals, O(n log n). Cursors into the line from before skip or repeat.
+local function renumber_line()
+  local ids = redis.call('ZRANGE', K_ARR, 0, -1)
+  for i, id in ipairs(ids) do
+    local r = rec_get(id)
+    r.seq = int_text(i - 1)
+    redis.call('ZADD', K_ARR, i - 1, id)
+    redis.call('ZADD', K_WAIT, (PRIORITY_BIAS - num(r.pri)) * SEQ_SPAN + i - 1, id)
+    rec_put(r)
+  end
+  redis.call('HSET', K_META, 'seq', int_text(#ids))
+end
+
 local function link_waiting(r)
+  if num(redis.call('HGET', K_META, 'seq')) >= SEQ_SPAN then renumber_line() end
   local seq = next_counter('seq')
   r.seq = int_text(seq)
   redis.call('ZADD', K_WAIT, wait_score(r), r.id)
