@@ -10,6 +10,11 @@ local K_META, K_WAIT, K_ARR, K_HOLD, K_EXP, K_DELAYED, K_VIS, K_LK, K_LP, K_FIN,
 -- delayed: "<dseq %016>:<id>" by delay end. vis: id -> record (cjson, numbers as text).
 -- lk: key -> most recent waiting id with it; lp: key+action -> the same.
 -- fin: finished ids in finish order. holds: the last 100 finished holds in µs.
+-- A record (VisitorRecord): id, key, action, payload (JSON text), pri, st
+-- (status), rs (reason), enq, gat, dl (VisitorRecord.deadline), fat, fence,
+-- hold (µs asked for, -1 none), seq (arrival number while waiting), dm (its
+-- `delayed` member), kp/kn and pp/pn (the key and key+action chains), rel
+-- (merged_into or cancelled_with).
 
 local PRIORITY_BIAS = 1000000
 local SEQ_SPAN = 4294967296
@@ -91,6 +96,7 @@ local function note(id)
     changed[#changed + 1] = id
   end
 end
+-- A deadline moved without any status changing (an extend): tell it too.
 local touched = false
 -- µs each visitor granted by this operation waited in the line (the wait histogram).
 local waits = {}
