@@ -12,8 +12,9 @@
 #
 # The build stage compiles a release binary with the Swift runtime and
 # Foundation linked in statically (--static-swift-stdlib), so the runtime stage
-# needs only libmicrohttpd12 and what it pulls in (gnutls and friends; libc,
-# libstdc++ and libgcc_s are already in debian:bookworm-slim). Package.swift
+# needs only libmicrohttpd12 and what it pulls in (gnutls and friends) and
+# libhiredis0.14 (bookworm's hiredis, for the Redis backend); libc, libstdc++
+# and libgcc_s are already in debian:bookworm-slim. Package.swift
 # links it with the toolchain's lld and packed relative relocations (DT_RELR),
 # which need glibc >= 2.36: bookworm's is 2.36.
 # scripts/container-check proves the runtime stage without a Docker engine.
@@ -24,7 +25,7 @@ ARG SWIFT_IMAGE=swift:6.3-bookworm
 FROM ${SWIFT_IMAGE} AS build
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \
- && apt-get install -y -q libmicrohttpd-dev pkg-config \
+ && apt-get install -y -q libmicrohttpd-dev libhiredis-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
 # Every target the manifest names must exist, even those not built here.
@@ -38,7 +39,7 @@ RUN swift build -c release --static-swift-stdlib --product usher \
 FROM debian:bookworm-slim
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \
- && apt-get install -y -q --no-install-recommends libmicrohttpd12 \
+ && apt-get install -y -q --no-install-recommends libmicrohttpd12 libhiredis0.14 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 10001 usher \
  && useradd --uid 10001 --gid 10001 --no-log-init --home-dir /app --no-create-home --shell /usr/sbin/nologin usher

@@ -61,10 +61,10 @@ let package = Package(
             resources: [.embedInCode("Support/common.lua"), .embedInCode("Queue/queue.lua")]),
         // The managers (actors) and their value-type engines. No HTTP, no C.
         .target(name: "UsherCore", dependencies: ["Locking"], exclude: ["Concurrency/README.md"]),
-        // Routes, JSON shapes, the error table, configuration.
+        // Routes, JSON shapes, the error table, configuration (its `redis` block is RedisClient's).
         // The dashboard's page, script and style are compiled in (`PackageResources`): no files at run time.
         .target(
-            name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking"],
+            name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking", "RedisClient", "UsherRedis"],
             resources: [
                 .embedInCode("Dashboard/dashboard.html"), .embedInCode("Dashboard/dashboard.js"),
                 .embedInCode("Dashboard/dashboard.css"),
@@ -91,6 +91,7 @@ let package = Package(
             name: "UsherRedisTests", dependencies: ["UsherRedis", "RedisClient", "UsherCore", "RedisTestServer"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient", "Locking"]),
         .testTarget(
-            name: "UsherAPITests", dependencies: ["UsherAPI", "HTTPServer", "UsherCore", "HTTPTestClient", "Locking"]),
+            name: "UsherAPITests",
+            dependencies: ["UsherAPI", "HTTPServer", "UsherCore", "RedisClient", "HTTPTestClient", "Locking"]),
     ]
 )

@@ -13,7 +13,8 @@ let usage = """
            usher health URL               exit 0 when GET URL/readyz answers 200 within 3 s, else 1
                                           (URL like http://127.0.0.1:8080; for container health checks)
            usher --version | --help
-    environment: USHER_CONFIG, USHER_HOST, USHER_PORT, USHER_TOKEN, USHER_LOG_LEVEL, USHER_CONNECTION_MEMORY_BYTES
+    environment: USHER_CONFIG, USHER_HOST, USHER_PORT, USHER_TOKEN, USHER_LOG_LEVEL, USHER_CONNECTION_MEMORY_BYTES,
+                 USHER_REDIS_URL
 
     """
 

@@ -49,6 +49,15 @@ import Testing
         ("array", "[1]", "must hold a JSON object"),
         ("syntax", "{\n \"port\": 80\n \"host\": \"::1\"}", "line 3, column 2"),
         ("tiny", #"{"queues": {"q": {"hold_seconds": 1e-9}}}"#, "queues.q.hold_seconds"),
+        (
+            "redis", #"{"queues": {"deploys": {"capacity": 1, "backend": "redis"}}}"#,
+            #"queues.deploys.backend: "redis" needs a top-level redis block (or USHER_REDIS_URL)"#
+        ),
+        ("backend", #"{"machines": {"m": {"backend": "disk"}}}"#, #"machines.m.backend: must be "memory" or "redis""#),
+        (
+            "rediss", #"{"redis": {"url": "rediss://cache:6379"}}"#,
+            "redis.url: invalid Redis configuration: rediss:// (TLS) is not supported"
+        ),
     ]
 
     @Test func sharedLoadRejectsWhatStartUpRejects() throws {
@@ -91,6 +100,83 @@ import Testing
         #expect(status == 0)
         #expect(output == "config ok: \(good.path)\n")
         #expect(try run(["--help"]).1.contains("usher [serve]"))
+    }
+
+    /// A loopback port that listens and never accepts: any connection made
+    /// to it waits in the backlog, where `connected()` finds it.
+    private final class Listener {
+        let fd: Int32
+        let port: Int
+        init() throws {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+                }
+            }
+            guard bound, listen(fd, 16) == 0, fcntl(fd, F_SETFL, O_NONBLOCK) == 0 else {
+                close(fd)
+                throw CocoaError(.fileReadUnknown)
+            }
+            self.fd = fd
+            port = Int(UInt16(bigEndian: address.sin_port))
+        }
+        deinit { close(fd) }
+
+        /// Whether anybody has connected.
+        func connected() -> Bool {
+            let client = accept(fd, nil, nil)
+            if client >= 0 { close(client) }
+            return client >= 0
+        }
+    }
+
+    @Test(.enabled(if: ConfigCheckTests.built))
+    func checkConfigChecksRedisWithoutConnecting() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let redis = try Listener()
+        let url = "redis://:url-secret@127.0.0.1:\(redis.port)/1"
+        func check(_ text: String, _ environment: [String: String] = [:]) throws -> (Int32, String) {
+            let file = dir.appendingPathComponent("usher.json")
+            try Data(text.utf8).write(to: file)
+            return try run(["check-config", file.path], environment: environment)
+        }
+        let good = """
+            {"redis": {"url": "\(url)", "password_env": "REDIS_PW", "key_prefix": "app:"},
+             "default_backend": "redis", "queues": {"deploys": {"capacity": 1}, "local": {"backend": "memory"}},
+             "machines": {"m": {"definition": "player"}}}
+            """
+        let (status, output) = try check(good, ["REDIS_PW": "env-secret"])
+        #expect(status == 0, "\(output)")
+        #expect(output.hasPrefix("config ok: "))
+        // The environment's URL alone will do.
+        let (envStatus, envOutput) = try check(
+            #"{"queues": {"deploys": {"backend": "redis"}}}"#, ["USHER_REDIS_URL": url])
+        #expect(envStatus == 0, "\(envOutput)")
+        // Without the block, the error names the field; without the password, the variable.
+        let (bareStatus, bareOutput) = try check(#"{"queues": {"deploys": {"capacity": 1, "backend": "redis"}}}"#)
+        #expect(bareStatus == 2)
+        #expect(
+            bareOutput
+                == "usher: config error: queues.deploys.backend: \"redis\" needs a top-level redis block (or USHER_REDIS_URL)\n"
+        )
+        let (noPasswordStatus, noPasswordOutput) = try check(good)
+        #expect(noPasswordStatus == 2)
+        #expect(
+            noPasswordOutput.contains(
+                "redis.password_env: names the environment variable REDIS_PW, which is not set or empty"))
+        let (badURLStatus, badURLOutput) = try check(
+            good, ["REDIS_PW": "env-secret", "USHER_REDIS_URL": "rediss://:url-secret@h"])
+        #expect(badURLStatus == 2)
+        #expect(badURLOutput.contains("USHER_REDIS_URL: invalid Redis configuration: rediss://"))
+        #expect(!(output + envOutput + bareOutput + noPasswordOutput + badURLOutput).contains("secret"))
+        // Nothing above connected to the server the config names.
+        #expect(!redis.connected())
     }
 
     @Test func strictJSONInBodiesStoresNothing() throws {

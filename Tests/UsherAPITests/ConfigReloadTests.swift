@@ -35,7 +35,7 @@ import Testing
         let app = try UsherApp(config: try file.load(), logger: Logger(level: .error))
         let reloader = ConfigReloader(app: app)
         // Made through the API: never touched by a reload.
-        _ = try QueueRoutes.create(name: "api", config: QueueConfig(capacity: 7), in: app)
+        _ = try QueueRoutes.creating(name: "api", config: QueueConfig(capacity: 7), backend: .memory, in: app).readyValue()
         // A visitor in the queue that changes survives the change.
         let grows = try app.registry.lookup(.queues, "grows", as: VisitorQueue.self)
         _ = try grows.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(id: "v")) }
@@ -189,6 +189,80 @@ import Testing
         #expect(p.terminationStatus == 0)
     }
 
+    @Test func redisNeedsARestartAndABackendDoesNotChangeInPlace() throws {
+        let file = try ConfigFile()
+        try file.write(
+            #"{"redis": {"url": "redis://:first-secret@127.0.0.1:1"}, "queues": {"q": {"capacity": 1}, "r": {}}}"#)
+        let app = try UsherApp(config: try file.load(), logger: Logger(level: .error))
+        let reloader = ConfigReloader(app: app)
+        // r would move to redis (the new default): refused, and again on the next reload; q changes.
+        try file.write(
+            """
+            {"redis": {"url": "redis://:second-secret@127.0.0.1:1"}, "default_backend": "redis",
+             "queues": {"q": {"capacity": 2, "backend": "memory"}, "r": {}}}
+            """)
+        for round in 0..<2 {
+            let report = reloader.reload(file.load)
+            #expect(report.error == nil)
+            #expect(report.needsRestart == ["default_backend", "redis"])
+            #expect(report.failed == ["queues/r"])
+            #expect(report.changed == (round == 0 ? ["queues/q"] : []))
+        }
+        #expect(try app.registry.lookup(.queues, "q", as: VisitorQueue.self).withIsolation { $0.config.capacity } == 2)
+        // Back to memory: r is as it was, so nothing to do.
+        try file.write(
+            #"{"redis": {"url": "redis://:first-secret@127.0.0.1:1"}, "queues": {"q": {"capacity": 2}, "r": {}}}"#)
+        let back = reloader.reload(file.load)
+        #expect(back.failed + back.changed + back.created + back.deleted + back.needsRestart == [])
+        // Once deleted, a resource may come back with another backend (created anew).
+        try app.registry.remove(.queues, "r")
+        try file.write(
+            #"{"redis": {"url": "redis://:first-secret@127.0.0.1:1"}, "queues": {"q": {"capacity": 2}, "r": {"backend": "redis"}}}"#
+        )
+        let recreated = reloader.reload(file.load)
+        #expect(recreated.failed == [] && recreated.created == ["queues/r"])
+    }
+
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+    func sighupNamesARedisChangeWithoutItsPassword() throws {
+        let file = try ConfigFile()
+        try file.write(
+            #"{"redis": {"url": "redis://:url-secret-1@127.0.0.1:1", "password_env": "PW"}, "queues": {"q": {}}}"#)
+        let p = Process()
+        p.executableURL = CommandLineTests.binary
+        p.arguments = ["--config", file.url.path]
+        p.environment = ["USHER_PORT": "0", "USHER_LOG_LEVEL": "debug", "PW": "env-secret-0"]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        defer {
+            if p.isRunning {
+                p.terminate()
+                p.waitUntilExit()
+            }
+        }
+        let log = LogReader(out.fileHandleForReading)
+        #expect(log.next { $0["msg"] as? String == "listening" } != nil)
+        try file.write(
+            #"{"redis": {"url": "redis://:url-secret-2@127.0.0.1:1", "password_env": "PW"}, "queues": {"q": {}}}"#)
+        kill(p.processIdentifier, SIGHUP)
+        let restart = try #require(
+            log.next { $0["msg"] as? String == "config keys changed that need a restart; not applied" })
+        #expect(restart["keys"] as? [String] == ["redis"])
+        // A bad one: refused, naming the field, not the URL.
+        try file.write(#"{"redis": {"url": "redis://:url-secret-3@127.0.0.1:0"}}"#)
+        kill(p.processIdentifier, SIGHUP)
+        let refused = try #require(
+            log.next { $0["msg"] as? String == "config reload refused; the running config is kept" })
+        #expect((refused["detail"] as? String)?.hasPrefix("redis.url: ") == true)
+        p.terminate()
+        p.waitUntilExit()
+        let all = log.rest()
+        #expect(!all.contains("secret"), "\(all)")
+        #expect(p.terminationStatus == 0)
+    }
+
     @Test func aReloadKeepsAnOpenTransactionOrEndsItWithTheMachine() throws {
         let file = try ConfigFile()
         try file.write(#"{"machines": {"m": {"definition": "player"}, "n": {"definition": "player"}}}"#)
@@ -221,11 +295,15 @@ private final class LogReader {
     private var buffer = Data()
     init(_ handle: FileHandle) { self.handle = handle }
 
+    /// Every line read so far, those skipped included.
+    private(set) var seen = Data()
+
     /// The next line that `matches`, skipping others; nil at end of output.
     func next(_ matches: ([String: Any]) -> Bool) -> [String: Any]? {
         while true {
             while let newline = buffer.firstIndex(of: 0x0A) {
                 let line = buffer[buffer.startIndex..<newline]
+                seen.append(buffer[buffer.startIndex...newline])
                 buffer = Data(buffer[(newline + 1)...])
                 if let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any], matches(object) {
                     return object
@@ -235,5 +313,12 @@ private final class LogReader {
             if chunk.isEmpty { return nil }
             buffer.append(chunk)
         }
+    }
+
+    /// Everything written: the lines read so far and the rest, to the end of output.
+    func rest() -> String {
+        var all = seen + buffer
+        all.append(handle.readDataToEndOfFile())
+        return String(decoding: all, as: UTF8.self)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTestClient
 import Testing
 
+@testable import RedisClient
 @testable import UsherAPI
 @testable import UsherCore
 
@@ -80,6 +81,196 @@ import Testing
         #expect(Service.serverConfiguration(for: c).connectionMemoryLimit == 4096)
         #expect(throws: FieldError.self) { try c.applyEnvironment(["USHER_CONNECTION_MEMORY_BYTES": "100"]) }
         #expect(throws: FieldError.self) { try c.applyEnvironment(["USHER_CONNECTION_MEMORY_BYTES": "lots"]) }
+    }
+
+    /// A config as `load` reads it: the file's object, then the environment.
+    private func load(_ text: String, environment: [String: String] = [:]) throws(FieldError) -> UsherConfig {
+        var config: UsherConfig
+        do { config = try parse(text) } catch let e as FieldError { throw e } catch {
+            throw FieldError(field: "?", message: "\(error)")
+        }
+        try config.applyEnvironment(environment)
+        return config
+    }
+
+    /// The error `load` gives, or nil.
+    private func loadError(_ text: String, environment: [String: String] = [:]) -> FieldError? {
+        do throws(FieldError) { _ = try load(text, environment: environment) } catch { return error }
+        return nil
+    }
+
+    @Test func redisBlockIsReadWithItsDefaults() throws {
+        #expect(try load("{}").redis == nil)
+        let full = try #require(
+            try load(
+                #"{"redis": {"url": "redis://cache:6380/2", "connect_timeout_seconds": 0.5, "command_timeout_seconds": 1, "key_prefix": "app1:"}}"#
+            ).redis)
+        #expect(
+            full
+                == RedisSettings(
+                    url: "redis://cache:6380/2", connectTimeoutSeconds: 0.5, commandTimeoutSeconds: 1,
+                    keyPrefix: "app1:"))
+        let least = try #require(try load(#"{"redis": {"url": "redis://cache"}}"#).redis)
+        #expect(least.connectTimeoutSeconds == 2)
+        #expect(least.commandTimeoutSeconds == 2)
+        #expect(least.keyPrefix == "usher:")
+        #expect(least.password == nil)
+        #expect(try least.endpoint() == RedisEndpoint(host: "cache", port: 6379))
+        // A redis block alone changes no backend.
+        #expect(
+            try load(#"{"redis": {"url": "redis://cache"}, "queues": {"q": {}}}"#).declared[.queues]?[0].backend
+                == .memory)
+    }
+
+    @Test func redisURLFromTheEnvironment() throws {
+        let file = #"{"redis": {"url": "redis://file-host:6379", "key_prefix": "k:"}}"#
+        let overridden = try #require(try load(file, environment: ["USHER_REDIS_URL": "redis://env-host:7000/3"]).redis)
+        #expect(overridden.url == "redis://env-host:7000/3")
+        #expect(overridden.keyPrefix == "k:")
+        // Alone, it makes a redis block with the defaults.
+        let alone = try #require(try load("{}", environment: ["USHER_REDIS_URL": "redis://env-host"]).redis)
+        #expect(alone == RedisSettings(url: "redis://env-host"))
+        // Set but empty: as if unset.
+        #expect(try load(file, environment: ["USHER_REDIS_URL": ""]).redis?.url == "redis://file-host:6379")
+        #expect(try load("{}", environment: ["USHER_REDIS_URL": ""]).redis == nil)
+        let bad = loadError(file, environment: ["USHER_REDIS_URL": "rediss://user:hunter2@env-host"])
+        #expect(bad?.field == "USHER_REDIS_URL")
+        #expect(bad?.message.contains("rediss://") == true)
+        #expect(loadError("{}", environment: ["USHER_REDIS_URL": "http://env-host"])?.field == "USHER_REDIS_URL")
+    }
+
+    @Test func passwordComesFromPasswordEnv() throws {
+        let file = #"{"redis": {"url": "redis://:in-url@cache", "password_env": "CACHE_PASSWORD"}}"#
+        let redis = try #require(try load(file, environment: ["CACHE_PASSWORD": "from-env"]).redis)
+        #expect(redis.passwordEnv == "CACHE_PASSWORD")
+        #expect(redis.password == "from-env")
+        #expect(try redis.endpoint().password == "from-env")
+        for environment in [[:], ["CACHE_PASSWORD": ""], ["OTHER": "x"]] {
+            let missing = try #require(loadError(file, environment: environment))
+            #expect(missing.field == "redis.password_env")
+            #expect(missing.message.contains("CACHE_PASSWORD"))
+            #expect(
+                missing.description
+                    == "redis.password_env: names the environment variable CACHE_PASSWORD, which is not set or empty")
+        }
+        // With USHER_REDIS_URL in place of the file's URL, the password is still read.
+        let both = try load(
+            file, environment: ["CACHE_PASSWORD": "from-env", "USHER_REDIS_URL": "redis://other"])
+        #expect(try both.redis?.endpoint() == RedisEndpoint(host: "other", password: "from-env"))
+        #expect(try load(#"{"redis": {"url": "redis://:in-url@cache"}}"#).redis?.endpoint().password == "in-url")
+    }
+
+    @Test func backendsAreTakenOutOfTheDeclarations() throws {
+        let text = """
+            {"redis": {"url": "redis://cache"},
+             "queues": {"mem": {"capacity": 1, "backend": "memory"}, "shared": {"capacity": 2, "backend": "redis"},
+                        "plain": {"capacity": 3}, "empty": null},
+             "machines": {"m": {"definition": "player", "backend": "redis"}, "n": {"definition": "player"}},
+             "pools": {"p": {"backend": "redis", "elements": ["a"]}}}
+            """
+        let c = try load(text)
+        #expect(c.defaultBackend == .memory)
+        let queues = try #require(c.declared[.queues])
+        // By name: Foundation's parser hands members over sorted.
+        #expect(queues.map(\.name) == ["empty", "mem", "plain", "shared"])
+        #expect(queues.map(\.backend) == [.memory, .memory, .memory, .redis])
+        #expect(
+            queues.map(\.config) == [
+                .object([]), try JSONValue.parse(#"{"capacity": 1}"#), try JSONValue.parse(#"{"capacity": 3}"#),
+                try JSONValue.parse(#"{"capacity": 2}"#),
+            ])
+        #expect(c.declared[.machines]?.map(\.backend) == [.redis, .memory])
+        #expect(c.declared[.machines]?[0].config == (try JSONValue.parse(#"{"definition": "player"}"#)))
+        #expect(c.declared[.pools]?[0].config == (try JSONValue.parse(#"{"elements": ["a"]}"#)))
+        // Each kind's reader, which refuses unknown members, accepts what is handed on.
+        let app = try UsherApp(config: c, logger: Logger(level: .error))
+        #expect(app.registry.list(.queues).count == 4)
+        #expect(app.registry.list(.machines).count == 2)
+    }
+
+    @Test func defaultBackendFillsInWhatIsNotNamed() throws {
+        let c = try load(
+            """
+            {"redis": {"url": "redis://cache"}, "default_backend": "redis",
+             "queues": {"a": {}, "b": {"backend": "memory"}, "c": {"backend": null}},
+             "windows": {"w": {}}, "pipelines": {"l": {}}, "machines": {"m": {}}}
+            """)
+        #expect(c.defaultBackend == .redis)
+        #expect(c.declared[.queues]?.map(\.backend) == [.redis, .memory, .redis])
+        #expect(c.declared[.windows]?[0].backend == .redis)
+        #expect(c.declared[.pipelines]?[0].backend == .redis)
+        #expect(c.declared[.machines]?[0].backend == .redis)
+        #expect(try load(#"{"default_backend": "memory"}"#).defaultBackend == .memory)
+    }
+
+    @Test func redisBackendNeedsARedisBlock() throws {
+        let suffix = #": "redis" needs a top-level redis block (or USHER_REDIS_URL)"#
+        #expect(
+            loadError(#"{"queues": {"deploys": {"capacity": 1, "backend": "redis"}}}"#)?.description
+                == "queues.deploys.backend" + suffix)
+        #expect(loadError(#"{"default_backend": "redis"}"#)?.description == "default_backend" + suffix)
+        #expect(
+            loadError(#"{"default_backend": "redis", "queues": {"q": {}}}"#)?.description == "default_backend" + suffix)
+        #expect(loadError(#"{"machines": {"m": {"backend": "redis"}}}"#)?.field == "machines.m.backend")
+        #expect(loadError(#"{"pipelines": {"a": {}, "b": {"backend": "redis"}}}"#)?.field == "pipelines.b.backend")
+        // USHER_REDIS_URL is as good as a block.
+        let env = ["USHER_REDIS_URL": "redis://127.0.0.1:6390"]
+        #expect(loadError(#"{"default_backend": "redis", "queues": {"q": {}}}"#, environment: env) == nil)
+        #expect(loadError(#"{"queues": {"q": {"backend": "redis"}}}"#, environment: env) == nil)
+        // Memory everywhere needs no block.
+        #expect(loadError(#"{"default_backend": "memory", "queues": {"q": {"backend": "memory"}}}"#) == nil)
+    }
+
+    @Test func badBackendAndRedisValuesNameTheField() {
+        let allowed = #"must be "memory" or "redis""#
+        #expect(loadError(#"{"queues": {"q": {"backend": "disk"}}}"#)?.description == "queues.q.backend: " + allowed)
+        #expect(loadError(#"{"windows": {"w": {"backend": 1}}}"#)?.description == "windows.w.backend: " + allowed)
+        #expect(loadError(#"{"machines": {"m": {"backend": "Redis"}}}"#)?.field == "machines.m.backend")
+        #expect(loadError(#"{"default_backend": "disk"}"#)?.description == "default_backend: " + allowed)
+        #expect(loadError(#"{"redis": "redis://cache"}"#)?.field == "redis")
+        #expect(loadError(#"{"redis": {}}"#)?.description == "redis.url: is required")
+        #expect(loadError(#"{"redis": {"url": "rediss://cache"}}"#)?.field == "redis.url")
+        #expect(loadError(#"{"redis": {"url": "redis://cache:0"}}"#)?.field == "redis.url")
+        #expect(loadError(#"{"redis": {"url": "redis://cache", "pasword_env": "X"}}"#)?.field == "redis.pasword_env")
+        #expect(loadError(#"{"redis": {"url": "redis://c", "password_env": ""}}"#)?.field == "redis.password_env")
+        #expect(loadError(#"{"redis": {"url": "redis://c", "key_prefix": 5}}"#)?.field == "redis.key_prefix")
+        #expect(
+            loadError(#"{"redis": {"url": "redis://c", "command_timeout_seconds": 0}}"#)?.field
+                == "redis.command_timeout_seconds")
+        #expect(
+            loadError(#"{"redis": {"url": "redis://c", "connect_timeout_seconds": "2"}}"#)?.field
+                == "redis.connect_timeout_seconds")
+    }
+
+    @Test func thePasswordIsNeverInAnError() {
+        let secret = "s3cr3t-Pa55"
+        let env = ["CACHE_PASSWORD": secret]
+        let cases: [(text: String, environment: [String: String])] = [
+            (#"{"redis": {"url": "redis://u:\#(secret)@cache:99999"}}"#, [:]),
+            (#"{"redis": {"url": "rediss://u:\#(secret)@cache"}}"#, [:]),
+            (#"{"redis": {"url": "redis://u:\#(secret)@cache/db"}}"#, [:]),
+            (#"{"redis": {"url": "redis://u:\#(secret)"}}"#, [:]),
+            (#"{"redis": {"url": "redis://u:\#(secret)@[::1"}}"#, [:]),
+            (#"{"redis": {"url": "redis://\#(secret)@cache"}}"#, [:]),
+            ("{}", ["USHER_REDIS_URL": "rediss://:\(secret)@cache"]),
+            ("{}", ["USHER_REDIS_URL": "redis://:\(secret)@cache:port"]),
+            ("{}", ["USHER_REDIS_URL": "http://:\(secret)@cache"]),
+            (
+                #"{"redis": {"url": "redis://c", "password_env": "CACHE_PASSWORD"}, "queues": {"q": {"backend": "x"}}}"#,
+                env
+            ),
+            (#"{"redis": {"url": "redis://c", "password_env": "CACHE_PASSWORD"}, "port": -1}"#, env),
+            (
+                #"{"redis": {"url": "redis://c", "password_env": "CACHE_PASSWORD"}}"#,
+                ["USHER_PORT": "x"].merging(env) { a, _ in a }
+            ),
+        ]
+        for (text, environment) in cases {
+            let error = loadError(text, environment: environment)
+            #expect(error != nil, "\(text) \(environment)")
+            #expect(error?.description.contains(secret) == false, "\(error?.description ?? "")")
+            #expect(error?.description.contains("Pa55") == false)
+        }
     }
 
     @Test func shippedConfigIsValid() throws {

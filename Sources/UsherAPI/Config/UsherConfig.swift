@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import RedisClient
 import UsherCore
 
 /// The whole configuration: the config file's keys (SPEC §1 "Config file"),
@@ -60,10 +61,18 @@ package struct UsherConfig: Sendable {
     var maxMachineTransactionSeconds = 3600.0
     /// Machine definitions by name; `player` is built in (the config may replace it).
     package var definitions: [String: MachineDefinition] = ["player": .player]
-    /// Resources created at start-up: per kind, `(name, config)` in the order
-    /// given. Each kind's routes read its config (`ResourceAPI.createDeclared`),
-    /// so a bad one still stops start-up before the port is bound.
-    package var declared: [ResourceKind: [(name: String, config: JSONValue)]] = [:]
+    /// Resources created at start-up: per kind, `(name, config, backend)` by
+    /// name; `config` is the declaration without its `backend`
+    /// member, `backend` that member or `defaultBackend`. Each kind's routes
+    /// read its config (`ResourceAPI.createDeclared`), so a bad one still
+    /// stops start-up before the port is bound.
+    package var declared: [ResourceKind: [(name: String, config: JSONValue, backend: Backend)]] = [:]
+    /// The Redis server shared state lives in (`redis`; `USHER_REDIS_URL`
+    /// overrides its URL, or alone makes one with the defaults), with the
+    /// password read from `password_env`. Default none.
+    package var redis: RedisSettings?
+    /// The backend of resources that name none, declared or PUT. Default memory.
+    package var defaultBackend = Backend.memory
     // Memory budget (docs/operations.md "Memory budget").
     /// Most bytes clients may store in all resources together (payloads,
     /// ids, keys, items, history, buffered events); a write beyond it is
@@ -80,13 +89,16 @@ package struct UsherConfig: Sendable {
     /// Log level (`USHER_LOG_LEVEL`): debug, info, warn or error. Default info.
     package var logLevel = LogLevel.info
     /// The file's members other than resources, as written: a reload
-    /// (SIGHUP) compares them to name the keys that need a restart.
+    /// (SIGHUP) compares them to name the keys that need a restart (`redis`
+    /// and `default_backend` among them). Only keys are reported, never values.
     var fileSettings: [(String, JSONValue)] = []
 
     package init() {}
 
     /// Reads a config object (usually the file's contents). Unknown keys and
-    /// bad values are errors naming the field.
+    /// bad values are errors naming the field. What depends on the environment
+    /// (the Redis password, whether a `redis` backend has a server) is read
+    /// and checked by `applyEnvironment`.
     package static func parse(_ value: JSONValue) throws(FieldError) -> UsherConfig {
         var config = UsherConfig()
         guard case .object(let members) = value else {
@@ -139,6 +151,8 @@ package struct UsherConfig: Sendable {
                 field: "machine_transaction_seconds",
                 message: "must be at most max_machine_transaction_seconds (\(config.maxMachineTransactionSeconds))")
         }
+        if let v = r.value("default_backend") { config.defaultBackend = try Backend.parse(v, field: "default_backend") }
+        if let v = r.value("redis") { config.redis = try RedisSettings(json: v, path: "redis") }
         if var definitions = try r.object("definitions") {
             for name in definitions.keys {
                 let path = definitions.fieldPath(name)
@@ -159,7 +173,9 @@ package struct UsherConfig: Sendable {
                 guard Names.isValid(name) else {
                     throw FieldError(field: path, message: "is not a valid name (^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$)")
                 }
-                config.declared[kind, default: []].append((name, resources.value(name) ?? .object([])))
+                let (resource, backend) = try Backend.split(
+                    resources.value(name) ?? .object([]), path: path, otherwise: config.defaultBackend)
+                config.declared[kind, default: []].append((name, resource, backend))
             }
             try resources.finish()
         }
@@ -203,8 +219,10 @@ package struct UsherConfig: Sendable {
     /// few ordinary headers would not fit.
     static let connectionMemoryRange = 4096...(1 << 20)
 
-    /// Applies `USHER_HOST`, `USHER_PORT`, `USHER_TOKEN`, `USHER_LOG_LEVEL`
-    /// and `USHER_CONNECTION_MEMORY_BYTES`.
+    /// Applies `USHER_HOST`, `USHER_PORT`, `USHER_TOKEN`, `USHER_LOG_LEVEL`,
+    /// `USHER_CONNECTION_MEMORY_BYTES` and `USHER_REDIS_URL`, reads the Redis
+    /// password from `password_env`, then checks that a `redis` backend has a
+    /// server to use.
     mutating func applyEnvironment(_ environment: [String: String]) throws(FieldError) {
         if let host = environment["USHER_HOST"], !host.isEmpty {
             try Self.checkHost(host, field: "USHER_HOST")
@@ -229,6 +247,41 @@ package struct UsherConfig: Sendable {
                 throw FieldError(field: "USHER_LOG_LEVEL", message: "must be debug, info, warn or error")
             }
             logLevel = l
+        }
+        try applyRedisEnvironment(environment)
+        try checkBackends()
+    }
+
+    /// `USHER_REDIS_URL` replaces `redis.url`, or alone makes a `redis` block
+    /// with the defaults; `password_env` names the variable that holds the
+    /// password. Messages never hold the URL or the password.
+    private mutating func applyRedisEnvironment(_ environment: [String: String]) throws(FieldError) {
+        if let url = environment["USHER_REDIS_URL"], !url.isEmpty {
+            do { _ = try RedisEndpoint(url: url) } catch {
+                throw FieldError(field: "USHER_REDIS_URL", message: error.description)
+            }
+            if redis == nil { redis = RedisSettings(url: url) } else { redis?.url = url }
+        }
+        if let name = redis?.passwordEnv {
+            guard let password = environment[name], !password.isEmpty else {
+                throw FieldError(
+                    field: "redis.password_env",
+                    message: "names the environment variable \(name), which is not set or empty")
+            }
+            redis?.password = password
+        }
+    }
+
+    /// A `redis` backend, by default or for a declared resource, needs a
+    /// `redis` block (or `USHER_REDIS_URL`); the error names the field.
+    private func checkBackends() throws(FieldError) {
+        guard redis == nil else { return }
+        let message = "\"redis\" needs a top-level redis block (or USHER_REDIS_URL)"
+        if defaultBackend == .redis { throw FieldError(field: "default_backend", message: message) }
+        for kind in ResourceKind.allCases {
+            for resource in declared[kind] ?? [] where resource.backend == .redis {
+                throw FieldError(field: "\(kind.rawValue).\(resource.name).backend", message: message)
+            }
         }
     }
 

@@ -16,6 +16,9 @@ package struct APIError: Error, Sendable {
     package var extra: [(String, JSONValue)] = []
     /// Extra response headers (e.g. `Retry-After`, `Allow`).
     package var headers: [(name: String, value: String)] = []
+    /// For a 404 of a resource this process does not know: its kind and name,
+    /// so that it can be looked up in Redis once before the 404 stands.
+    var unknownResource: (kind: ResourceKind, name: String)?
 
     package init(
         status: Int, code: String, title: String, detail: String,

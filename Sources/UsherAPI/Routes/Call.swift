@@ -170,3 +170,16 @@ package enum Reply {
     /// 204 with no body.
     static func noContent() -> HTTPResponse { HTTPResponse(status: 204) }
 }
+
+extension Call {
+    /// Answers with `reply` of the value: at once when it is ready (no task,
+    /// the server thread answers), else once it is there, the connection parked.
+    func answer<T: Sendable>(_ pending: Pending<T, APIError>, _ reply: @escaping @Sendable (T) -> HTTPResponse)
+        throws(APIError) -> HTTPHandlerResult
+    {
+        switch pending {
+        case .ready(let result): return .respond(reply(try result.get()))
+        case .later(let work): return app.later { () async throws(APIError) in reply(try await work().get()) }
+        }
+    }
+}

@@ -7,7 +7,8 @@ import UsherCore
 /// Queues, windows, pools and pipelines share this one shape; machines, made
 /// from a definition and read with a version wait, have their own.
 protocol ConfiguredKind: ResourceAPI {
-    associatedtype Manager: ManagedResource & LockIsolatedActor
+    /// What the routes call: an actor in memory, or a service whose answers may come later.
+    associatedtype Manager: Sendable
     associatedtype Config: Sendable
     associatedtype Patch: Sendable
     associatedtype State: Sendable
@@ -25,13 +26,82 @@ protocol ConfiguredKind: ResourceAPI {
     /// A `cursor` this kind's pages answered, or nil.
     static func cursor(_ raw: String) -> Cursor?
 
+    /// The registry's resource as this kind's manager.
+    static func manager(from resource: any ManagedResource) -> Manager?
     /// Creates the resource, or finds it with the same config (PUT and the config file share this).
-    static func create(name: String, config: Config, in app: UsherApp) throws(APIError) -> (Manager, Bool)
-    static func state(of manager: isolated Manager, limit: Int, after cursor: Cursor?) throws(Failure) -> State
-    static func apply(_ patch: Patch, to manager: isolated Manager) throws(Failure)
+    static func creating(name: String, config: Config, backend: Backend, in app: UsherApp) -> Pending<
+        Created<Manager>, APIError
+    >
+    static func readState(of manager: Manager, limit: Int, after cursor: Cursor?) -> Pending<State, Failure>
+    static func applyPatch(_ patch: Patch, to manager: Manager) -> Pending<Void, Failure>
     /// The state as an answer, cut at `max_response_bytes`.
     static func reply(_ state: State, _ call: Call, status: Int) -> HTTPResponse
     static func apiError(_ error: Failure) -> APIError
+}
+
+/// A resource a `PUT` found or made.
+struct Created<Manager: Sendable>: Sendable {
+    let manager: Manager
+    /// False: one of that name and config existed.
+    let created: Bool
+}
+
+/// A kind whose manager is an actor in memory, reached synchronously through
+/// `withIsolation` (windows, pools, pipelines): its isolated operations are
+/// the `ConfiguredKind` ones, always ready at once.
+protocol IsolatedKind: ConfiguredKind where Manager: ManagedResource & LockIsolatedActor {
+    static func create(name: String, config: Config, in app: UsherApp) throws(APIError) -> (Manager, Bool)
+    static func state(of manager: isolated Manager, limit: Int, after cursor: Cursor?) throws(Failure) -> State
+    static func apply(_ patch: Patch, to manager: isolated Manager) throws(Failure)
+}
+
+extension IsolatedKind {
+    static func manager(from resource: any ManagedResource) -> Manager? {
+        // The exact class (always, in practice) without a dynamic cast.
+        if ObjectIdentifier(type(of: resource)) == ObjectIdentifier(Manager.self) {
+            return unsafeDowncast(resource, to: Manager.self)
+        }
+        return resource as? Manager
+    }
+
+    static func creating(name: String, config: Config, backend: Backend, in app: UsherApp) -> Pending<
+        Created<Manager>, APIError
+    > {
+        .now { () throws(APIError) in
+            guard backend == .memory else {
+                throw APIError.notImplemented(
+                    "\(kind.rawValue) are kept in memory only for now: leave out backend, or use \"memory\"")
+            }
+            let (manager, created) = try create(name: name, config: config, in: app)
+            return Created(manager: manager, created: created)
+        }
+    }
+
+    static func readState(of manager: Manager, limit: Int, after cursor: Cursor?) -> Pending<State, Failure> {
+        .now { () throws(Failure) in
+            try manager.withIsolation { m throws(Failure) in try state(of: m, limit: limit, after: cursor) }
+        }
+    }
+
+    static func applyPatch(_ patch: Patch, to manager: Manager) -> Pending<Void, Failure> {
+        .now { () throws(Failure) in try manager.withIsolation { m throws(Failure) in try apply(patch, to: m) } }
+    }
+
+    /// An isolated read of one object by id, as `readOne` takes it.
+    static func isolatedRead<T: Sendable>(
+        _ body: @escaping @Sendable (isolated Manager, String) throws(Failure) -> T
+    ) -> @Sendable (Manager, String) -> Pending<T, Failure> {
+        { manager, id in
+            .now { () throws(Failure) in try manager.withIsolation { m throws(Failure) in try body(m, id) } }
+        }
+    }
+
+    /// Runs a synchronous operation isolated to the resource, mapping its error.
+    static func run<T: Sendable>(
+        _ manager: Manager, _ body: (isolated Manager) throws(Failure) -> T
+    ) throws(APIError) -> T {
+        do throws(Failure) { return try manager.withIsolation(body) } catch { throw apiError(error) }
+    }
 }
 
 /// `GET /v1/{kind}`, and `PUT`, `GET`, `PATCH`, `DELETE /v1/{kind}/{name}`.
@@ -47,25 +117,41 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
 
     /// The resource the path names.
     static func manager(_ call: Call) throws(APIError) -> Kind.Manager {
-        try call.app.registry.lookup(Kind.kind, try call.name("name"), as: Kind.Manager.self)
+        let name = try call.name("name")
+        guard let manager = Kind.manager(from: try call.app.registry.resource(Kind.kind, name)) else {
+            throw APIError.notFound("\(Kind.kind.noun) \(name) not found")
+        }
+        return manager
     }
 
-    /// Runs a synchronous operation isolated to the resource, mapping its error.
-    static func run<T: Sendable>(
-        _ manager: Kind.Manager, _ body: (isolated Kind.Manager) throws(Kind.Failure) -> T
-    ) throws(APIError) -> T {
-        do throws(Kind.Failure) { return try manager.withIsolation(body) } catch { throw Kind.apiError(error) }
+    /// Answers with `reply` of the value, now or once it is there; a failure is the kind's error.
+    static func answer<T: Sendable>(
+        _ call: Call, _ pending: Pending<T, Kind.Failure>, _ reply: @escaping @Sendable (T) -> HTTPResponse
+    ) throws(APIError) -> HTTPHandlerResult {
+        try call.answer(pending.mapError(Kind.apiError), reply)
     }
 
     private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let name = try call.name("name")
-        let config = try call.readBody { body throws(FieldError) in try Kind.parseConfig(&body, for: call) }
-        let (manager, created) = try Kind.create(name: name, config: config, in: call.app)
-        let state = try run(manager) { m throws(Kind.Failure) in
-            try Kind.state(of: m, limit: Kind.defaultLimit, after: nil)
+        let (config, backend) = try readConfig(call)
+        let pending = Kind.creating(name: name, config: config, backend: backend, in: call.app).flatMap { made in
+            Kind.readState(of: made.manager, limit: Kind.defaultLimit, after: nil).mapError(Kind.apiError)
+                .map { (state: $0, created: made.created) }
         }
-        return .respond(Kind.reply(state, call, status: created ? 201 : 200))
+        return try call.answer(pending) { Kind.reply($0.state, call, status: $0.created ? 201 : 200) }
+    }
+
+    /// A `PUT` body: the kind's config, and `backend` (default `default_backend`).
+    private static func readConfig(_ call: Call) throws(APIError) -> (Kind.Config, Backend) {
+        let body = try call.bodyValue() ?? .object([])
+        do throws(FieldError) {
+            let (rest, backend) = try Backend.split(body, path: "", otherwise: call.app.config.defaultBackend)
+            var reader = try FieldReader(rest)
+            let config = try Kind.parseConfig(&reader, for: call)
+            try reader.finish()
+            return (config, backend)
+        } catch { throw APIError(error) }
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -73,19 +159,19 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
         let limit = try query.int("limit", in: Kind.limitRange) ?? Kind.defaultLimit
         let cursor = try Paging.cursor(query, Kind.cursor)
         let manager = try manager(call)
-        let state = try run(manager) { m throws(Kind.Failure) in try Kind.state(of: m, limit: limit, after: cursor) }
-        return .respond(Kind.reply(state, call, status: 200))
+        return try answer(call, Kind.readState(of: manager, limit: limit, after: cursor)) {
+            Kind.reply($0, call, status: 200)
+        }
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let manager = try manager(call)
         let patch = try call.readBody { body throws(FieldError) in try Kind.parsePatch(&body) }
-        let state = try run(manager) { m throws(Kind.Failure) in
-            try Kind.apply(patch, to: m)
-            return try Kind.state(of: m, limit: Kind.defaultLimit, after: nil)
+        let pending = Kind.applyPatch(patch, to: manager).flatMap { _ in
+            Kind.readState(of: manager, limit: Kind.defaultLimit, after: nil)
         }
-        return .respond(Kind.reply(state, call, status: 200))
+        return try answer(call, pending) { Kind.reply($0, call, status: 200) }
     }
 }
 
@@ -95,21 +181,20 @@ extension LifecycleRoutes {
     /// `S` passes. A finished one (`status` nil) answers at once.
     static func readOne<Object: Sendable, Status: Sendable>(
         _ call: Call,
-        read: @Sendable (isolated Kind.Manager, String) throws(Kind.Failure) -> Object,
-        liveStatus: (Object) -> Status?,
+        read: @Sendable (Kind.Manager, String) -> Pending<Object, Kind.Failure>,
+        liveStatus: @escaping @Sendable (Object) -> Status?,
         park: @escaping @Sendable (Kind.Manager, String, Status, Timestamp) async throws(Kind.Failure) -> Object,
         reply: @escaping @Sendable (Object) -> HTTPResponse
     ) throws(APIError) -> HTTPHandlerResult {
         let wait = try call.query(allowing: ["wait"]).wait()
         let manager = try manager(call)
         let id = try call.name("id")
-        let object = try run(manager) { m throws(Kind.Failure) in try read(m, id) }
-        guard let wait, let status = liveStatus(object) else { return .respond(reply(object)) }
-        let deadline = call.app.deadline(after: wait)
-        return call.app.later { () async throws(APIError) -> HTTPResponse in
-            do throws(Kind.Failure) {
-                return reply(try await park(manager, id, status, deadline))
-            } catch { throw Kind.apiError(error) }
+        let app = call.app
+        let deadline = wait.map { app.deadline(after: $0) }
+        let pending = read(manager, id).flatMap { object -> Pending<Object, Kind.Failure> in
+            guard let deadline, let status = liveStatus(object) else { return .ready(.success(object)) }
+            return .async { () async throws(Kind.Failure) -> Object in try await park(manager, id, status, deadline) }
         }
+        return try answer(call, pending, reply)
     }
 }

@@ -24,7 +24,9 @@ extension Pipeline: ManagedResource {
 /// `/v1/pipelines`: lifecycle, push, take, acknowledgement, the dead list and
 /// filters (SPEC §5). Requests that need no waiting are answered on the
 /// server thread; `wait` parks the connection (`UsherApp.later`).
-enum PipelineRoutes: ConfiguredKind {
+enum PipelineRoutes: IsolatedKind {
+    typealias Manager = Pipeline
+    typealias State = PipelineSnapshot
     static let kind = ResourceKind.pipelines
     static let defaultLimit = 100
     static let limitRange = listLimit

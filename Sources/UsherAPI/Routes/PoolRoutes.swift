@@ -21,7 +21,10 @@ extension LeasePool: ManagedResource {
 
 /// `/v1/pools`: lifecycle, fetch (with the long-poll), recycle, extend and
 /// elements (SPEC §4).
-enum PoolRoutes: ConfiguredKind {
+enum PoolRoutes: IsolatedKind {
+    typealias Manager = LeasePool
+    typealias State = PoolState
+    typealias Failure = PoolError
     static let kind = ResourceKind.pools
     static let defaultLimit = 1000
     static let limitRange = 0...PoolConfig.Limits.elements.upperBound
@@ -82,13 +85,6 @@ enum PoolRoutes: ConfiguredKind {
 
     private static func pool(_ call: Call) throws(APIError) -> LeasePool {
         try LifecycleRoutes<Self>.manager(call)
-    }
-
-    /// Runs a synchronous pool operation isolated to the pool, mapping its error.
-    private static func run<T: Sendable>(
-        _ pool: LeasePool, _ body: (isolated LeasePool) throws(PoolError) -> T
-    ) throws(APIError) -> T {
-        try LifecycleRoutes<Self>.run(pool, body)
     }
 
     private static func leaseReply(_ lease: Lease) -> HTTPResponse {
@@ -169,7 +165,7 @@ enum PoolRoutes: ConfiguredKind {
 
     private static func getLease(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         try LifecycleRoutes<Self>.readOne(
-            call, read: { p, id throws(PoolError) in try p.lease(id: id) },
+            call, read: isolatedRead { p, id throws(PoolError) in try p.lease(id: id) },
             liveStatus: { $0.status.isFinished ? nil : $0.status },
             park: { p, id, status, deadline async throws(PoolError) in
                 try await p.parkForChange(id: id, from: status, until: deadline).lease()

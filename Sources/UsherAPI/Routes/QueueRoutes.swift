@@ -1,5 +1,6 @@
 import HTTPServer
 import UsherCore
+import UsherRedis
 
 extension VisitorQueue: ManagedResource {
     package nonisolated func summary() -> JSONValue {
@@ -32,14 +33,22 @@ enum QueueRoutes: ConfiguredKind {
     static func parsePatch(_ body: inout FieldReader) throws(FieldError) -> QueuePatch { try QueuePatch.parse(&body) }
     static func cursor(_ raw: String) -> QueueCursor? { QueueCursor(raw) }
 
-    static func state(of queue: isolated VisitorQueue, limit: Int, after cursor: QueueCursor?) throws(QueueError)
-        -> QueueState
-    {
-        try queue.state(limit: limit, after: cursor)
+    static func manager(from resource: any ManagedResource) -> (any QueueService)? {
+        // The memory queue (always, without Redis) without a dynamic cast.
+        if ObjectIdentifier(type(of: resource)) == ObjectIdentifier(VisitorQueue.self) {
+            return unsafeDowncast(resource, to: VisitorQueue.self)
+        }
+        return resource as? any QueueService
     }
 
-    static func apply(_ patch: QueuePatch, to queue: isolated VisitorQueue) throws(QueueError) {
-        _ = try queue.apply(patch)
+    static func readState(of queue: any QueueService, limit: Int, after cursor: QueueCursor?) -> Pending<
+        QueueState, QueueError
+    > {
+        queue.readState(limit: limit, after: cursor)
+    }
+
+    static func applyPatch(_ patch: QueuePatch, to queue: any QueueService) -> Pending<Void, QueueError> {
+        queue.applyPatch(patch).map { _ in () }
     }
 
     static func reply(_ state: QueueState, _ call: Call, status: Int) -> HTTPResponse {
@@ -58,14 +67,20 @@ enum QueueRoutes: ConfiguredKind {
         try reader.finish()
         return DeclaredResource(kind: kind, name: name) { app in
             guard let queue = try? app.registry.lookup(.queues, name, as: VisitorQueue.self) else {
-                return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
+                return .creating { () throws(APIError) in
+                    _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
+                }
             }
             let patch = QueuePatch(
                 capacity: wanted.capacity, maxWaiting: wanted.maxWaiting, holdSeconds: wanted.holdSeconds,
                 dedup: wanted.dedup, opposites: wanted.opposites, history: wanted.history)
             return .patching(current: { queue.withIsolation { $0.config } }, wanted: wanted, fixed: "") {
                 () throws(APIError) in
-                _ = try run(queue) { q throws(QueueError) in try q.apply(patch) }
+                do throws(QueueError) {
+                    _ = try queue.withIsolation { q throws(QueueError) in try q.apply(patch) }
+                } catch {
+                    throw APIError(error)
+                }
             }
         }
     }
@@ -75,39 +90,93 @@ enum QueueRoutes: ConfiguredKind {
         router.add("POST", "/v1/queues/{name}/visitors", enqueue)
         router.add("GET", "/v1/queues/{name}/visitors/{id}", getVisitor)
         router.add("DELETE", "/v1/queues/{name}/visitors/{id}") { call throws(APIError) in
-            try visitorOperation(call) { queue, id throws(QueueError) in try queue.remove(id: id) }
+            try visitorOperation(call) { queue, id in queue.removeVisitor(id) }
         }
         router.add("POST", "/v1/queues/{name}/visitors/{id}/complete") { call throws(APIError) in
             try call.readBody { _ throws(FieldError) in }
-            return try visitorOperation(call) { queue, id throws(QueueError) in try queue.complete(id: id) }
+            return try visitorOperation(call) { queue, id in queue.completeVisitor(id) }
         }
         router.add("POST", "/v1/queues/{name}/visitors/{id}/extend") { call throws(APIError) in
             let hold: Double? = try call.readBody { body throws(FieldError) in try body.duration("hold_seconds") }
-            return try visitorOperation(call) { queue, id throws(QueueError) in
-                try queue.extend(id: id, holdSeconds: hold)
-            }
+            return try visitorOperation(call) { queue, id in queue.extendVisitor(id, holdSeconds: hold) }
         }
     }
 
     /// Creates a queue (PUT and the config file share this).
-    static func create(name: String, config: QueueConfig, in app: UsherApp) throws(APIError) -> (VisitorQueue, Bool) {
-        try app.registry.create(
-            .queues, name,
-            make: {
-                VisitorQueue(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
-            },
-            matches: { existing in existing.withIsolation { $0.config } == config })
+    static func creating(name: String, config: QueueConfig, backend: Backend, in app: UsherApp) -> Pending<
+        Created<any QueueService>, APIError
+    > {
+        guard backend == .memory else { return creatingShared(name: name, config: config, in: app) }
+        return .now { () throws(APIError) in
+            let (queue, created) = try app.registry.create(
+                .queues, name,
+                make: {
+                    VisitorQueue(
+                        name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
+                },
+                matches: { existing in existing.withIsolation { $0.config } == config })
+            return Created(manager: queue, created: created)
+        }
     }
 
-    private static func queue(_ call: Call) throws(APIError) -> VisitorQueue {
+    /// Creates a queue in Redis, or finds the one there with the same config
+    /// (created through any instance).
+    private static func creatingShared(name: String, config: QueueConfig, in app: UsherApp) -> Pending<
+        Created<any QueueService>, APIError
+    > {
+        guard let redis = app.redis else {
+            return .ready(
+                .failure(
+                    .badRequest(
+                        "backend: \"redis\" needs a top-level redis block (or USHER_REDIS_URL)", field: "backend")))
+        }
+        if let existing = try? app.registry.resource(.queues, name) {
+            guard let queue = existing as? RedisQueue else { return .ready(.failure(.alreadyExists("queue", name))) }
+            return queue.readConfig().mapError(APIError.init).flatMap { current in
+                current == config
+                    ? .ready(.success(Created(manager: queue, created: false)))
+                    : .ready(.failure(.alreadyExists("queue", name)))
+            }
+        }
+        return .async { () async throws(APIError) -> Created<any QueueService> in
+            let indexed: Int
+            do throws(ScriptFailure) { indexed = try await redis.indexedCount() } catch {
+                throw .backendUnavailable("\(error)")
+            }
+            guard indexed < app.config.maxResources else {
+                throw APIError.tooMany(
+                    "too_many_resources", "Too many resources",
+                    "at most \(app.config.maxResources) resources may exist in Redis (max_resources)", retryAfter: nil)
+            }
+            let made = RedisQueue(name: name, backend: redis, events: app.events)
+            let (current, created): (QueueConfig, Bool)
+            do throws(QueueError) { (current, created) = try await made.create(config) } catch { throw APIError(error) }
+            if created {
+                do throws(ScriptFailure) { try await redis.announceCreated(kind: "queue", name: name) } catch {
+                    throw .backendUnavailable("\(error)")
+                }
+            }
+            guard let queue = app.registry.adopt(.queues, name, make: { made }) as? RedisQueue, current == config
+            else { throw APIError.alreadyExists("queue", name) }
+            return Created(manager: queue, created: created)
+        }
+    }
+
+    /// Brings a queue the config file keeps in Redis to its declared config.
+    static func declareShared(name: String, config: QueueConfig, in app: UsherApp) async throws(APIError) {
+        do throws(APIError) {
+            _ = try await creatingShared(name: name, config: config, in: app).value()
+        } catch  where error.code == "already_exists" {
+            guard let queue = try app.registry.resource(.queues, name) as? RedisQueue else { throw error }
+            let patch = QueuePatch(
+                capacity: config.capacity, maxWaiting: config.maxWaiting, holdSeconds: config.holdSeconds,
+                dedup: config.dedup, opposites: config.opposites, history: config.history)
+            do throws(QueueError) { _ = try await queue.applyPatch(patch).value() } catch { throw APIError(error) }
+        }
+    }
+
+    private static func queue(_ call: Call) throws(APIError) -> any QueueService {
         try LifecycleRoutes<Self>.manager(call)
-    }
-
-    /// Runs a synchronous queue operation isolated to the queue, mapping its error.
-    private static func run<T: Sendable>(
-        _ queue: VisitorQueue, _ body: (isolated VisitorQueue) throws(QueueError) -> T
-    ) throws(APIError) -> T {
-        try LifecycleRoutes<Self>.run(queue, body)
     }
 
     private static func enqueue(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -119,22 +188,21 @@ enum QueueRoutes: ConfiguredKind {
         let request: VisitorRequest = try call.readBody { body throws(FieldError) in try VisitorRequest.parse(&body) }
         // A try-acquire without a wait: granted now or cancelled now.
         let immediate = cancel && wait == nil
-        let (view, created) = try run(queue) { q throws(QueueError) in
-            try immediate ? q.enqueueOrTimeOut(request) : q.enqueue(request)
-        }
-        guard let wait, view.status.isWaiting else {
-            return .respond(granting(view, created: created, in: queue, undo: withdraw))
-        }
         let app = call.app
-        let deadline = app.deadline(after: wait)
-        let id = view.id  // captured alone: the whole view (256 bytes) stays out of the parked closure
-        return app.later { () async throws(APIError) -> HTTPResponse in
-            do throws(QueueError) {
-                let final = try await queue.parkWhileWaiting(
-                    id: id, until: deadline, withdrawing: withdraw, cancellingOnTimeout: cancel
-                ).view()
-                return granting(final, created: created, in: queue, undo: withdraw)
-            } catch { throw APIError(error) }
+        let deadline = wait.map { app.deadline(after: $0) }
+        let pending = queue.enqueueVisitor(request, tryOnce: immediate).flatMap {
+            outcome -> Pending<EnqueueOutcome, QueueError> in
+            guard let deadline, outcome.view.status.isWaiting else { return .ready(.success(outcome)) }
+            let id = outcome.view.id  // captured alone: the whole view (256 bytes) stays out of the parked closure
+            let created = outcome.created
+            return .async { () async throws(QueueError) -> EnqueueOutcome in
+                let wait = await queue.parkUntilOutOfLine(
+                    id: id, until: deadline, withdrawing: withdraw, cancellingOnTimeout: cancel)
+                return EnqueueOutcome(view: try wait.view(), created: created)
+            }
+        }
+        return try LifecycleRoutes<Self>.answer(call, pending) {
+            granting($0.view, created: $0.created, in: queue, undo: withdraw)
         }
     }
 
@@ -144,34 +212,32 @@ enum QueueRoutes: ConfiguredKind {
     /// 201 only for a visitor this request created that is still delayed,
     /// waiting or granted; a merged or cancelled one (a try-acquire that
     /// timed out included), or a known id, is 200.
-    private static func granting(_ view: VisitorView, created: Bool, in queue: VisitorQueue, undo: Bool) -> HTTPResponse
+    private static func granting(_ view: VisitorView, created: Bool, in queue: any QueueService, undo: Bool)
+        -> HTTPResponse
     {
         let response = Reply.encoded(VisitorBody(view), status: created && !view.status.isFinished ? 201 : 200)
         guard undo, view.status == .granted, let fence = view.fence else { return response }
         let id = view.id
-        return response.undoing {
-            _ = try? queue.withIsolation { q throws(QueueError) in try q.undoGrant(id: id, fence: fence) }
-        }
+        return response.undoing { queue.releaseUndelivered(id: id, fence: fence) }
     }
 
     /// `GET …/visitors/{id}[?wait=S]`.
     private static func getVisitor(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         try LifecycleRoutes<Self>.readOne(
-            call, read: { q, id throws(QueueError) in try q.visitor(id: id) },
+            call, read: { q, id in q.readVisitor(id) },
             liveStatus: { $0.status.isFinished ? nil : $0.status },
             park: { q, id, status, deadline async throws(QueueError) in
-                try await q.parkForChange(id: id, from: status, until: deadline).view()
+                try await q.parkUntilChange(id: id, from: status, until: deadline).view()
             },
             reply: { Reply.encoded(VisitorBody($0)) })
     }
 
     private static func visitorOperation(
-        _ call: Call, _ body: @Sendable (isolated VisitorQueue, String) throws(QueueError) -> VisitorView
+        _ call: Call, _ body: (any QueueService, String) -> Pending<VisitorView, QueueError>
     ) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let queue = try queue(call)
         let id = try call.name("id")
-        let view = try run(queue) { q throws(QueueError) in try body(q, id) }
-        return .respond(Reply.encoded(VisitorBody(view)))
+        return try LifecycleRoutes<Self>.answer(call, body(queue, id)) { Reply.encoded(VisitorBody($0)) }
     }
 }

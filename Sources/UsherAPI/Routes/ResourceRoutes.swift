@@ -22,17 +22,42 @@ enum ResourceRoutes {
         let limit = try query.int("limit", in: 0...1_000_000) ?? 1000
         let after = try Paging.cursor(query) { Names.isValid($0) ? $0 : nil }
         let page = call.app.registry.list(kind, after: after, limit: limit)
-        let list = ListBody(kind: kind, items: page.resources.map { $0.summary() }, nextCursor: nil)
-        return .respond(
-            Paging.reply(
+        let maxBytes = call.app.config.maxResponseBytes
+        @Sendable func reply(_ items: [JSONValue]) -> HTTPResponse {
+            let list = ListBody(kind: kind, items: items, nextCursor: nil)
+            return Paging.reply(
                 list, list: \.items, nextCursor: \.nextCursor, cursors: page.resources.map(\.name), more: page.more,
-                maxBytes: call.app.config.maxResponseBytes, body: { $0 }, itemSize: { Wire.bytes($0).count }))
+                maxBytes: maxBytes, body: { $0 }, itemSize: { Wire.bytes($0).count })
+        }
+        let shared = page.resources.compactMap { $0 as? any SharedResource }
+        guard !shared.isEmpty else { return .respond(reply(page.resources.map { $0.summary() })) }
+        // Summaries of Redis-backed resources need their counts from Redis.
+        let resources = page.resources
+        return call.app.later { () async throws(APIError) -> HTTPResponse in
+            var items: [JSONValue] = []
+            for resource in resources {
+                if let shared = resource as? any SharedResource {
+                    items.append(try await shared.sharedSummary().value())
+                } else {
+                    items.append(resource.summary())
+                }
+            }
+            return reply(items)
+        }
     }
 
     /// `DELETE /v1/{kind}/{name}`: 204; requests waiting on it get 410.
     static func delete(_ call: Call, _ kind: ResourceKind) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
-        try call.app.registry.remove(kind, try call.name("name"))
+        let name = try call.name("name")
+        let app = call.app
+        if let shared = try app.registry.resource(kind, name) as? any SharedResource {
+            return try call.answer(shared.deleteShared()) { _ in
+                app.registry.forget(kind, name)
+                return Reply.noContent()
+            }
+        }
+        try call.app.registry.remove(kind, name)
         call.app.trimmer.request()
         return .respond(Reply.noContent())
     }

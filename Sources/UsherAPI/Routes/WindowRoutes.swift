@@ -18,7 +18,10 @@ extension WindowSlot: ManagedResource {
 }
 
 /// `/v1/windows`: lifecycle, show, dismiss and the showing long-poll (SPEC §3).
-enum WindowRoutes: ConfiguredKind {
+enum WindowRoutes: IsolatedKind {
+    typealias Manager = WindowSlot
+    typealias State = WindowState
+    typealias Failure = WindowError
     static let kind = ResourceKind.windows
     static let defaultLimit = 100
     static let limitRange = 0...10_000
@@ -88,13 +91,6 @@ enum WindowRoutes: ConfiguredKind {
         try LifecycleRoutes<Self>.manager(call)
     }
 
-    /// Runs a synchronous window operation isolated to the window, mapping its error.
-    private static func run<T: Sendable>(
-        _ window: WindowSlot, _ body: (isolated WindowSlot) throws(WindowError) -> T
-    ) throws(APIError) -> T {
-        try LifecycleRoutes<Self>.run(window, body)
-    }
-
     /// The state as an answer, its queued items cut at `max_response_bytes`:
     /// encoded whole first, measured item by item only when that does not fit.
     static func reply(_ state: WindowState, _ call: Call, status: Int = 200) -> HTTPResponse {
@@ -141,7 +137,7 @@ enum WindowRoutes: ConfiguredKind {
 
     private static func getItem(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         try LifecycleRoutes<Self>.readOne(
-            call, read: { w, id throws(WindowError) in try w.item(id: id) },
+            call, read: isolatedRead { w, id throws(WindowError) in try w.item(id: id) },
             liveStatus: { $0.status.isFinished ? nil : $0.status },
             park: { w, id, status, deadline async throws(WindowError) in
                 try await w.parkForChange(id: id, from: status, until: deadline).item()

@@ -3,8 +3,10 @@ import UsherCore
 /// Applies a re-read config file to the running app (SIGHUP). Only the
 /// resources the file declares change: new ones are created, changed ones are
 /// changed as a `PATCH` would, removed ones are deleted; resources created
-/// through the API are left alone. Server keys need a restart and are only
-/// reported. A file that does not validate changes nothing.
+/// through the API are left alone. Server keys (`redis` and `default_backend`
+/// among them) need a restart and are only reported. A resource's backend
+/// cannot change in place: such a declaration fails until the resource is
+/// deleted. A file that does not validate changes nothing.
 package final class ConfigReloader {
     /// What one reload did, by `kind/name` (and key, for `needsRestart`).
     package struct Report: Sendable, Equatable {
@@ -22,7 +24,7 @@ package final class ConfigReloader {
 
     private let app: UsherApp
     /// The declarations last applied: what the next file is compared with.
-    private var declared: [ResourceKind: [(name: String, config: JSONValue)]]
+    private var declared: [ResourceKind: [(name: String, config: JSONValue, backend: Backend)]]
 
     package init(app: UsherApp) {
         self.app = app
@@ -36,9 +38,10 @@ package final class ConfigReloader {
         var report = Report()
         let config: UsherConfig
         let prepared: [(resource: DeclaredResource, before: JSONValue?, after: JSONValue)]
+        let newlyDeclared: [ResourceKind: [(name: String, config: JSONValue, backend: Backend)]]
         do throws(FieldError) {
             config = try load()
-            prepared = try prepare(config)
+            (prepared, newlyDeclared) = try prepare(config)
         } catch {
             report.error = error.description
             logger.error("config reload refused; the running config is kept", [("detail", .string(error.description))])
@@ -52,7 +55,7 @@ package final class ConfigReloader {
         }
         for kind in ResourceKind.allCases {
             let kept = Set((config.declared[kind] ?? []).map(\.name))
-            for (name, _) in declared[kind] ?? [] where !kept.contains(name) {
+            for (name, _, _) in declared[kind] ?? [] where !kept.contains(name) {
                 // One already deleted through the API is not there to delete.
                 do throws(APIError) { try app.registry.remove(kind, name) } catch { continue }
                 report.deleted.append("\(kind.rawValue)/\(name)")
@@ -86,7 +89,7 @@ package final class ConfigReloader {
                 logger.error("declared resource not applied", fields)
             }
         }
-        declared = config.declared
+        declared = newlyDeclared
         logger.info(
             "config reloaded",
             [
@@ -98,21 +101,39 @@ package final class ConfigReloader {
     }
 
     /// Reads every declaration whose text differs from the last applied one
-    /// (all of them are checked first, so a bad one changes nothing).
-    private func prepare(_ config: UsherConfig) throws(FieldError)
-        -> [(resource: DeclaredResource, before: JSONValue?, after: JSONValue)]
-    {
+    /// (all of them are checked first, so a bad one changes nothing), and the
+    /// declarations to compare the next file with: the new ones, but the old
+    /// one where a backend change is refused.
+    private func prepare(_ config: UsherConfig) throws(FieldError) -> (
+        [(resource: DeclaredResource, before: JSONValue?, after: JSONValue)],
+        [ResourceKind: [(name: String, config: JSONValue, backend: Backend)]]
+    ) {
         var prepared: [(resource: DeclaredResource, before: JSONValue?, after: JSONValue)] = []
+        var applied = config.declared
         for kind in UsherApp.kinds {
             let before = Dictionary(
-                (declared[kind.kind] ?? []).map { ($0.name, $0.config) }, uniquingKeysWith: { a, _ in a })
-            for (name, value) in config.declared[kind.kind] ?? [] where before[name] != value {
+                (declared[kind.kind] ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+            for (i, (name, value, backend)) in (config.declared[kind.kind] ?? []).enumerated() {
+                let old = before[name]
+                if let old, old.backend != backend, app.registry.list(kind.kind).contains(where: { $0.name == name }) {
+                    let detail =
+                        "the backend cannot change in place (\(old.backend.rawValue) to \(backend.rawValue)): "
+                        + "delete the resource, then reload"
+                    prepared.append(
+                        (
+                            DeclaredResource(kind: kind.kind, name: name, apply: { _ in .failed(detail) }), old.config,
+                            value
+                        ))
+                    applied[kind.kind]?[i] = old
+                    continue
+                }
+                guard old?.config != value || old?.backend != backend else { continue }
                 let resource = try kind.prepareDeclared(
                     name: name, config: value, path: "\(kind.kind.rawValue).\(name)", in: app)
-                prepared.append((resource, before[name], value))
+                prepared.append((resource, old?.config, value))
             }
         }
-        return prepared
+        return (prepared, applied)
     }
 
     /// Keys present in either list whose values differ, sorted.

@@ -8,6 +8,11 @@ package enum ResourceKind: String, Sendable, CaseIterable {
     /// The singular noun, for messages.
     var noun: String { String(rawValue.dropLast()) }
 
+    /// The kind of a singular noun (`queue`), as notices name it.
+    init?(noun: String) {
+        self.init(rawValue: noun + "s")
+    }
+
     /// Its place in `allCases` (the registry's table index: no hashing).
     var index: Int {
         switch self {
@@ -32,6 +37,17 @@ package protocol ManagedResource: AnyObject, Sendable {
     func markShuttingDown()
 }
 
+/// A resource whose state lives outside this process (in Redis), shared
+/// with every instance that uses the same store.
+package protocol SharedResource: ManagedResource {
+    /// Starts hearing what other instances do to it (once it is registered).
+    func startListening()
+    /// Deletes it in the store; every instance (this one too) hears of it.
+    func deleteShared() -> Pending<Void, APIError>
+    /// The list route's summary, with counts read from the store.
+    func sharedSummary() -> Pending<JSONValue, APIError>
+}
+
 /// Every resource by kind and name, with the `max_resources` cap.
 ///
 /// A mutex, not an actor: a lookup happens on every request and is a
@@ -52,6 +68,54 @@ package final class Registry: Sendable {
     package init(maxResources: Int, events: EventLog? = nil) {
         self.maxResources = maxResources
         self.events = events
+    }
+
+    /// The resource of this kind and name, or 404.
+    package func resource(_ kind: ResourceKind, _ name: String) throws(APIError) -> any ManagedResource {
+        guard let resource = state.withLock({ $0.resources[kind.index][name] }) else {
+            var error = APIError.notFound("\(kind.noun) \(name) not found")
+            error.unknownResource = (kind, name)
+            throw error
+        }
+        return resource
+    }
+
+    /// Adds a resource that lives elsewhere (Redis) unless one of that name is
+    /// here: it does not count against `max_resources` here (Redis's index
+    /// does). Emits `created` when added; answers the one registered.
+    package func adopt(
+        _ kind: ResourceKind, _ name: String, make: () -> any SharedResource
+    ) -> any ManagedResource {
+        let outcome = state.withLock { s -> (resource: any ManagedResource, added: Bool) in
+            if let existing = s.resources[kind.index][name] { return (existing, false) }
+            let resource = make()
+            s.resources[kind.index][name] = resource
+            return (resource, true)
+        }
+        if outcome.added {
+            (outcome.resource as? any SharedResource)?.startListening()
+            if let events, events.isRecording {
+                events.emit(
+                    ResourceEvent.Draft(
+                        kind: kind.noun, name: name, type: "created", subject: .summary(outcome.resource.summary())))
+            }
+        }
+        return outcome.resource
+    }
+
+    /// Drops a resource that lives elsewhere and was deleted there (its
+    /// waiters here get 410); nothing when it is not here or lives here.
+    package func forget(_ kind: ResourceKind, _ name: String) {
+        let removed = state.withLock { s -> (any ManagedResource)? in
+            guard s.resources[kind.index][name] is any SharedResource else { return nil }
+            return s.resources[kind.index].removeValue(forKey: name)
+        }
+        guard let removed else { return }
+        removed.markDeleted()
+        if let events, events.isRecording {
+            events.emit(
+                ResourceEvent.Draft(kind: kind.noun, name: name, type: "deleted", subject: .deleted(name: name)))
+        }
     }
 
     /// The resource of this kind and name, as its concrete type, or 404.
@@ -101,7 +165,7 @@ package final class Registry: Sendable {
     package func remove(_ kind: ResourceKind, _ name: String) throws(APIError) {
         let removed = state.withLock { s -> (any ManagedResource)? in
             guard let r = s.resources[kind.index].removeValue(forKey: name) else { return nil }
-            s.count -= 1
+            if !(r is any SharedResource) { s.count -= 1 }
             return r
         }
         guard let removed else { throw APIError.notFound("\(kind.noun) \(name) not found") }

@@ -40,6 +40,7 @@ package enum Service {
     package static func start(_ app: UsherApp) throws(HTTPServer.StartError) -> HTTPServer {
         let server = HTTPServer(configuration: serverConfiguration(for: app.config), handler: app)
         try server.start()
+        app.startRedis()
         return server
     }
 
@@ -55,7 +56,16 @@ package enum Service {
         // Stopping with suspended connections is not allowed; if some are still
         // parked when the grace period ends, the process exits without it.
         if server.suspendedRequests == 0 { server.stop() }
+        stopRedis(app)
         return drained
+    }
+
+    /// Stops the Redis subscriber now and closes the command connections in
+    /// the background (this may run on a cooperative thread: no waiting on one).
+    private static func stopRedis(_ app: UsherApp) {
+        guard let redis = app.redis else { return }
+        redis.stopSubscriber()
+        Task { await redis.stop() }
     }
 
     /// Serves `app` until SIGTERM or SIGINT, then shuts down; on SIGHUP,

@@ -1,7 +1,9 @@
 import Foundation
 import HTTPServer
+import RedisClient
 import Synchronization
 import UsherCore
+import UsherRedis
 
 /// A route's code: answers now, or defers work that waits.
 package struct Route: Sendable {
@@ -39,6 +41,10 @@ package final class UsherApp: HTTPHandler {
     let eventFrames = EventFrames()
     /// What clients store, against `max_stored_bytes`; injected into each manager.
     package let storage: StorageBudget
+    /// The Redis side, when the config has a `redis` block (connects once serving starts).
+    package let redis: RedisBackend?
+    /// Queues the config file keeps in Redis: created there once Redis answers.
+    private let declaredShared: [(name: String, config: QueueConfig)]
     /// Returns freed memory to the system after a resource is deleted.
     let trimmer = MemoryTrimmer()
     private let stopping = Atomic<Bool>(false)
@@ -67,6 +73,13 @@ package final class UsherApp: HTTPHandler {
         self.events = events
         self.access = AccessPolicy(config: config)
         self.registry = Registry(maxResources: config.maxResources, events: events)
+        if let settings = config.redis {
+            do throws(RedisError) { self.redis = try RedisBackend(settings: settings, clock: clock) } catch {
+                throw APIError.badRequest("redis: \(error.description)", field: "redis")
+            }
+        } else {
+            self.redis = nil
+        }
         var router = Router<Route>()
         Self.addOperationsRoutes(to: &router)
         EventRoutes.add(to: &router)
@@ -74,8 +87,20 @@ package final class UsherApp: HTTPHandler {
         for kind in Self.kinds { kind.add(to: &router) }
         self.router = router
         self.httpMetrics = HTTPMetrics(routes: router.routes)
+        var declaredShared: [(name: String, config: QueueConfig)] = []
         for kind in Self.kinds {
-            for (name, value) in config.declared[kind.kind] ?? [] {
+            for (name, value, backend) in config.declared[kind.kind] ?? [] where backend == .redis {
+                do throws(FieldError) {
+                    let path = "\(kind.kind.rawValue).\(name)"
+                    declaredShared.append((name, try Self.sharedDeclaration(kind.kind, value, path: path)))
+                } catch {
+                    throw APIError(error)
+                }
+            }
+        }
+        self.declaredShared = declaredShared
+        for kind in Self.kinds {
+            for (name, value, backend) in config.declared[kind.kind] ?? [] where backend == .memory {
                 do throws(FieldError) {
                     try kind.createDeclared(name: name, config: value, path: "\(kind.kind.rawValue).\(name)", in: self)
                 } catch {
@@ -83,6 +108,109 @@ package final class UsherApp: HTTPHandler {
                 }
             }
         }
+    }
+
+    // MARK: Redis
+
+    /// Starts hearing Redis notices and learns the Redis-backed resources
+    /// (in the background: Redis may be down, and nothing waits for it).
+    func startRedis() {
+        guard let redis else { return }
+        do throws(RedisError) {
+            try redis.start { [weak self] change in self?.redisMembershipChanged(change) }
+        } catch {
+            logger.error("redis subscriber", [("detail", .string(error.description))])
+        }
+        createDeclaredShared()
+    }
+
+    /// The config of a resource declared with `"backend": "redis"`: only queues so far.
+    private static func sharedDeclaration(_ kind: ResourceKind, _ value: JSONValue, path: String) throws(FieldError)
+        -> QueueConfig
+    {
+        guard kind == .queues else {
+            throw FieldError(field: "\(path).backend", message: "only queues can be kept in Redis for now")
+        }
+        var reader = try FieldReader(value, path: path)
+        let config = try QueueConfig.parse(&reader)
+        try reader.finish()
+        return config
+    }
+
+    /// Creates the declared Redis-backed queues, retrying every 2 s while
+    /// Redis does not answer; one that exists with another config is patched
+    /// to the declared one (as a memory queue is).
+    private func createDeclaredShared() {
+        guard !declaredShared.isEmpty else { return }
+        let declared = declaredShared
+        let logger = logger
+        Task { [weak self] in
+            var left = declared
+            while !left.isEmpty, let app = self, !app.isStopping {
+                var failed: [(name: String, config: QueueConfig)] = []
+                for (name, config) in left {
+                    do throws(APIError) {
+                        try await QueueRoutes.declareShared(name: name, config: config, in: app)
+                    } catch {
+                        if error.code != "backend_unavailable" {
+                            logger.error(
+                                "declared queue", [("queue", .string(name)), ("detail", .string(error.detail))])
+                        } else {
+                            failed.append((name, config))
+                        }
+                    }
+                }
+                left = failed
+                if !left.isEmpty { try? await Task.sleep(for: .seconds(2)) }
+            }
+        }
+    }
+
+    private func redisMembershipChanged(_ change: RedisBackend.Membership) {
+        switch change {
+        case .created(let kind, let name):
+            if let kind = ResourceKind(noun: kind) { _ = adoptShared(kind, name) }
+        case .deleted(let kind, let name):
+            if let kind = ResourceKind(noun: kind) { registry.forget(kind, name) }
+        case .resynchronize:
+            Task { await resynchronizeShared() }
+        }
+    }
+
+    /// This process's manager of the Redis-backed resource (made and
+    /// registered the first time), or nil for a kind not kept in Redis.
+    func adoptShared(_ kind: ResourceKind, _ name: String) -> (any ManagedResource)? {
+        guard let redis, kind == .queues else { return nil }
+        let events = events
+        return registry.adopt(kind, name) { RedisQueue(name: name, backend: redis, events: events) }
+    }
+
+    /// Reads Redis's index again: adopts what this process missed, forgets
+    /// what was deleted meanwhile, and applies what came due.
+    private func resynchronizeShared() async {
+        guard let redis, let indexed = try? await redis.indexedResources() else { return }
+        var known = Set<String>()
+        for (noun, name) in indexed {
+            guard let kind = ResourceKind(noun: noun) else { continue }
+            known.insert("\(noun):\(name)")
+            if let queue = adoptShared(kind, name) as? RedisQueue { await queue.catchUp() }
+        }
+        for resource in registry.all() {
+            guard let queue = resource as? RedisQueue, !known.contains("queue:\(queue.name)") else { continue }
+            registry.forget(.queues, queue.name)
+        }
+    }
+
+    /// A resource this process does not know may have been created through
+    /// another instance a moment ago: looks it up in Redis's index.
+    func discoverShared(_ kind: ResourceKind, _ name: String) async -> Bool {
+        guard let redis, kind == .queues,
+            let exists = try? await redis.command([
+                "HEXISTS", "\(redis.settings.keyPrefix)resources", "\(kind.noun):\(name)",
+            ])
+        else { return false }
+        guard exists.int == 1 else { return false }
+        return adoptShared(kind, name) != nil
     }
 
     /// True once shutdown has begun.
@@ -154,10 +282,15 @@ package final class UsherApp: HTTPHandler {
         case .methodNotAllowed(let allowed):
             return .respond(APIError.methodNotAllowed(request.method, allowed: allowed).response)
         case .found(let route, _, let parameters):
+            let call = Call(request: request, parameters: parameters, app: self)
             do throws(APIError) {
-                return try route.run(Call(request: request, parameters: parameters, app: self))
+                return try route.run(call)
             } catch {
-                return .respond(error.response)
+                guard let (kind, name) = error.unknownResource, redis != nil else { return .respond(error.response) }
+                return later { () async throws(APIError) -> HTTPResponse in
+                    guard await self.discoverShared(kind, name) else { throw error }
+                    return await Self.resolve(try route.run(call))
+                }
             }
         }
     }
@@ -167,6 +300,19 @@ package final class UsherApp: HTTPHandler {
         case .badRequest(let detail): APIError.badRequest(detail).response
         case .payloadTooLarge(let limit): APIError.payloadTooLarge(limit: limit).response
         case .notImplemented(let detail): APIError.notImplemented(detail).response
+        }
+    }
+
+    /// The response of a handler's result, awaiting a deferred one (a stream
+    /// cannot be answered from inside another deferred answer: 500).
+    private static func resolve(_ result: HTTPHandlerResult) async -> HTTPResponse {
+        switch result {
+        case .respond(let response): return response
+        case .deferred(let work, let finished):
+            let response = await work()
+            finished?(response)
+            return response
+        case .stream: return APIError.internalError("a stream cannot follow a Redis lookup").response
         }
     }
 
@@ -199,7 +345,11 @@ package final class UsherApp: HTTPHandler {
                 refusal.headers.removeAll { $0.name == "Connection" }
                 return .respond(refusal.response)
             }
-            return .respond(Reply.encoded(StatusBody(status: "ready")))
+            guard let redis = app.redis else { return .respond(Reply.encoded(StatusBody(status: "ready"))) }
+            return app.later { () async throws(APIError) -> HTTPResponse in
+                if let reason = await redis.unavailableReason() { throw APIError.backendUnavailable(reason) }
+                return Reply.encoded(StatusBody(status: "ready"))
+            }
         }
         router.add("GET", "/openapi.json") { _ throws(APIError) in
             .respond(OpenAPIDocument.response())

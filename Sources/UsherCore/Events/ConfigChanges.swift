@@ -20,7 +20,7 @@ package struct ConfigChanges: Sendable, Equatable {
 
 extension EventLog {
     /// `updated` for a resource whose `PATCH` changed something; nothing otherwise.
-    func emitUpdated(kind: String, name: String, _ changes: ConfigChanges) {
+    package func emitUpdated(kind: String, name: String, _ changes: ConfigChanges) {
         guard isRecording, !changes.fields.isEmpty else { return }
         emit(ResourceEvent.Draft(kind: kind, name: name, type: "updated", subject: .changes(changes.fields)))
     }

@@ -1,0 +1,38 @@
+import UsherCore
+import UsherRedis
+
+extension RedisQueue: SharedResource {
+    /// What the registry's `created` event carries: the counts are in Redis.
+    package func summary() -> JSONValue {
+        .object([("name", .string(name)), ("backend", .string("redis"))])
+    }
+
+    package func markDeleted() { close() }
+    package func markShuttingDown() { shutdown() }
+    package func startListening() { listen() }
+
+    package func deleteShared() -> Pending<Void, APIError> {
+        .async { [self] () async throws(APIError) in
+            let existed: Bool
+            do throws(QueueError) { existed = try await delete() } catch { throw APIError(error) }
+            guard existed else { throw APIError.notFound("queue \(name) not found") }
+        }
+    }
+
+    package func sharedSummary() -> Pending<JSONValue, APIError> {
+        .async { [self] () async throws(APIError) -> JSONValue in
+            do throws(QueueError) {
+                let config = try await readConfig().value()
+                let counts = try await counts()
+                return .object([
+                    ("name", .string(name)),
+                    ("capacity", .int(config.capacity)),
+                    ("holding", .int(counts.holding)),
+                    ("waiting", .int(counts.waiting)),
+                    ("delayed", .int(counts.delayed)),
+                    ("backend", .string("redis")),
+                ])
+            } catch { throw APIError(error) }
+        }
+    }
+}

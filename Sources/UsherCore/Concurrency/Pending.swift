@@ -1,0 +1,74 @@
+/// An operation's answer: ready now (a manager in memory answers on the
+/// caller's thread, with no task) or later (one in Redis answers after a
+/// round trip, which the caller awaits without holding a thread).
+package enum Pending<Value: Sendable, Failure: Error>: Sendable {
+    case ready(Result<Value, Failure>)
+    case later(@Sendable () async -> Result<Value, Failure>)
+
+    /// Runs `body` now.
+    package static func now(_ body: () throws(Failure) -> Value) -> Pending {
+        do throws(Failure) { return .ready(.success(try body())) } catch { return .ready(.failure(error)) }
+    }
+
+    /// Awaits `body` later.
+    package static func async(_ body: @escaping @Sendable () async throws(Failure) -> Value) -> Pending {
+        .later {
+            do throws(Failure) { return .success(try await body()) } catch { return .failure(error) }
+        }
+    }
+
+    /// The value, awaiting it if it is not ready.
+    package func value() async throws(Failure) -> Value {
+        switch self {
+        case .ready(let result): try result.get()
+        case .later(let work): try await work().get()
+        }
+    }
+
+    /// The same answer, transformed.
+    package func map<T: Sendable>(_ transform: @escaping @Sendable (Value) -> T) -> Pending<T, Failure> {
+        switch self {
+        case .ready(let result): .ready(result.map(transform))
+        case .later(let work): .later { await work().map(transform) }
+        }
+    }
+
+    /// The value of an answer that is ready (a memory resource's); one that
+    /// would come later is a programming error.
+    package func readyValue() throws(Failure) -> Value {
+        guard case .ready(let result) = self else { preconditionFailure("readyValue of an answer that comes later") }
+        return try result.get()
+    }
+
+    /// The result, awaiting it if it is not ready.
+    package func result() async -> Result<Value, Failure> {
+        switch self {
+        case .ready(let result): result
+        case .later(let work): await work()
+        }
+    }
+
+    /// Continues with `next` once the value is there; a failure skips it.
+    package func flatMap<T: Sendable>(_ next: @escaping @Sendable (Value) -> Pending<T, Failure>) -> Pending<T, Failure>
+    {
+        switch self {
+        case .ready(.success(let value)): next(value)
+        case .ready(.failure(let error)): .ready(.failure(error))
+        case .later(let work):
+            .later {
+                switch await work() {
+                case .success(let value): await next(value).result()
+                case .failure(let error): .failure(error)
+                }
+            }
+        }
+    }
+
+    /// The same answer with the failure transformed.
+    package func mapError<E: Error>(_ transform: @escaping @Sendable (Failure) -> E) -> Pending<Value, E> {
+        switch self {
+        case .ready(let result): .ready(result.mapError(transform))
+        case .later(let work): .later { await work().mapError(transform) }
+        }
+    }
+}

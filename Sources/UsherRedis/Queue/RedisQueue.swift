@@ -1,0 +1,282 @@
+import Locking
+import RedisClient
+import UsherCore
+
+/// A queue kept in Redis and shared by every Usher that uses the same Redis:
+/// `QueueService` over `RedisQueueStore`. Every answer comes later (one
+/// script call). This object holds no queue state of its own, only what
+/// this process does about it: long-polls parked here, the timer at the
+/// queue's next deadline, events for this process's subscribers.
+package final class RedisQueue: QueueService, NoticeListener {
+    package let name: String
+    let store: RedisQueueStore
+    private let backend: RedisBackend
+    private let events: EventLog?
+    private let board: NoticeBoard
+    private let timer = Locked(DeadlineTimer())
+    private let phase = Locked(RedisPhase.open)
+    /// The longest a long-poll sleeps without checking: notices may be lost.
+    static let pollSeconds = 1.0
+
+    package init(name: String, backend: RedisBackend, events: EventLog?) {
+        self.name = name
+        self.backend = backend
+        self.events = events
+        self.board = NoticeBoard(clock: backend.clock)
+        // The store reports each reply's next deadline; the timer holds a weak
+        // reference through this box, set once `self` exists.
+        let deadlines = WeakBox<RedisQueue>()
+        self.store = RedisQueueStore(
+            keys: backend.keys(kind: "queue", name: name), connection: backend.connection(), time: backend.time,
+            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
+        deadlines.value = self
+    }
+
+    /// Starts hearing notices about this queue (once it is the one registered here).
+    package func listen() {
+        backend.register(self, kind: "queue", name: name)
+    }
+
+    // MARK: QueueService
+
+    package func readConfig() -> Pending<QueueConfig, QueueError> {
+        call { store async throws(QueueError) in try await store.config() }
+    }
+
+    package func enqueueVisitor(_ r: VisitorRequest, tryOnce: Bool) -> Pending<EnqueueOutcome, QueueError> {
+        call { store async throws(QueueError) in
+            let (view, created) = try await store.enqueue(r, tryOnce: tryOnce)
+            return EnqueueOutcome(view: view, created: created)
+        }
+    }
+
+    package func completeVisitor(_ id: String) -> Pending<VisitorView, QueueError> {
+        call { store async throws(QueueError) in try await store.complete(id: id) }
+    }
+
+    package func extendVisitor(_ id: String, holdSeconds: Double?) -> Pending<VisitorView, QueueError> {
+        call { store async throws(QueueError) in try await store.extend(id: id, holdSeconds: holdSeconds) }
+    }
+
+    package func removeVisitor(_ id: String) -> Pending<VisitorView, QueueError> {
+        call { store async throws(QueueError) in try await store.remove(id: id) }
+    }
+
+    package func readVisitor(_ id: String) -> Pending<VisitorView, QueueError> {
+        call { store async throws(QueueError) in try await store.visitor(id: id) }
+    }
+
+    package func readState(limit: Int, after cursor: QueueCursor?) -> Pending<QueueState, QueueError> {
+        call { store async throws(QueueError) in try await store.state(limit: limit, after: cursor) }
+    }
+
+    package func applyPatch(_ patch: QueuePatch) -> Pending<QueueConfig, QueueError> {
+        call { store async throws(QueueError) in try await store.apply(patch) }
+    }
+
+    package func releaseUndelivered(id: String, fence: Int64) {
+        let store = store
+        Task { _ = try? await store.undoGrant(id: id, fence: fence) }
+    }
+
+    package func parkUntilOutOfLine(
+        id: String, until deadline: Timestamp, withdrawing: Bool, cancellingOnTimeout: Bool
+    ) async -> VisitorWait {
+        var result = await park(id: id, until: deadline, withdrawing: withdrawing) { !$0.status.isWaiting }
+        if cancellingOnTimeout, !Task.isCancelled, case .success(let view) = result, view.status.isWaiting {
+            do throws(QueueError) { result = .success(try await store.timeOut(id: id)) } catch {
+                result = .failure(error)
+            }
+        }
+        return VisitorWait(result, id: id)
+    }
+
+    package func parkUntilChange(id: String, from status: VisitorStatus, until deadline: Timestamp) async
+        -> VisitorWait
+    {
+        VisitorWait(await park(id: id, until: deadline, withdrawing: false) { $0.status != status }, id: id)
+    }
+
+    // MARK: Lifecycle
+
+    /// Deletes the queue in Redis (every instance hears it and closes its
+    /// copy) and from the index; false when it was not there.
+    package func delete() async throws(QueueError) -> Bool {
+        let existed = try await store.delete()
+        do throws(ScriptFailure) { try await backend.announceDeleted(kind: "queue", name: name) } catch {
+            throw .backendUnavailable("\(error)")
+        }
+        return existed
+    }
+
+    /// Counts and totals (for the list route's summary).
+    package func counts() async throws(QueueError) -> QueueCounts {
+        try await store.counts().counts
+    }
+
+    /// Creates the queue in Redis, or answers the config of the one there.
+    package func create(_ config: QueueConfig) async throws(QueueError) -> (config: QueueConfig, created: Bool) {
+        try await store.create(config)
+    }
+
+    /// Applies what is due now (after a start or a reconnect: deadlines other
+    /// instances armed are armed here too).
+    package func catchUp() async {
+        try? await store.tick()
+    }
+
+    /// The queue was deleted: waiters here are answered `gone`, the timer stops.
+    package func close() {
+        phase.withLock { $0 = .closed }
+        timer.withLock { $0.cancel() }
+        backend.unregister(kind: "queue", name: name)
+        board.postAll()
+    }
+
+    /// The server is stopping: waiters here are answered `shuttingDown`.
+    package func shutdown() {
+        phase.withLock { if $0 == .open { $0 = .shuttingDown } }
+        timer.withLock { $0.cancel() }
+        board.postAll()
+    }
+
+    // MARK: NoticeListener
+
+    package func receive(_ payload: [UInt8]) {
+        guard let notice = RedisQueueStore.decodeNotice(payload) else { return }
+        if notice.deleted {
+            close()
+            return
+        }
+        arm(at: notice.next)
+        emitEvents(notice)
+        for view in notice.changed { board.post(view.id) }
+    }
+
+    package func resynchronize() {
+        board.postAll()
+        Task { await catchUp() }
+    }
+
+    // MARK: Internals
+
+    /// One store call, later, refused once the queue is closed.
+    private func call<T: Sendable>(_ body: @escaping @Sendable (RedisQueueStore) async throws(QueueError) -> T)
+        -> Pending<T, QueueError>
+    {
+        .async { [self] () async throws(QueueError) -> T in
+            guard phase.withLock({ $0 }) != .closed else { throw .gone }
+            return try await body(store)
+        }
+    }
+
+    /// Waits until `met` holds for the visitor, `deadline` passes, or the
+    /// task is cancelled (then, `withdrawing`, the visitor is taken back).
+    /// Re-reads at every notice about it and at least every `pollSeconds`.
+    /// Redis unreachable until the deadline: `backendUnavailable`.
+    private func park(
+        id: String, until deadline: Timestamp, withdrawing: Bool, _ met: (VisitorView) -> Bool
+    ) async -> Result<VisitorView, QueueError> {
+        let clock = backend.clock
+        while true {
+            switch phase.withLock({ $0 }) {
+            case .closed: return .failure(.gone)
+            case .shuttingDown: return .failure(.shuttingDown)
+            case .open: break
+            }
+            let ticket = board.open(id)
+            let read: Result<VisitorView, QueueError>
+            do throws(QueueError) {
+                if Task.isCancelled, withdrawing {
+                    board.close(ticket)
+                    if let view = try await store.disconnect(id: id) { return .success(view) }
+                    return .success(try await store.visitor(id: id))
+                }
+                read = .success(try await store.visitor(id: id))
+            } catch {
+                read = .failure(error)
+            }
+            let now = clock.now()
+            switch read {
+            case .success(let view):
+                if met(view) || now >= deadline || Task.isCancelled {
+                    board.close(ticket)
+                    return .success(view)
+                }
+            case .failure(.backendUnavailable(let why)):
+                if now >= deadline {
+                    board.close(ticket)
+                    return .failure(.backendUnavailable(why))
+                }
+            case .failure(let error):
+                board.close(ticket)
+                return .failure(error)
+            }
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
+        }
+    }
+
+    /// Keeps one timer at or before the next deadline; it runs `tick`, whose
+    /// reply arms the next one. Harmless when another instance ticks first.
+    func arm(at next: Timestamp?) {
+        guard let next, phase.withLock({ $0 }) == .open else { return }
+        let clock = backend.clock
+        timer.withLock { t in
+            if let armed = t.deadline, armed <= next { return }
+            t.cancel()
+            t.deadline = next
+            t.timer = clock.schedule(at: next) { [weak self] in
+                guard let self else { return }
+                self.timer.withLock { $0.fired() }
+                Task { await self.catchUp() }
+            }
+        }
+    }
+
+    /// Emits what the notice reports, as `VisitorQueue` does for its own changes.
+    private func emitEvents(_ notice: QueueNotice) {
+        guard let events, events.isRecording else { return }
+        for v in notice.changed {
+            let type = v.status.isWaiting && v.enqueuedAt == notice.time ? "enqueued" : v.status.rawValue
+            events.emit(ResourceEvent.Draft(kind: "queue", name: name, type: type, subject: .visitor(v)))
+        }
+        if let updated = notice.updated { events.emitUpdated(kind: "queue", name: name, updated) }
+    }
+}
+
+/// Where this process's copy of a Redis-backed resource is in its life.
+enum RedisPhase: Sendable {
+    case open
+    /// The server is stopping: waits are refused.
+    case shuttingDown
+    /// The resource was deleted (through any instance).
+    case closed
+}
+
+/// The one timer of a Redis-backed resource and when it is set for.
+struct DeadlineTimer: Sendable {
+    var deadline: Timestamp?
+    var timer: (any ScheduledTimer)?
+
+    mutating func cancel() {
+        timer?.cancel()
+        timer = nil
+        deadline = nil
+    }
+
+    mutating func fired() {
+        timer = nil
+        deadline = nil
+    }
+}
+
+/// A weak reference that can be set after the closure holding it is made.
+final class WeakBox<T: AnyObject & Sendable>: Sendable {
+    private let reference = Locked<Weak?>(nil)
+    private struct Weak: @unchecked Sendable { weak var value: T? }
+
+    var value: T? {
+        get { reference.withLock { $0?.value } }
+        set { reference.withLock { $0 = Weak(value: newValue) } }
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Locking
+import RedisClient
+import Synchronization
+import UsherCore
+
+/// What hears the notices about one resource (its manager in this process).
+package protocol NoticeListener: AnyObject, Sendable {
+    /// A notice about this resource, from any instance (this one included).
+    func receive(_ payload: [UInt8])
+    /// Notices may have been missed (the subscriber reconnected): check again.
+    func resynchronize()
+}
+
+/// The Redis side of one Usher process: the command connections, the one
+/// subscriber connection that hears every instance's notices, the index of
+/// Redis-backed resources, and what `/readyz` says about Redis.
+package final class RedisBackend: Sendable {
+    /// A resource appeared or vanished in Redis (created or deleted through any instance).
+    package enum Membership: Sendable {
+        case created(kind: String, name: String)
+        case deleted(kind: String, name: String)
+        /// The subscriber (re)connected: the whole index should be read again.
+        case resynchronize
+    }
+
+    package let settings: RedisSettings
+    package let channel: String
+    package let time: ScriptTime
+    package let clock: any UsherClock
+    private let connections: [RedisConnection]
+    private let nextConnection = Atomic<Int>(0)
+    private let listeners = Locked<[String: any NoticeListener]>([:])
+    private let membership: Locked<(@Sendable (Membership) -> Void)?> = Locked(nil)
+    /// Why the subscriber is down, or nil while it is connected.
+    private let subscriberDown = Locked<String?>("not connected yet")
+    private let subscriber: Locked<RedisSubscriber?> = Locked(nil)
+
+    /// `connections` command connections, used in turn: one connection
+    /// carries about 14,000 round trips a second.
+    package init(
+        settings: RedisSettings, connections: Int = 4, time: ScriptTime = .server, clock: any UsherClock
+    ) throws(RedisError) {
+        self.settings = settings
+        self.channel = ResourceKeys.noticeChannel(prefix: settings.keyPrefix)
+        self.time = time
+        self.clock = clock
+        var made: [RedisConnection] = []
+        for _ in 0..<max(1, connections) { made.append(try RedisConnection(settings: settings)) }
+        self.connections = made
+    }
+
+    /// Starts hearing notices; `onMembership` learns of resources created or
+    /// deleted by any instance. Connects in the background: Redis may be down.
+    package func start(onMembership: @escaping @Sendable (Membership) -> Void) throws(RedisError) {
+        membership.withLock { $0 = onMembership }
+        let made = try RedisSubscriber(
+            endpoint: try settings.endpoint(), connectTimeoutSeconds: settings.connectTimeoutSeconds,
+            healthCheckSeconds: 1, channels: [channel]
+        ) { [weak self] event in self?.heard(event) }
+        subscriber.withLock { $0 = made }
+    }
+
+    /// Stops the subscriber (joins its thread).
+    package func stopSubscriber() {
+        subscriber.withLock { s in
+            defer { s = nil }
+            return s
+        }?.stop()
+    }
+
+    /// Stops the subscriber and closes the connections.
+    package func stop() async {
+        stopSubscriber()
+        for connection in connections { await connection.close() }
+    }
+
+    /// The next command connection, in turn.
+    package func connection() -> RedisConnection {
+        connections[nextConnection.wrappingAdd(1, ordering: .relaxed).oldValue % connections.count]
+    }
+
+    /// The keys of a resource.
+    package func keys(kind: String, name: String) -> ResourceKeys {
+        ResourceKeys(prefix: settings.keyPrefix, kind: kind, name: name)
+    }
+
+    package func register(_ listener: any NoticeListener, kind: String, name: String) {
+        listeners.withLock { $0["\(kind):\(name)"] = listener }
+    }
+
+    package func unregister(kind: String, name: String) {
+        _ = listeners.withLock { $0.removeValue(forKey: "\(kind):\(name)") }
+    }
+
+    // MARK: The index of resources
+
+    /// The hash of every Redis-backed resource: `kind:name` → the time it was created.
+    private var indexKey: String { "\(settings.keyPrefix)resources" }
+
+    /// Every Redis-backed resource, as (kind, name).
+    package func indexedResources() async throws(ScriptFailure) -> [(kind: String, name: String)] {
+        let reply = try await command(["HKEYS", indexKey])
+        return (reply.array ?? []).compactMap { item in
+            guard let text = item.string, let colon = text.firstIndex(of: ":") else { return nil }
+            return (String(text[..<colon]), String(text[text.index(after: colon)...]))
+        }
+    }
+
+    /// How many resources the index holds.
+    package func indexedCount() async throws(ScriptFailure) -> Int {
+        Int(try await command(["HLEN", indexKey]).int ?? 0)
+    }
+
+    /// Records a resource created through this instance and tells every instance.
+    package func announceCreated(kind: String, name: String) async throws(ScriptFailure) {
+        _ = try await command(["HSET", indexKey, "\(kind):\(name)", "1"])
+        _ = try await command(["PUBLISH", channel, Self.membershipNotice(kind: kind, name: name, created: true)])
+    }
+
+    /// Forgets a deleted resource (its script published `deleted` already).
+    package func announceDeleted(kind: String, name: String) async throws(ScriptFailure) {
+        _ = try await command(["HDEL", indexKey, "\(kind):\(name)"])
+    }
+
+    /// A plain command; an error reply or no answer is a `ScriptFailure`.
+    package func command(_ arguments: [String]) async throws(ScriptFailure) -> RedisReply {
+        let reply: RedisReply
+        do { reply = try await connection().command(arguments) } catch { throw .unavailable(error.description) }
+        if let message = reply.errorMessage { throw .redis(message) }
+        return reply
+    }
+
+    // MARK: Health
+
+    /// Why Redis-backed resources cannot be served now, or nil: the
+    /// subscriber is down, or a `PING` got no answer.
+    package func unavailableReason() async -> String? {
+        if let down = subscriberDown.withLock({ $0 }) { return "Redis subscriber: \(down)" }
+        do {
+            let reply = try await connection().command(["PING"])
+            if let message = reply.errorMessage { return "Redis answered PING with \(message)" }
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
+    // MARK: Notices
+
+    private func heard(_ event: RedisSubscriber.Event) {
+        switch event {
+        case .subscribed:
+            subscriberDown.withLock { $0 = nil }
+            let all = listeners.withLock { Array($0.values) }
+            for listener in all { listener.resynchronize() }
+            membership.withLock { $0 }?(.resynchronize)
+        case .disconnected(let reason):
+            subscriberDown.withLock { $0 = reason }
+        case .message(_, let payload):
+            deliver(payload)
+        }
+    }
+
+    private func deliver(_ payload: [UInt8]) {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
+            let kind = object["kind"] as? String, let name = object["name"] as? String
+        else { return }
+        if object["created"] as? Bool == true {
+            membership.withLock { $0 }?(.created(kind: kind, name: name))
+            return
+        }
+        listeners.withLock { $0["\(kind):\(name)"] }?.receive(payload)
+        if object["deleted"] as? Bool == true {
+            membership.withLock { $0 }?(.deleted(kind: kind, name: name))
+        }
+    }
+
+    /// `{"kind": …, "name": …, "created": true}`.
+    static func membershipNotice(kind: String, name: String, created: Bool) -> String {
+        let object: [String: Any] = ["kind": kind, "name": name, "created": created]
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
