@@ -215,6 +215,47 @@ import Testing
         #expect(try await connection.command(["DBSIZE"]).int == 0)
     }
 
+    /// Four "instances" (own connections, Redis time) on one queue at once:
+    /// never more holders than slots, fences in grant order, totals balanced.
+    @Test func instancesSharingAQueueKeepItsRules() async throws {
+        let server = try await RedisServer()
+        let keys = ResourceKeys(prefix: "usher:", kind: "queue", name: "shared")
+        func instance() -> RedisQueueStore {
+            // Longer timeouts than the test server's: four workers on a loaded two-core machine.
+            let connection = RedisConnection(
+                endpoint: server.endpoint, connectTimeoutSeconds: 5, commandTimeoutSeconds: 20)
+            return RedisQueueStore(
+                keys: keys, connection: connection, time: .server, channel: "usher:notices",
+                onDeadline: { _ in })
+        }
+        _ = try await instance().create(QueueConfig(capacity: 3, holdSeconds: 5))
+        let fences = Recorder<Int64>()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<4 {
+                let q = instance()
+                group.addTask {
+                    for i in 0..<100 {
+                        let v = try await q.enqueue(VisitorRequest(id: "w\(worker)-\(i)", key: "k\(i % 7)")).view
+                        if v.status == .granted, let fence = v.fence { fences.append(fence) }
+                        let state = try await q.state(limit: 10)
+                        #expect(state.holding.count <= 3)
+                        let fenceOrder = state.holding.compactMap(\.fence)
+                        #expect(fenceOrder == fenceOrder.sorted())
+                        for holder in state.holding.prefix(1) { _ = try? await q.complete(id: holder.id) }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let c = try await instance().counts().counts
+        #expect(c.holding <= 3 && c.grantedTotal >= fences.items.count)
+        #expect(
+            c.enqueuedTotal
+                == c.waiting + c.holding + c.delayed + c.completedTotal + c.releasedTotal + c.expiredTotal
+                + c.cancelledTotal + c.mergedTotal)
+        #expect(Set(fences.items).count == fences.items.count)
+    }
+
     @Test func aStoppedServerIsUnavailable() async throws {
         let server = try await RedisServer()
         let q = Self.store(server, ManualClock(start: Self.start))
