@@ -1,7 +1,6 @@
 import Foundation
 import RedisClient
 import RedisTestServer
-import Synchronization
 import Testing
 
 @testable import UsherCore
@@ -41,10 +40,11 @@ struct MachineRig {
     let store: RedisMachineStore
     let deadlines: DeadlineLog
 
-    final class DeadlineLog: Sendable {
-        private let values = Mutex<[Timestamp?]>([])
-        func append(_ value: Timestamp?) { values.withLock { $0.append(value) } }
-        var last: Timestamp?? { values.withLock { $0.last } }
+    final class DeadlineLog: @unchecked Sendable {
+        private let lock = NSLock()
+        private var values: [Timestamp?] = []
+        func append(_ value: Timestamp?) { lock.withLock { values.append(value) } }
+        var last: Timestamp?? { lock.withLock { values.last } }
     }
 
     static let channel = "usher:notices"

@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import RedisClient
 import UsherCore
 
@@ -26,12 +27,16 @@ package struct MachineNotice: Sendable, Equatable {
 /// forward) and a version lost in a failover is not reused for other content.
 package struct RedisMachineStore: Sendable {
     private static let script = ResourceScript(kindSource: PackageResources.machine_lua)
+    /// The script's name in Redis (`EVALSHA`), for measurements.
+    static var scriptSHA1: String { script.script.sha1 }
 
     package let keys: ResourceKeys
     private let connection: RedisConnection
     private let time: ScriptTime
     private let channel: String
     private let onDeadline: @Sendable (Timestamp?) -> Void
+    /// The last definition decoded, by its text: it is fixed at creation.
+    private let definitions = DefinitionCache()
 
     package init(
         keys: ResourceKeys, connection: RedisConnection, time: ScriptTime, channel: String,
@@ -191,15 +196,16 @@ package struct RedisMachineStore: Sendable {
 
     // MARK: - Decoding
 
-    /// `{next, head, definition, history entries...}`.
+    /// `{next, head, definition, history}`.
     private func snapshot(from reply: [String]) throws(MachineError) -> MachineSnapshot {
         let head = try Self.decode(SnapshotHead.self, reply, at: 1)
         guard let definitionText = reply.element(2) else { throw Self.unreadable("definition") }
-        let history = try reply.dropFirst(3).map { text throws(MachineError) in
-            try Self.transition(Self.decode(EntryRecord.self, text))
+        let history = try Self.decode([EntryRecord].self, reply, at: 3).map { e throws(MachineError) in
+            try Self.transition(e)
         }
         return MachineSnapshot(
-            name: head.name, definitionName: head.definitionName, definition: try Self.definition(definitionText),
+            name: head.name, definitionName: head.definitionName,
+            definition: try definitions.definition(definitionText),
             state: head.state, version: try Self.int(head.version), allowedEvents: head.allowedEvents,
             enteredAt: try Self.timestamp(head.entered), history: history,
             transaction: try head.transaction.map { t throws(MachineError) in try Self.transaction(t) })
@@ -253,7 +259,7 @@ package struct RedisMachineStore: Sendable {
             version: try int(t.version))
     }
 
-    private static func definition(_ text: String) throws(MachineError) -> MachineDefinition {
+    fileprivate static func definition(_ text: String) throws(MachineError) -> MachineDefinition {
         let record = try decode(DefinitionRecord.self, text)
         do {
             return try MachineDefinition(
@@ -315,6 +321,19 @@ package struct RedisMachineStore: Sendable {
             if let timeout = earliest[state] { fields += ["o|\(state)", "\(timeout.micros) \(timeout.event)"] }
         }
         return fields
+    }
+}
+
+/// One decoded definition and its text, so a snapshot decodes the definition
+/// only when the machine was re-created with another one.
+private final class DefinitionCache: Sendable {
+    private let last = Locked<(text: String, definition: MachineDefinition)?>(nil)
+
+    func definition(_ text: String) throws(MachineError) -> MachineDefinition {
+        if let known = last.withLock({ $0 }), known.text == text { return known.definition }
+        let definition = try RedisMachineStore.definition(text)
+        last.withLock { $0 = (text, definition) }
+        return definition
     }
 }
 

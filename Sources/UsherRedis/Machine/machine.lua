@@ -150,15 +150,14 @@ local function refuse(code, detail)
   return fail(code, detail)
 end
 
--- The snapshot: {next, head, definition, history entries...}.
+-- The snapshot: {next, head, definition, history} (history: the stored entries as one JSON array).
 local function snapshot_reply(created)
   local head = {name = M.name, state = M.state, version = int_text(M.version), entered = int_text(M.entered),
     allowed = allowed_text(), transaction = M.txn, created = created}
   local fields = redis.call('HMGET', META, 'defname', 'def')
   if fields[1] ~= '' then head.definition_name = fields[1] end
-  local reply = {next_text(), cjson.encode(head), fields[2]}
-  for _, entry in ipairs(redis.call('LRANGE', HISTORY, 0, -1)) do table.insert(reply, entry) end
-  return reply
+  local history = '[' .. table.concat(redis.call('LRANGE', HISTORY, 0, -1), ',') .. ']'
+  return {next_text(), cjson.encode(head), fields[2], history}
 end
 
 -- The checks of an event or an opening, in MachineEngine's order; the target or a refusal.
