@@ -240,6 +240,34 @@ struct MachineRig {
         #expect(rig.deadlines.last == .some(nil))
     }
 
+    @Test func aLongIdleCycleOfTimeoutsCatchesUpOverSeveralCalls() async throws {
+        let pingPong = try MachineDefinition(
+            initial: "Ping",
+            transitions: [
+                .init(event: "hit", from: "Ping", to: "Pong"), .init(event: "back", from: "Pong", to: "Ping"),
+            ],
+            timeouts: [
+                .init(state: "Ping", afterSeconds: 0.01, event: "hit"),
+                .init(state: "Pong", afterSeconds: 0.01, event: "back"),
+            ])
+        let rig = try await MachineRig()
+        let t0 = rig.clock.now()
+        _ = try await rig.created(pingPong)
+        rig.clock.advance(by: 25)  // 2,500 steps due; one call applies at most 1,000
+        let started = ContinuousClock.now
+        try await rig.store.tick()
+        let elapsed = ContinuousClock.now - started
+        #expect(rig.deadlines.last == t0.adding(seconds: 10.01))
+        try await rig.store.tick()
+        #expect(rig.deadlines.last == t0.adding(seconds: 20.01))
+        let s = try await rig.store.snapshot()
+        #expect(s.enteredAt == t0.adding(seconds: 25))
+        #expect(s.state == "Ping")
+        #expect(s.history.count == MachineEngine.historyLimit)
+        #expect(rig.deadlines.last == t0.adding(seconds: 25.01))
+        print("1,000 due timeouts in one call: \(elapsed)")
+    }
+
     // MARK: - Transactions
 
     @Test func openThenCommitMakesTheTransitionAsAnEventWould() async throws {

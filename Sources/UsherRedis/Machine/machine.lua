@@ -163,7 +163,7 @@ end
 -- The checks of an event or an opening, in MachineEngine's order; the target or a refusal.
 local function target(event, expected)
   if redis.call('HEXISTS', META, 'e|' .. event) == 0 then return nil, refuse('unknown_event', allowed_text()) end
-  if expected ~= '' and tonumber(expected) ~= M.version then
+  if expected ~= '' and expected ~= int_text(M.version) then
     return nil, refuse('version_mismatch', int_text(M.version))
   end
   if M.txn then return nil, refuse('transaction_open', cjson.encode(M.txn)) end
