@@ -530,6 +530,42 @@ struct MachineRig {
         #expect(again.version > opened.version)
     }
 
+    @Test func racingIfMatchClientsOnSeveralConnectionsLeaveAValidPath() async throws {
+        let rig = try await MachineRig(name: "race")
+        _ = try await rig.created(.player)
+        // Four "instances", each with its own connection, 25 attempts each.
+        let stores = try await (0..<4).asyncMap { _ in try await MachineRig(server: rig.server, name: "race").store }
+        let wins = try await withThrowingTaskGroup(of: Int.self) { group in
+            for store in stores {
+                group.addTask {
+                    var wins = 0
+                    for _ in 0..<25 {
+                        let s = try await store.snapshot()
+                        let event = MachineDefinition.player.allowedEvents(in: s.state)[0]
+                        do {
+                            try await store.fire(event: event, expectedVersion: s.version)
+                            wins += 1
+                        } catch MachineError.versionMismatch {
+                        }
+                    }
+                    return wins
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        let s = try await rig.store.snapshot()
+        #expect(wins > 0)
+        #expect(s.history.count == min(wins, MachineEngine.historyLimit))
+        #expect(zip(s.history, s.history.dropFirst()).allSatisfy { $0.to == $1.from && $0.version < $1.version })
+    }
+
+    @Test func aFlushedScriptCacheIsRefilled() async throws {
+        let rig = try await MachineRig()
+        _ = try await rig.created(.player)
+        #expect(try await rig.server.connection().command(["SCRIPT", "FLUSH"]) == .status("OK"))
+        #expect(try await rig.store.fire(event: "prepare").state == "Ready")
+    }
+
     @Test func unavailableWhenTheServerIsStopped() async throws {
         let rig = try await MachineRig()
         _ = try await rig.created(.player)
@@ -547,8 +583,10 @@ struct MachineRig {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         // A one-node cluster: Redis itself refuses a script that touches another slot.
+        // Its bus port must be given: the default, port + 10000, may pass 65535.
         let server = try await RedisServer(arguments: [
             "--cluster-enabled", "yes", "--cluster-config-file", directory.appendingPathComponent("nodes.conf").path,
+            "--cluster-port", String(try RedisServer.freePort()),
         ])
         let admin = server.connection()
         #expect(try await admin.command(["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]) == .status("OK"))
@@ -567,5 +605,13 @@ struct MachineRig {
         var slots: Set<Int64> = []
         for key in keys { slots.insert(try #require(try await admin.command(["CLUSTER", "KEYSLOT", key]).int)) }
         #expect(slots.count == 1)
+    }
+}
+
+extension Range<Int> {
+    fileprivate func asyncMap<T>(_ body: (Int) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for i in self { results.append(try await body(i)) }
+        return results
     }
 }
