@@ -53,6 +53,37 @@ import Testing
                 + "\(Self.format(perSnapshot)) µs/call (\(Self.format(snapshotInRedis)) µs in Redis)")
     }
 
+    @Test func theLargestDefinitionIsStoredAndRuns() async throws {
+        let states = (0..<MachineDefinition.maxStates).map { "s\($0)" }
+        let ring = try MachineDefinition(
+            initial: "s0", states: states,
+            transitions: states.indices.dropLast().map { i in
+                .init(event: "e\(i)", from: states[i], to: states[i + 1])
+            } + [.init(event: "reset", from: states, to: "s0")],
+            timeouts: states.indices.dropLast().map { i in .init(state: states[i], afterSeconds: 1, event: "e\(i)") })
+        let clock = ManualClock()
+        let rig = try await MachineRig(name: "ring", clock: clock)
+        var started = ContinuousClock.now
+        let created = try await rig.created(ring)
+        let createTook = ContinuousClock.now - started
+        #expect(created.definition == ring)
+        clock.advance(by: 3)
+        started = ContinuousClock.now
+        let result = try await rig.store.fire(event: "reset")
+        let fireTook = ContinuousClock.now - started
+        #expect(result.previousState == "s3")
+        started = ContinuousClock.now
+        let again = try await rig.store.fire(event: "e0")
+        let secondTook = ContinuousClock.now - started
+        #expect(again.state == "s1")
+        started = ContinuousClock.now
+        #expect(try await rig.store.snapshot().allowedEvents == ["e1", "reset"])
+        let snapshotTook = ContinuousClock.now - started
+        print(
+            "1,000-state definition: create \(createTook), fire after 3 due timeouts \(fireTook), "
+                + "fire \(secondTook), first snapshot \(snapshotTook)")
+    }
+
     static func micros(_ d: Duration) -> Double {
         Double(d.components.seconds) * 1e6 + Double(d.components.attoseconds) / 1e12
     }
