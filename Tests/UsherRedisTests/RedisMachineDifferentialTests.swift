@@ -37,7 +37,7 @@ import Testing
         let (created, _) = try await rig.store.create(definitionName: "diff", definition: Self.definition)
         var match = Matcher()
         try match.same(created, await memory.snapshot())
-        var random = SplitMix(seed: seed)
+        var random = SplitMix(state: seed)
         let events = Self.definition.events + ["fly"]
         var seenIDs: [(memory: String, redis: String)] = [("42", "42")]
         var seenVersions: [(memory: Int64, redis: Int64)] = []
@@ -117,18 +117,9 @@ import Testing
     }
 }
 
-/// A small seeded generator, so a failing seed replays.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next(_ bound: Int) -> Int {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int((z ^ (z >> 31)) % UInt64(bound))
-    }
+extension SplitMix {
+    /// A number in `0..<bound`.
+    mutating func next(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }
 
 /// Compares Redis answers with memory ones, translating Redis versions and

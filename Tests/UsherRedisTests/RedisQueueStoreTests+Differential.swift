@@ -25,6 +25,7 @@ extension RedisQueueStoreTests {
 }
 
 /// A seeded SplitMix64: the same run for a seed.
+/// A small seeded generator (SplitMix64), so a failing seed replays.
 struct SplitMix: RandomNumberGenerator {
     var state: UInt64
     mutating func next() -> UInt64 {
