@@ -15,7 +15,8 @@ import Testing
         let server = try await RedisServer()
         let connection = server.connection()
         let store = RedisMachineStore(
-            keys: ResourceKeys(prefix: "usher:", kind: "machine", name: "bench"), connection: connection,
+            keys: ResourceKeys(prefix: "usher:", kind: "machine", name: "bench"),
+            connections: RedisConnectionPool([connection]),
             time: .server, channel: "usher:notices", onDeadline: { _ in })
         _ = try await store.create(definitionName: "player", definition: .player)
         for i in 0..<200 { try await store.fire(event: Self.cycle[i % 3]) }  // warm up; the history is full

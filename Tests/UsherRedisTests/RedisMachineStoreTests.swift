@@ -56,7 +56,8 @@ struct MachineRig {
         let deadlines = DeadlineLog()
         self.deadlines = deadlines
         store = RedisMachineStore(
-            keys: ResourceKeys(prefix: "usher:", kind: "machine", name: name), connection: server.connection(),
+            keys: ResourceKeys(prefix: "usher:", kind: "machine", name: name),
+            connections: RedisConnectionPool([server.connection()]),
             time: .clock(clock), channel: Self.channel, onDeadline: { deadlines.append($0) })
     }
 

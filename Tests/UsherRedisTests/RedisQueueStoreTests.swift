@@ -19,7 +19,7 @@ import Testing
     ) -> RedisQueueStore {
         RedisQueueStore(
             keys: ResourceKeys(prefix: "usher:", kind: "queue", name: name),
-            connection: connection ?? server.connection(),
+            connections: RedisConnectionPool([connection ?? server.connection()]),
             time: .clock(clock), channel: "usher:notices", onDeadline: { next in deadlines?.append(next) })
     }
 
@@ -225,7 +225,7 @@ import Testing
             let connection = RedisConnection(
                 endpoint: server.endpoint, connectTimeoutSeconds: 5, commandTimeoutSeconds: 20)
             return RedisQueueStore(
-                keys: keys, connection: connection, time: .server, channel: "usher:notices",
+                keys: keys, connections: RedisConnectionPool([connection]), time: .server, channel: "usher:notices",
                 onDeadline: { _ in })
         }
         _ = try await instance().create(QueueConfig(capacity: 3, holdSeconds: 5))

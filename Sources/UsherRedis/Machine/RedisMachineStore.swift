@@ -31,7 +31,7 @@ package struct RedisMachineStore: Sendable {
     static var scriptSHA1: String { script.script.sha1 }
 
     package let keys: ResourceKeys
-    private let connection: RedisConnection
+    private let connections: RedisConnectionPool
     private let time: ScriptTime
     private let channel: String
     private let onDeadline: @Sendable (Timestamp?) -> Void
@@ -39,11 +39,11 @@ package struct RedisMachineStore: Sendable {
     private let definitions = DefinitionCache()
 
     package init(
-        keys: ResourceKeys, connection: RedisConnection, time: ScriptTime, channel: String,
+        keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
         onDeadline: @escaping @Sendable (Timestamp?) -> Void
     ) {
         self.keys = keys
-        self.connection = connection
+        self.connections = connections
         self.time = time
         self.channel = channel
         self.onDeadline = onDeadline
@@ -150,7 +150,7 @@ package struct RedisMachineStore: Sendable {
         do {
             reply = try await Self.script.run(
                 operation, keys: [keys.key("meta"), keys.key("history")], time: time, channel: channel,
-                arguments: arguments, on: connection)
+                arguments: arguments, on: connections.next())
         } catch {
             throw Self.error(error)
         }

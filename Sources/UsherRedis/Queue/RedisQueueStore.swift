@@ -11,18 +11,18 @@ package struct RedisQueueStore: Sendable {
     static let parts = ["meta", "wait", "arr", "hold", "exp", "delayed", "vis", "lk", "lp", "fin", "holds"]
 
     let keys: ResourceKeys
-    let connection: RedisConnection
+    let connections: RedisConnectionPool
     let time: ScriptTime
     let channel: String
     let onDeadline: @Sendable (Timestamp?) -> Void
     let keyList: [String]
 
     package init(
-        keys: ResourceKeys, connection: RedisConnection, time: ScriptTime, channel: String,
+        keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
         onDeadline: @escaping @Sendable (Timestamp?) -> Void
     ) {
         self.keys = keys
-        self.connection = connection
+        self.connections = connections
         self.time = time
         self.channel = channel
         self.onDeadline = onDeadline
@@ -180,7 +180,7 @@ package struct RedisQueueStore: Sendable {
         do {
             reply = try await Self.script.run(
                 operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
-                on: connection)
+                on: connections.next())
         } catch {
             throw Self.error(error, hold: hold)
         }
