@@ -27,8 +27,8 @@ package final class RedisQueue: QueueService, NoticeListener {
         // reference through this box, set once `self` exists.
         let deadlines = WeakBox<RedisQueue>()
         self.store = RedisQueueStore(
-            keys: backend.keys(kind: "queue", name: name), connection: backend.connection(), time: backend.time,
-            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
+            keys: backend.keys(kind: "queue", name: name), connections: { [backend] in backend.connection() },
+            time: backend.time, channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
         deadlines.value = self
     }
 

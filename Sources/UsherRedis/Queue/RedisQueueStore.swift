@@ -11,22 +11,32 @@ package struct RedisQueueStore: Sendable {
     static let parts = ["meta", "wait", "arr", "hold", "exp", "delayed", "vis", "lk", "lp", "fin", "holds"]
 
     let keys: ResourceKeys
-    let connection: RedisConnection
+    /// The connection for the next call: one of the backend's, in turn, so
+    /// that calls on one queue run on several connections at once.
+    let connection: @Sendable () -> RedisConnection
     let time: ScriptTime
     let channel: String
     let onDeadline: @Sendable (Timestamp?) -> Void
     let keyList: [String]
 
     package init(
-        keys: ResourceKeys, connection: RedisConnection, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void
+        keys: ResourceKeys, connections: @escaping @Sendable () -> RedisConnection, time: ScriptTime,
+        channel: String, onDeadline: @escaping @Sendable (Timestamp?) -> Void
     ) {
         self.keys = keys
-        self.connection = connection
+        self.connection = connections
         self.time = time
         self.channel = channel
         self.onDeadline = onDeadline
         self.keyList = Self.parts.map(keys.key)
+    }
+
+    /// A store whose every call uses `connection`.
+    package init(
+        keys: ResourceKeys, connection: RedisConnection, time: ScriptTime, channel: String,
+        onDeadline: @escaping @Sendable (Timestamp?) -> Void
+    ) {
+        self.init(keys: keys, connections: { connection }, time: time, channel: channel, onDeadline: onDeadline)
     }
 
     // MARK: - Resource
@@ -180,7 +190,7 @@ package struct RedisQueueStore: Sendable {
         do {
             reply = try await Self.script.run(
                 operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
-                on: connection)
+                on: connection())
         } catch {
             throw Self.error(error, hold: hold)
         }
