@@ -9,10 +9,14 @@
  *   cc -O2 -Wall -pthread -o opbench opbench.c
  *   opbench -P beanstalk -h 127.0.0.1 -p 11300 -t 2 -c 64 -d 5
  *   opbench -P http -p 8080 -q q -t 2 -c 64 -d 5
+ *   opbench -P http -p 8081,8082,8083 -q q1,q2,q3 -t 2 -c 64 -d 5
  *
  * -t threads, each an epoll loop over its share of -c connections (like
  * wrk -t2 -c64). Every connection loops through the steps, one request in
- * flight at a time:
+ * flight at a time. -p and -q take comma-separated lists: connection k (of
+ * all threads, numbered in order) uses the (k mod n)-th port and the
+ * (k mod m)-th queue, so the load spreads over several servers and queues.
+ *
  *
  *   beanstalk  put 0 0 120 <n>\r\n<body>\r\n   -> INSERTED <id>
  *              reserve-with-timeout 0\r\n      -> RESERVED <id> <n>\r\n<body>\r\n
@@ -102,6 +106,8 @@ typedef struct {
     int step;
     uint64_t op_start, req_start;
     char id[136]; /* the job's or the visitor's id, for the next step */
+    const char *queue; /* http: the queue this connection uses */
+    int port;
     char in[8192];
     size_t in_len;
 } conn;
@@ -128,8 +134,10 @@ typedef struct {
 } protocol;
 
 static const char *host = "127.0.0.1";
-static const char *queue = "q";
-static int port = 0, nthreads = 2, nconns = 64;
+#define MAX_TARGETS 16
+static const char *queues[MAX_TARGETS] = {"q"};
+static int ports[MAX_TARGETS];
+static int nqueues = 1, nports = 1, nthreads = 2, nconns = 64;
 static double duration = 5;
 static uint64_t deadline_ns;
 static const char body[] = "{\"payload\":{\"n\":1}}";
@@ -185,9 +193,9 @@ static int http_format(const conn *c, char *buf, size_t cap) {
         return snprintf(buf, cap,
                         "POST /v1/queues/%s/visitors HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
                         "Content-Length: %zu\r\n\r\n%s",
-                        queue, host, sizeof body - 1, body);
+                        c->queue, host, sizeof body - 1, body);
     return snprintf(buf, cap, "POST /v1/queues/%s/visitors/%s/complete HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\n\r\n",
-                    queue, c->id, host);
+                    c->queue, c->id, host);
 }
 
 /* The head through "\r\n\r\n" plus Content-Length bytes (no chunked answers here). */
@@ -283,7 +291,7 @@ static int handle(worker *w, conn *c, size_t len) {
     return t < deadline_ns;
 }
 
-static int connect_one(void) {
+static int connect_one(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -306,7 +314,7 @@ static void *run(void *arg) {
     int live = 0;
     for (int i = 0; i < w->nconns; i++) {
         conn *c = &w->conns[i];
-        c->fd = connect_one();
+        c->fd = connect_one(c->port);
         if (c->fd < 0) {
             w->socket_errors++;
             continue;
@@ -359,6 +367,18 @@ static void *run(void *arg) {
     return NULL;
 }
 
+/* Splits "a,b,c" (modified in place) into strings or port numbers; returns the count, 0 if too many. */
+static int split_list(char *text, const char **strings, int *numbers) {
+    int n = 0;
+    for (char *item = strtok(text, ","); item; item = strtok(NULL, ",")) {
+        if (n == MAX_TARGETS) return 0;
+        if (strings) strings[n] = item;
+        if (numbers) numbers[n] = atoi(item);
+        n++;
+    }
+    return n;
+}
+
 int main(int argc, char **argv) {
     int opt;
     while ((opt = getopt(argc, argv, "P:h:p:q:t:c:d:")) != -1) {
@@ -373,18 +393,23 @@ int main(int argc, char **argv) {
             }
             break;
         case 'h': host = optarg; break;
-        case 'p': port = atoi(optarg); break;
-        case 'q': queue = optarg; break;
+        case 'p': nports = split_list(optarg, NULL, ports); break;
+        case 'q': nqueues = split_list(optarg, queues, NULL); break;
         case 't': nthreads = atoi(optarg); break;
         case 'c': nconns = atoi(optarg); break;
         case 'd': duration = atof(optarg); break;
         default:
-            fprintf(stderr, "usage: %s [-P beanstalk|http] [-h host] [-p port] [-q queue] [-t threads] [-c connections] [-d seconds]\n",
+            fprintf(stderr, "usage: %s [-P beanstalk|http] [-h host] [-p port[,port...]] [-q queue[,queue...]] [-t threads] [-c connections] [-d seconds]\n",
                     argv[0]);
             return 2;
         }
     }
-    if (port == 0) port = proto->default_port;
+    if (nports < 1 || nqueues < 1) {
+        fprintf(stderr, "opbench: -p and -q take 1 to %d comma-separated values\n", MAX_TARGETS);
+        return 2;
+    }
+    for (int i = 0; i < nports; i++)
+        if (ports[i] == 0) ports[i] = proto->default_port;
     if (nthreads < 1 || nconns < nthreads || duration <= 0) {
         fprintf(stderr, "opbench: need threads >= 1, connections >= threads, duration > 0\n");
         return 2;
@@ -393,10 +418,15 @@ int main(int argc, char **argv) {
     pthread_t *tids = calloc((size_t)nthreads, sizeof *tids);
     uint64_t start = now_ns();
     deadline_ns = start + (uint64_t)(duration * 1e9);
-    for (int i = 0; i < nthreads; i++) {
+    for (int i = 0, first = 0; i < nthreads; i++) {
         ws[i].index = i;
         ws[i].nconns = nconns / nthreads + (i < nconns % nthreads);
         ws[i].conns = calloc((size_t)ws[i].nconns, sizeof(conn));
+        for (int j = 0; j < ws[i].nconns; j++) {
+            ws[i].conns[j].port = ports[(first + j) % nports];
+            ws[i].conns[j].queue = queues[(first + j) % nqueues];
+        }
+        first += ws[i].nconns;
         pthread_create(&tids[i], NULL, run, &ws[i]);
     }
     worker *all = calloc(1, sizeof *all);
