@@ -12,7 +12,7 @@ package final class RedisQueue: QueueService, NoticeListener {
     let store: RedisQueueStore
     private let backend: RedisBackend
     private let events: EventLog?
-    private let board: NoticeBoard
+    let board: NoticeBoard
     private let timer = Locked(DeadlineTimer())
     private let phase = Locked(RedisPhase.open)
     /// The longest a long-poll sleeps without checking: notices may be lost.
