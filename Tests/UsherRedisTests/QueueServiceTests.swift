@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import UsherCore
@@ -479,6 +480,26 @@ import Testing
             }
             #expect(try await poster.value.reason == "disconnected")
             #expect(await q.parkedCount() == 0)
+        }
+    }
+
+    /// Redis only (memory has no read in flight): a task cancelled while its
+    /// long-poll reads the visitor still withdraws it.
+    @Test func aCancellationDuringARedisReadStillWithdraws() async throws {
+        try await Q.with(.redis, QueueConfig(capacity: 1, holdSeconds: 60)) { q in
+            try await q.enqueue("a")
+            try await q.enqueue("b")
+            let server = try #require(q.server)
+            let board = try #require(q.queue as? RedisQueue).board
+            server.signal(SIGSTOP)
+            let poster = q.parkOutOfLine("b", until: q.later(30), withdrawing: true)
+            await Q.eventually { board.openCount == 1 }
+            try await Task.sleep(for: .milliseconds(50))  // the read is sent, Redis does not answer
+            poster.cancel()
+            server.signal(SIGCONT)
+            let b = try await poster.value
+            #expect(b.status == .cancelled && b.reason == "disconnected")
+            #expect(try await q.status("b") == .cancelled)
         }
     }
 

@@ -199,7 +199,8 @@ package final class RedisQueue: QueueService, NoticeListener {
             let now = clock.now()
             switch read {
             case .success(let view):
-                if met(view) || now >= deadline || Task.isCancelled {
+                // Cancelled during the read and withdrawing: the next turn withdraws.
+                if met(view) || now >= deadline || (Task.isCancelled && !withdrawing) {
                     board.close(ticket)
                     return .success(view)
                 }
