@@ -111,6 +111,12 @@ final class KeepAliveClient: @unchecked Sendable {
     func request(_ method: String, _ path: String, body: String? = nil) async throws -> TestHTTPClient.Response {
         try await onThread { try self.client.request(method, path, body: body) }
     }
+
+    func sendRaw(_ data: Data) async throws {
+        try await onThread { try self.client.sendRaw(data) }
+    }
+
+    func disconnect() { client.disconnect() }
 }
 
 /// Runs blocking `work` on a thread of its own.
