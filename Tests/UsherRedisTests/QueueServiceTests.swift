@@ -503,6 +503,31 @@ import Testing
         }
     }
 
+    /// Redis only: with Redis down, a cancelled long-poll ends at once (its
+    /// client is gone) instead of re-reading until its deadline.
+    @Test func aCancelledLongPollEndsWhileRedisIsDown() async throws {
+        try await Q.with(.redis, QueueConfig(capacity: 1, holdSeconds: 60)) { q in
+            try await q.enqueue("a")
+            try await q.enqueue("b")
+            let keeping = q.parkOutOfLine("b", until: q.later(30))
+            await q.parked(1)
+            q.server?.stop()
+            let ended = SeenEvents()
+            Task {
+                _ = try? await keeping.value
+                ended.list.withLock { $0.append("ended") }
+            }
+            keeping.cancel()
+            let start = ContinuousClock.now
+            while ended.all.isEmpty && ContinuousClock.now - start < .seconds(3) {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(ended.all == ["ended"], "the cancelled long-poll kept re-reading")
+            q.clock.advance(by: 31)  // ends it anyway, at its deadline
+            _ = try? await keeping.value
+        }
+    }
+
     @Test(arguments: both) func deletingTheQueueAnswersItsLongPollsGone(_ backend: TestBackend) async throws {
         try await Q.with(backend) { q in
             try await q.enqueue("a")

@@ -173,7 +173,7 @@ package final class RedisQueue: QueueService, NoticeListener {
     /// Waits until `met` holds for the visitor, `deadline` passes, or the
     /// task is cancelled (then, `withdrawing`, the visitor is taken back).
     /// Re-reads at every notice about it and at least every `pollSeconds`.
-    /// Redis unreachable until the deadline: `backendUnavailable`.
+    /// Redis unreachable until the deadline, or when cancelled: `backendUnavailable`.
     private func park(
         id: String, until deadline: Timestamp, withdrawing: Bool, _ met: (VisitorView) -> Bool
     ) async -> Result<VisitorView, QueueError> {
@@ -205,7 +205,8 @@ package final class RedisQueue: QueueService, NoticeListener {
                     return .success(view)
                 }
             case .failure(.backendUnavailable(let why)):
-                if now >= deadline {
+                // A cancelled wait would not sleep again: it ends rather than spin.
+                if now >= deadline || Task.isCancelled {
                     board.close(ticket)
                     return .failure(.backendUnavailable(why))
                 }
