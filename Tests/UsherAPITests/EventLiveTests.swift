@@ -61,6 +61,30 @@ final class SSEReader {
     }
 }
 
+/// `SSEReader` from async tests: each read on a thread of its own.
+final class AsyncSSEReader: @unchecked Sendable {
+    private let reader: SSEReader
+
+    init(port: UInt16, _ path: String = "/v1/events") async throws {
+        reader = try await onThread { try UncheckedBox(SSEReader(port: port, path)) }.value
+    }
+
+    func next() async throws -> SSEReader.Event? {
+        try await onThread { UncheckedBox(try self.reader.next()) }.value
+    }
+
+    func next(_ n: Int) async throws -> [String] {
+        try await onThread { try self.reader.next(n) }
+    }
+}
+
+/// Carries a value that is used by one thread at a time across threads.
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+
+    init(_ value: T) { self.value = value }
+}
+
 @Suite(.serialized) struct EventLiveTests {
     static let config = #"""
         {"queues": {"q": {"capacity": 1}}, "pools": {"gpus": {"elements": ["g1"]}},
@@ -181,21 +205,31 @@ final class SSEReader {
         #expect(((pool.data["data"] as? [String: Any])?["grow"] as? [String: Any])?["max_size"] as? Int == 2)
     }
 
-    @Test func resourcesCreatedAndDeletedAreEvents() throws {
-        let s = try LiveServer(#"{"queues": {"q": {}}}"#)
-        let all = try SSEReader(port: s.port)
-        let onlyNew = try SSEReader(port: s.port, "/v1/events?kind=queue&name=new")
-        #expect(try s.call("PUT", "/v1/queues/new", #"{"capacity": 3}"#).status == 201)
+    @Test(arguments: [TestBackend.memory, .redis]) func resourcesCreatedAndDeletedAreEvents(_ backend: TestBackend)
+        async throws
+    {
+        let s = try await BackendLiveServer(backend, #"{"queues": {"q": {}}}"#)
+        let all = try await AsyncSSEReader(port: s.live.port)
+        let onlyNew = try await AsyncSSEReader(port: s.live.port, "/v1/events?kind=queue&name=new")
+        #expect(try await s.call("PUT", "/v1/queues/new", s.put(#"{"capacity": 3}"#)).status == 201)
         // The same PUT again changes nothing: no event.
-        #expect(try s.call("PUT", "/v1/queues/new", #"{"capacity": 3}"#).status == 200)
-        #expect(try s.call("PUT", "/v1/machines/m", #"{"definition": "player"}"#).status == 201)
-        #expect(try s.call("DELETE", "/v1/queues/new").status == 204)
-        let created = try #require(try all.next())
+        #expect(try await s.call("PUT", "/v1/queues/new", s.put(#"{"capacity": 3}"#)).status == 200)
+        #expect(try await s.call("PUT", "/v1/machines/m", #"{"definition": "player"}"#).status == 201)
+        #expect(try await s.call("DELETE", "/v1/queues/new").status == 204)
+        let created = try #require(try await all.next())
         #expect(created.type == "created")
         #expect(created.data["kind"] as? String == "queue")
-        #expect((created.data["data"] as? [String: Any])?["capacity"] as? Int == 3)
-        #expect(try all.next(2) == ["machine/m/created", "queue/new/deleted"])
-        #expect(try onlyNew.next(2) == ["queue/new/created", "queue/new/deleted"])
+        // A Redis queue's created event carries its name and backend (its counts are in Redis).
+        let data = created.data["data"] as? [String: Any]
+        switch backend {
+        case .memory: #expect(data?["capacity"] as? Int == 3)
+        case .redis: #expect(data?["backend"] as? String == "redis" && data?["name"] as? String == "new")
+        }
+        #expect(try await all.next(2) == ["machine/m/created", "queue/new/deleted"])
+        #expect(try await onlyNew.next(2) == ["queue/new/created", "queue/new/deleted"])
+        // Each once: the next event is the next change's.
+        #expect(try await s.call("PUT", "/v1/machines/m2", #"{"definition": "player"}"#).status == 201)
+        #expect(try await all.next(1) == ["machine/m2/created"])
     }
 
     @Test func filtersByKindAndNameAndRejectsUnknownKinds() throws {

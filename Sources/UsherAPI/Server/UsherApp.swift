@@ -187,8 +187,17 @@ package final class UsherApp: HTTPHandler {
 
     /// Reads Redis's index again: adopts what this process missed, forgets
     /// what was deleted meanwhile, and applies what came due.
+    /// Tries a few times: after a Redis restart each command connection
+    /// fails its first command, and a missed resync leaves stale queues.
     private func resynchronizeShared() async {
-        guard let redis, let indexed = try? await redis.indexedResources() else { return }
+        guard let redis else { return }
+        var read: [(kind: String, name: String)]?
+        for _ in 0..<10 where !isStopping {
+            read = try? await redis.indexedResources()
+            if read != nil { break }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        guard let indexed = read else { return }
         var known = Set<String>()
         for (noun, name) in indexed {
             guard let kind = ResourceKind(noun: noun) else { continue }

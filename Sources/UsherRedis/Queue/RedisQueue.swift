@@ -12,7 +12,7 @@ package final class RedisQueue: QueueService, NoticeListener {
     let store: RedisQueueStore
     private let backend: RedisBackend
     private let events: EventLog?
-    private let board: NoticeBoard
+    let board: NoticeBoard
     private let timer = Locked(DeadlineTimer())
     private let phase = Locked(RedisPhase.open)
     /// The longest a long-poll sleeps without checking: notices may be lost.
@@ -173,7 +173,7 @@ package final class RedisQueue: QueueService, NoticeListener {
     /// Waits until `met` holds for the visitor, `deadline` passes, or the
     /// task is cancelled (then, `withdrawing`, the visitor is taken back).
     /// Re-reads at every notice about it and at least every `pollSeconds`.
-    /// Redis unreachable until the deadline: `backendUnavailable`.
+    /// Redis unreachable until the deadline, or when cancelled: `backendUnavailable`.
     private func park(
         id: String, until deadline: Timestamp, withdrawing: Bool, _ met: (VisitorView) -> Bool
     ) async -> Result<VisitorView, QueueError> {
@@ -199,12 +199,14 @@ package final class RedisQueue: QueueService, NoticeListener {
             let now = clock.now()
             switch read {
             case .success(let view):
-                if met(view) || now >= deadline || Task.isCancelled {
+                // Cancelled during the read and withdrawing: the next turn withdraws.
+                if met(view) || now >= deadline || (Task.isCancelled && !withdrawing) {
                     board.close(ticket)
                     return .success(view)
                 }
             case .failure(.backendUnavailable(let why)):
-                if now >= deadline {
+                // A cancelled wait would not sleep again: it ends rather than spin.
+                if now >= deadline || Task.isCancelled {
                     board.close(ticket)
                     return .failure(.backendUnavailable(why))
                 }

@@ -103,6 +103,16 @@ package final class NoticeBoard: Sendable {
     /// Tickets open now (for tests).
     package var openCount: Int { state.withLock { $0.slots.count } }
 
+    /// Waiters parked with their deadline timer set (for tests: a clock may be advanced now).
+    package var parkedCount: Int {
+        state.withLock { s in
+            s.slots.values.count { slot in
+                if case .waiting(_, .some) = slot { return true }
+                return false
+            }
+        }
+    }
+
     private func signal(_ token: UInt64) {
         let waiting = state.withLock { s -> (CheckedContinuation<Void, Never>, (any ScheduledTimer)?)? in
             switch s.slots[token] {

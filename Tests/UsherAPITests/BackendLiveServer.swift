@@ -1,0 +1,127 @@
+import Foundation
+import HTTPTestClient
+import RedisTestServer
+import Testing
+
+@testable import Locking
+
+/// Where the queues of a live test are kept.
+enum TestBackend: String, CustomStringConvertible, Sendable {
+    case memory
+    case redis
+
+    var description: String { rawValue }
+}
+
+/// A live server whose queues are kept on `backend`: on Redis, the config
+/// gains a `redis` block for a redis-server of the test's own, and every
+/// queue of the config file and of `put` bodies gains `"backend": "redis"`;
+/// on memory the config is used as given. Calls run on threads of their
+/// own, so no cooperative thread waits on a socket while a Redis answer
+/// needs one.
+final class BackendLiveServer: Sendable {
+    let backend: TestBackend
+    let live: LiveServer
+    let redis: RedisServer?
+
+    init(_ backend: TestBackend, _ configJSON: String = "{}", redis: RedisServer? = nil) async throws {
+        self.backend = backend
+        switch backend {
+        case .memory:
+            self.redis = nil
+            live = try LiveServer(configJSON)
+        case .redis:
+            let server: RedisServer
+            if let redis { server = redis } else { server = try await RedisServer() }
+            self.redis = server
+            var config = try Self.object(configJSON)
+            config["redis"] = ["url": "redis://127.0.0.1:\(server.port)"]
+            if let queues = config["queues"] as? [String: Any] {
+                config["queues"] = queues.mapValues { Self.withBackend($0, .redis) }
+            }
+            live = try LiveServer(try Self.text(config))
+            // Queues of the config file are declared in Redis in the background.
+            for name in (config["queues"] as? [String: Any] ?? [:]).keys {
+                let found = await poll(5) { (try? await self.call("GET", "/v1/queues/\(name)").status) == 200 }
+                #expect(found, "queue \(name) was not declared in Redis")
+            }
+        }
+    }
+
+    /// A `PUT` body for this backend (`"backend"` added on Redis).
+    func put(_ json: String) -> String {
+        guard backend == .redis, let object = try? Self.object(json) else { return json }
+        return (try? Self.text(Self.withBackend(object, .redis) as? [String: Any] ?? object)) ?? json
+    }
+
+    /// One request on a fresh connection, from a thread of its own.
+    func call(_ method: String, _ path: String, _ body: String? = nil, headers: [String: String] = [:]) async throws
+        -> TestHTTPClient.Response
+    {
+        let port = live.port
+        return try await onThread { try TestHTTPClient.once(port: port, method, path, body: body, headers: headers) }
+    }
+
+    /// A keep-alive client.
+    func keepAlive() -> KeepAliveClient { KeepAliveClient(live.client()) }
+
+    /// Starts `call` now; its answer is awaited later.
+    func start(_ method: String, _ path: String, _ body: String? = nil) -> Task<TestHTTPClient.Response, any Error> {
+        Task { try await call(method, path, body) }
+    }
+
+    /// Waits (at most 5 s) until the server holds `n` suspended requests.
+    /// On Redis every request in flight is suspended, not only long-polls.
+    func untilParked(_ n: Int) async {
+        _ = await poll(5) { self.live.server.suspendedRequests >= n }
+    }
+
+    /// Waits (at most 5 s) until visitor `id` of queue `q` exists: on Redis a
+    /// suspended `POST` may not have reached the queue yet.
+    func untilVisitor(_ q: String, _ id: String) async -> TestHTTPClient.Response? {
+        var last: TestHTTPClient.Response?
+        _ = await poll(5) {
+            last = try? await self.call("GET", "/v1/queues/\(q)/visitors/\(id)")
+            return last?.status == 200
+        }
+        return last
+    }
+
+    private static func object(_ json: String) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] ?? [:]
+    }
+
+    private static func text(_ object: [String: Any]) throws -> String {
+        String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+    }
+
+    private static func withBackend(_ value: Any, _ backend: TestBackend) -> Any {
+        guard var object = value as? [String: Any] else { return value }
+        object["backend"] = backend.rawValue
+        return object
+    }
+}
+
+/// A keep-alive client whose requests, one at a time, run on threads of their own.
+final class KeepAliveClient: @unchecked Sendable {
+    private let client: TestHTTPClient
+
+    init(_ client: TestHTTPClient) { self.client = client }
+
+    func request(_ method: String, _ path: String, body: String? = nil) async throws -> TestHTTPClient.Response {
+        try await onThread { try self.client.request(method, path, body: body) }
+    }
+
+    func sendRaw(_ data: Data) async throws {
+        try await onThread { try self.client.sendRaw(data) }
+    }
+
+    func disconnect() { client.disconnect() }
+}
+
+/// Runs blocking `work` on a thread of its own.
+func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
+    }
+}
