@@ -35,7 +35,8 @@ import Testing
         let app = try UsherApp(config: try file.load(), logger: Logger(level: .error))
         let reloader = ConfigReloader(app: app)
         // Made through the API: never touched by a reload.
-        _ = try QueueRoutes.creating(name: "api", config: QueueConfig(capacity: 7), in: app).readyValue()
+        _ = try QueueRoutes.creating(name: "api", config: QueueConfig(capacity: 7), backend: .memory, in: app)
+            .readyValue()
         // A visitor in the queue that changes survives the change.
         let grows = try app.registry.lookup(.queues, "grows", as: VisitorQueue.self)
         _ = try grows.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(id: "v")) }
