@@ -186,9 +186,18 @@ package final class UsherApp: HTTPHandler {
     }
 
     /// Reads Redis's index again: adopts what this process missed, forgets
-    /// what was deleted meanwhile, and applies what came due.
+    /// what was deleted meanwhile (or lost, when Redis restarted empty), and
+    /// applies what came due. The subscriber may be back before the command
+    /// connections' back-off ends: the read is retried for up to 10 s.
     private func resynchronizeShared() async {
-        guard let redis, let indexed = try? await redis.indexedResources() else { return }
+        guard let redis else { return }
+        var read: [(kind: String, name: String)]?
+        for _ in 0..<50 where !isStopping {
+            read = try? await redis.indexedResources()
+            if read != nil { break }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+        guard let indexed = read else { return }
         var known = Set<String>()
         for (noun, name) in indexed {
             guard let kind = ResourceKind(noun: noun) else { continue }
