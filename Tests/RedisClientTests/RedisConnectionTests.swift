@@ -180,6 +180,28 @@ import Testing
         #expect(await received.next() == .message(channel: "c", payload: Array("back".utf8)))
     }
 
+    @Test(.timeLimit(.minutes(1))) func subscriberRefusedASubscriptionTriesAgainUntilAllowed() async throws {
+        let server = try await RedisServer()
+        let admin = server.connection()
+        _ = try await admin.command(["ACL", "SETUSER", "default", "-subscribe"])
+        let events = AsyncStream<RedisSubscriber.Event>.makeStream()
+        let subscriber = try RedisSubscriber(
+            endpoint: server.endpoint, connectTimeoutSeconds: 0.2, healthCheckSeconds: 0.1, channels: ["c"]
+        ) { events.continuation.yield($0) }
+        defer { subscriber.stop() }
+        var received = events.stream.makeAsyncIterator()
+        // Refused (the error reply), not taken for a subscription.
+        guard case .disconnected(let reason)? = await received.next() else {
+            Issue.record("no refusal")
+            return
+        }
+        #expect(reason.contains("NOPERM"), "\(reason)")
+        _ = try await admin.command(["ACL", "SETUSER", "default", "+subscribe"])
+        while let event = await received.next(), event != .subscribed(channel: "c") {}
+        #expect(try await admin.command(["PUBLISH", "c", "heard"]) == .integer(1))
+        #expect(await received.next() == .message(channel: "c", payload: Array("heard".utf8)))
+    }
+
     /// Retries `body` every 20 ms until it succeeds or `within` has passed.
     private func eventually<R>(
         within limit: Duration = .seconds(2), _ body: () async throws -> R
