@@ -101,6 +101,25 @@ import Testing
         #expect(await redis.connectCount == 2)
     }
 
+    @Test func commandsQueuedBehindATimeoutFailWithIt() async throws {
+        let server = try await RedisServer()
+        let redis = RedisConnection(endpoint: server.endpoint, connectTimeoutSeconds: 1, commandTimeoutSeconds: 0.3)
+        #expect(try await redis.command(["PING"]) == .status("PONG"))
+        server.signal(SIGSTOP)
+        defer { server.signal(SIGCONT) }
+        // Ten at once: the first times out, the nine queued behind it fail with it
+        // (one after the other, each waiting out its own timeout, took 3 s).
+        let start = ContinuousClock.now
+        let answered = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<10 { group.addTask { (try? await redis.command(["PING"])) != nil } }
+            return await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(answered == 0)
+        #expect(ContinuousClock.now - start < .seconds(1))
+        server.signal(SIGCONT)
+        #expect(try await eventually { try await redis.command(["PING"]) } == .status("PONG"))
+    }
+
     @Test func logsInWithPasswordUserAndDatabase() async throws {
         let server = try await RedisServer(arguments: ["--requirepass", "s3cret"])
         #expect(try await server.connection().command(["PING"]).errorMessage?.hasPrefix("NOAUTH") == true)
