@@ -58,7 +58,10 @@ let package = Package(
         // managers that call them, wake-ups through pub/sub.
         .target(
             name: "UsherRedis", dependencies: ["RedisClient", "UsherCore", "Locking"],
-            resources: [.embedInCode("Support/common.lua"), .embedInCode("Queue/queue.lua")]),
+            resources: [
+                .embedInCode("Support/common.lua"), .embedInCode("Queue/queue.lua"),
+                .embedInCode("Machine/machine.lua"),
+            ]),
         // The managers (actors) and their value-type engines. No HTTP, no C.
         .target(name: "UsherCore", dependencies: ["Locking"], exclude: ["Concurrency/README.md"]),
         // Routes, JSON shapes, the error table, configuration (its `redis` block is RedisClient's).

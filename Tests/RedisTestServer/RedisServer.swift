@@ -86,7 +86,8 @@ package final class RedisServer: @unchecked Sendable {
         }
     }
 
-    private static func freePort() throws -> Int {
+    /// A loopback port free now (the kernel's pick), for a server or a cluster bus.
+    package static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()

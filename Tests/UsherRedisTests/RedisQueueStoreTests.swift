@@ -19,7 +19,7 @@ import Testing
     ) -> RedisQueueStore {
         RedisQueueStore(
             keys: ResourceKeys(prefix: "usher:", kind: "queue", name: name),
-            connection: connection ?? server.connection(),
+            connections: RedisConnectionPool([connection ?? server.connection()]),
             time: .clock(clock), channel: "usher:notices", onDeadline: { next in deadlines?.append(next) })
     }
 
@@ -141,7 +141,7 @@ import Testing
             }
         }
         defer { subscriber.stop() }
-        try await waitUntil { await Self.subscribers(server) == 1 }
+        try await Self.waitUntil { await Self.subscribers(server) == 1 }
         let q = Self.store(server, clock)
         _ = try await q.create(QueueConfig(capacity: 1))
         _ = try await q.enqueue(VisitorRequest(id: "a"))
@@ -150,15 +150,48 @@ import Testing
         _ = try await q.apply(QueuePatch(capacity: 3, dedup: .off))
         #expect(try await q.delete())
         #expect(try await q.delete() == false)
-        try await waitUntil { notices.items.count == 5 }
+        try await Self.waitUntil { notices.items.count == 5 }
         let got = notices.items
         #expect(got.map { $0.changed.map(\.id) } == [["a"], ["b"], ["a", "b"], [], []])
         #expect(got[1].changed[0].status == .waiting && got[1].changed[0].enqueuedAt == got[1].time)
         #expect(got[2].changed.map(\.status) == [.completed, .granted])
         #expect(got[2].next == Timestamp(micros: Self.start.micros + 30_000_000))
+        #expect(got[0].grantWaits == [0] && got[1].grantWaits.isEmpty && got[2].grantWaits == [0])
         #expect(got[3].updated?.fields.map(\.field) == ["capacity", "dedup"])
         #expect(got[4].deleted && got[4].name == "q")
         await #expect(throws: QueueError.gone) { try await q.visitor(id: "a") }
+    }
+
+    @Test func aTickAppliesWhatIsDueOnceAndThenFindsNothing() async throws {
+        let server = try await RedisServer()
+        let clock = ManualClock(start: Self.start)
+        let notices = Recorder<QueueNotice>()
+        let subscriber = try RedisSubscriber(
+            endpoint: server.endpoint, connectTimeoutSeconds: 1, channels: ["usher:notices"]
+        ) { event in
+            if case .message(_, let payload) = event, let n = RedisQueueStore.decodeNotice(payload) {
+                notices.append(n)
+            }
+        }
+        defer { subscriber.stop() }
+        try await Self.waitUntil { await Self.subscribers(server) == 1 }
+        let deadlines = Recorder<Timestamp?>()
+        let q = Self.store(server, clock, deadlines: deadlines)
+        _ = try await q.create(QueueConfig(capacity: 1, holdSeconds: 5))
+        _ = try await q.enqueue(VisitorRequest(id: "a"))
+        clock.advance(by: 1)
+        _ = try await q.enqueue(VisitorRequest(id: "b"))
+        clock.advance(by: 10)
+        try await q.tick()
+        try await q.tick()
+        try await Self.waitUntil { notices.items.count == 3 }
+        try await Task.sleep(for: .milliseconds(50))
+        let tick = notices.items[2]
+        #expect(notices.items.count == 3)
+        #expect(tick.changed.map(\.id) == ["a", "b"])
+        #expect(tick.changed.map(\.status) == [.expired, .granted] && tick.grantWaits == [10_000_000])
+        #expect(tick.next == Timestamp(micros: Self.start.micros + 16_000_000))
+        #expect(deadlines.items.suffix(2) == [tick.next, tick.next])
     }
 
     @Test func everyKeySharesOneSlotAndDeleteRemovesThemAll() async throws {
@@ -180,6 +213,47 @@ import Testing
         #expect(keys.allSatisfy { $0.hasPrefix("usher:{queue:q}:") })
         #expect(try await q.delete())
         #expect(try await connection.command(["DBSIZE"]).int == 0)
+    }
+
+    /// Four "instances" (own connections, Redis time) on one queue at once:
+    /// never more holders than slots, fences in grant order, totals balanced.
+    @Test func instancesSharingAQueueKeepItsRules() async throws {
+        let server = try await RedisServer()
+        let keys = ResourceKeys(prefix: "usher:", kind: "queue", name: "shared")
+        func instance() -> RedisQueueStore {
+            // Longer timeouts than the test server's: four workers on a loaded two-core machine.
+            let connection = RedisConnection(
+                endpoint: server.endpoint, connectTimeoutSeconds: 5, commandTimeoutSeconds: 20)
+            return RedisQueueStore(
+                keys: keys, connections: RedisConnectionPool([connection]), time: .server, channel: "usher:notices",
+                onDeadline: { _ in })
+        }
+        _ = try await instance().create(QueueConfig(capacity: 3, holdSeconds: 5))
+        let fences = Recorder<Int64>()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<4 {
+                let q = instance()
+                group.addTask {
+                    for i in 0..<100 {
+                        let v = try await q.enqueue(VisitorRequest(id: "w\(worker)-\(i)", key: "k\(i % 7)")).view
+                        if v.status == .granted, let fence = v.fence { fences.append(fence) }
+                        let state = try await q.state(limit: 10)
+                        #expect(state.holding.count <= 3)
+                        let fenceOrder = state.holding.compactMap(\.fence)
+                        #expect(fenceOrder == fenceOrder.sorted())
+                        for holder in state.holding.prefix(1) { _ = try? await q.complete(id: holder.id) }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let c = try await instance().counts().counts
+        #expect(c.holding <= 3 && c.grantedTotal >= fences.items.count)
+        #expect(
+            c.enqueuedTotal
+                == c.waiting + c.holding + c.delayed + c.completedTotal + c.releasedTotal + c.expiredTotal
+                + c.cancelledTotal + c.mergedTotal)
+        #expect(Set(fences.items).count == fences.items.count)
     }
 
     @Test func aStoppedServerIsUnavailable() async throws {
@@ -216,7 +290,7 @@ import Testing
         return reply?.array?.last?.int ?? 0
     }
 
-    func waitUntil(_ condition: () async -> Bool) async throws {
+    static func waitUntil(_ condition: () async -> Bool) async throws {
         for _ in 0..<500 {
             if await condition() { return }
             try await Task.sleep(for: .milliseconds(10))

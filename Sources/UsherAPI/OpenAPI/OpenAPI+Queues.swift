@@ -37,6 +37,19 @@ extension OpenAPIDocument {
                 Schema.request(configFields, "a queue's config; every field optional (defaults filled in)")
             ),
             (
+                "QueueCreateRequest",
+                Schema.request(
+                    configFields + [
+                        (
+                            "backend",
+                            Schema.enumeration(
+                                Backend.allCases.map(\.rawValue),
+                                "where the queue lives: this process's memory, or Redis (shared by every Usher on it; needs a redis block); default default_backend"
+                            )
+                        )
+                    ], "a queue's config and backend; every field optional (defaults filled in)")
+            ),
+            (
                 "QueueConfig",
                 Schema.object(
                     [
@@ -47,10 +60,12 @@ extension OpenAPIDocument {
             ),
             (
                 "QueueSummary",
-                Schema.object([
-                    ("name", Schema.name()), ("capacity", Schema.count), ("holding", Schema.count),
-                    ("waiting", Schema.count), ("delayed", Schema.count),
-                ])
+                Schema.object(
+                    [
+                        ("name", Schema.name()), ("capacity", Schema.count), ("holding", Schema.count),
+                        ("waiting", Schema.count), ("delayed", Schema.count),
+                        ("backend", Schema.enumeration(["redis"], "present for a queue kept in Redis")),
+                    ], optional: ["backend"])
             ),
             (
                 "VisitorRequest",
@@ -147,7 +162,7 @@ extension OpenAPIDocument {
         let state = Schema.ref("QueueState")
         let visitorJSON = Schema.ref("Visitor")
         let configBody = RequestBody(
-            schema: Schema.ref("QueueConfigRequest"), required: false,
+            schema: Schema.ref("QueueCreateRequest"), required: false,
             example: .object([("capacity", .int(1)), ("hold_seconds", .int(60))]))
         let notGranted = Response.problem(
             409, "the visitor holds no slot (e.g. it expired); `current_status` tells its status",

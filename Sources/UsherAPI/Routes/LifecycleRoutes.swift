@@ -69,8 +69,9 @@ extension IsolatedKind {
     > {
         .now { () throws(APIError) in
             guard backend == .memory else {
-                throw APIError.notImplemented(
-                    "\(kind.rawValue) are kept in memory only for now: leave out backend, or use \"memory\"")
+                throw APIError.badRequest(
+                    "\(kind.rawValue) are kept in memory only for now: leave out backend, or use \"memory\"",
+                    field: "backend")
             }
             let (manager, created) = try create(name: name, config: config, in: app)
             return Created(manager: manager, created: created)

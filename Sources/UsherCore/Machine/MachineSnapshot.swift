@@ -20,4 +20,19 @@ package struct MachineSnapshot: Sendable, Equatable {
     /// The open transaction, if any.
     package let transaction: MachineTransaction?
 
+    /// A snapshot as given (the Redis store builds one from its reply).
+    package init(
+        name: String, definitionName: String?, definition: MachineDefinition, state: String, version: Int64,
+        allowedEvents: [String], enteredAt: Timestamp, history: [MachineTransition], transaction: MachineTransaction?
+    ) {
+        self.name = name
+        self.definitionName = definitionName
+        self.definition = definition
+        self.state = state
+        self.version = version
+        self.allowedEvents = allowedEvents
+        self.enteredAt = enteredAt
+        self.history = history
+        self.transaction = transaction
+    }
 }

@@ -33,6 +33,22 @@ package struct MachineTransaction: Sendable, Equatable {
     package internal(set) var status: Status
     /// The machine's version after it opened, or after it ended.
     package internal(set) var version: Int64
+
+    /// A transaction as given (the Redis store builds one from its reply).
+    package init(
+        id: String, event: String, from: String, to: String, data: JSONValue?, openedAt: Timestamp,
+        expiresAt: Timestamp, status: Status, version: Int64
+    ) {
+        self.id = id
+        self.event = event
+        self.from = from
+        self.to = to
+        self.data = data
+        self.openedAt = openedAt
+        self.expiresAt = expiresAt
+        self.status = status
+        self.version = version
+    }
 }
 
 /// How many transactions a machine has ended, by outcome (`/metrics`).

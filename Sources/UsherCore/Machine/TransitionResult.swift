@@ -10,7 +10,7 @@ package struct TransitionResult: Sendable, Equatable {
     package let version: Int64
 
     /// Built from the history entry the transition recorded.
-    init(_ transition: MachineTransition) {
+    package init(_ transition: MachineTransition) {
         state = transition.to
         previousState = transition.from
         event = transition.event

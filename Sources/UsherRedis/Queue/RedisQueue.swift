@@ -27,7 +27,7 @@ package final class RedisQueue: QueueService, NoticeListener {
         // reference through this box, set once `self` exists.
         let deadlines = WeakBox<RedisQueue>()
         self.store = RedisQueueStore(
-            keys: backend.keys(kind: "queue", name: name), connection: backend.connection(), time: backend.time,
+            keys: backend.keys(kind: "queue", name: name), connections: backend.connections, time: backend.time,
             channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
         deadlines.value = self
     }

@@ -11,18 +11,18 @@ package struct RedisQueueStore: Sendable {
     static let parts = ["meta", "wait", "arr", "hold", "exp", "delayed", "vis", "lk", "lp", "fin", "holds"]
 
     let keys: ResourceKeys
-    let connection: RedisConnection
+    let connections: RedisConnectionPool
     let time: ScriptTime
     let channel: String
     let onDeadline: @Sendable (Timestamp?) -> Void
     let keyList: [String]
 
     package init(
-        keys: ResourceKeys, connection: RedisConnection, time: ScriptTime, channel: String,
+        keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
         onDeadline: @escaping @Sendable (Timestamp?) -> Void
     ) {
         self.keys = keys
-        self.connection = connection
+        self.connections = connections
         self.time = time
         self.channel = channel
         self.onDeadline = onDeadline
@@ -180,7 +180,7 @@ package struct RedisQueueStore: Sendable {
         do {
             reply = try await Self.script.run(
                 operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
-                on: connection)
+                on: connections.next())
         } catch {
             throw Self.error(error, hold: hold)
         }
@@ -339,8 +339,7 @@ package struct RedisQueueStore: Sendable {
         else { return nil }
         guard let time = (object["time"] as? String).flatMap({ Int64($0) }) else { return nil }
         if object["deleted"] as? Bool == true {
-            return QueueNotice(
-                name: name, time: Timestamp(micros: time), changed: [], next: nil, deleted: true, updated: nil)
+            return QueueNotice(name: name, time: Timestamp(micros: time), changed: [], deleted: true)
         }
         var changed: [VisitorView] = []
         for case let text as String in object["changed"] as? [Any] ?? [] {
@@ -353,10 +352,11 @@ package struct RedisQueueStore: Sendable {
             let a = try? config(after.map { RedisReply.bulk(Array($0.utf8)) }[...])
             if let b, let a { updated = QueueConfig.changes(from: b, to: a) }
         }
-        return QueueNotice(
-            name: name, time: Timestamp(micros: time), changed: changed,
-            next: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)), deleted: false,
-            updated: updated)
+        var notice = QueueNotice(name: name, time: Timestamp(micros: time), changed: changed, deleted: false)
+        notice.next = (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:))
+        notice.updated = updated
+        notice.grantWaits = (object["waits"] as? [String] ?? []).compactMap { Int64($0) }
+        return notice
     }
 }
 
@@ -374,6 +374,16 @@ package struct QueueNotice: Sendable {
     package var deleted: Bool
     /// What a `PATCH` changed (possibly nothing); nil for other operations.
     package var updated: ConfigChanges?
+    /// How long, in µs, each visitor granted by the operation waited in the
+    /// line (`QueueEngine.waitHistogram` observes the same).
+    package var grantWaits: [Int64] = []
+
+    init(name: String, time: Timestamp, changed: [VisitorView], deleted: Bool) {
+        self.name = name
+        self.time = time
+        self.changed = changed
+        self.deleted = deleted
+    }
 }
 
 /// A client's JSON value for `JSONEncoder` (the wire's encoding lives in UsherAPI).

@@ -10,6 +10,11 @@ local K_META, K_WAIT, K_ARR, K_HOLD, K_EXP, K_DELAYED, K_VIS, K_LK, K_LP, K_FIN,
 -- delayed: "<dseq %016>:<id>" by delay end. vis: id -> record (cjson, numbers as text).
 -- lk: key -> most recent waiting id with it; lp: key+action -> the same.
 -- fin: finished ids in finish order. holds: the last 100 finished holds in µs.
+-- A record (VisitorRecord): id, key, action, payload (JSON text), pri, st
+-- (status), rs (reason), enq, gat, dl (VisitorRecord.deadline), fat, fence,
+-- hold (µs asked for, -1 none), seq (arrival number while waiting), dm (its
+-- `delayed` member), kp/kn and pp/pn (the key and key+action chains), rel
+-- (merged_into or cancelled_with).
 
 local PRIORITY_BIAS = 1000000
 local SEQ_SPAN = 4294967296
@@ -91,9 +96,13 @@ local function note(id)
     changed[#changed + 1] = id
   end
 end
+-- A deadline moved without any status changing (an extend): tell it too.
 local touched = false
+-- µs each visitor granted by this operation waited in the line (the wait histogram).
+local waits = {}
 
-local function incr(field, by) redis.call('HINCRBY', K_META, field, by or 1) end
+-- (+ 0 turns -0, which HINCRBY refuses, into 0.)
+local function incr(field, by) redis.call('HINCRBY', K_META, field, int_text((by or 1) + 0)) end
 
 local function next_counter(field)
   return redis.call('HINCRBY', K_META, field, 1) - 1
@@ -109,7 +118,23 @@ local function wait_score(r)
   return (PRIORITY_BIAS - num(r.pri)) * SEQ_SPAN + num(r.seq)
 end
 
+-- Numbers the waiting visitors 0, 1, … in arrival order again, when arrival
+-- numbers would reach SEQ_SPAN (and break the `wait` score): once every 2^32
+-- arrivals, O(n log n). Cursors into the line from before skip or repeat.
+local function renumber_line()
+  local ids = redis.call('ZRANGE', K_ARR, 0, -1)
+  for i, id in ipairs(ids) do
+    local r = rec_get(id)
+    r.seq = int_text(i - 1)
+    redis.call('ZADD', K_ARR, i - 1, id)
+    redis.call('ZADD', K_WAIT, (PRIORITY_BIAS - num(r.pri)) * SEQ_SPAN + i - 1, id)
+    rec_put(r)
+  end
+  redis.call('HSET', K_META, 'seq', int_text(#ids))
+end
+
 local function link_waiting(r)
+  if num(redis.call('HGET', K_META, 'seq')) >= SEQ_SPAN then renumber_line() end
   local seq = next_counter('seq')
   r.seq = int_text(seq)
   redis.call('ZADD', K_WAIT, wait_score(r), r.id)
@@ -285,6 +310,7 @@ local function grant_free()
     if not id then return end
     local r = rec_get(id)
     unlink_waiting(r)
+    waits[#waits + 1] = int_text(NOW - num(r.dl))  -- while waiting, dl is the line entry
     r.st = 'granted'
     r.gat = int_text(NOW)
     local fence = next_after_time(K_META, 'fence')
@@ -409,7 +435,7 @@ local function publish_changes(extra)
   if #changed == 0 and not touched and not extra then return end
   local views = {}
   for i, id in ipairs(changed) do views[i] = view(cache[id]) end
-  local notice = { kind = 'queue', name = ARGV[4], time = int_text(NOW), changed = views }
+  local notice = { kind = 'queue', name = ARGV[4], time = int_text(NOW), changed = views, waits = waits }
   local nd = next_deadline()
   if nd ~= '' then notice.next = nd end
   if extra then
@@ -417,6 +443,7 @@ local function publish_changes(extra)
   end
   -- cjson writes an empty table as {}: the list of views must stay a list.
   if #views == 0 then notice.changed = nil end
+  if #waits == 0 then notice.waits = nil end
   publish(notice)
 end
 
@@ -478,7 +505,7 @@ end
 
 if OP == 'delete' then
   local existed = redis.call('EXISTS', K_META)
-  redis.call('DEL', unpack(KEYS))
+  redis.call('UNLINK', unpack(KEYS))  -- frees a big queue's memory off the main thread
   if existed == 1 then publish({ kind = 'queue', name = A[4], time = int_text(NOW), deleted = true }) end
   return { '', int_text(existed) }
 end

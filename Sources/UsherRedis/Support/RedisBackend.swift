@@ -28,8 +28,8 @@ package final class RedisBackend: Sendable {
     package let channel: String
     package let time: ScriptTime
     package let clock: any UsherClock
-    private let connections: [RedisConnection]
-    private let nextConnection = Atomic<Int>(0)
+    /// The command connections, used in turn.
+    package let connections: RedisConnectionPool
     private let listeners = Locked<[String: any NoticeListener]>([:])
     private let membership: Locked<(@Sendable (Membership) -> Void)?> = Locked(nil)
     /// Why the subscriber is down, or nil while it is connected.
@@ -47,7 +47,7 @@ package final class RedisBackend: Sendable {
         self.clock = clock
         var made: [RedisConnection] = []
         for _ in 0..<max(1, connections) { made.append(try RedisConnection(settings: settings)) }
-        self.connections = made
+        self.connections = RedisConnectionPool(made)
     }
 
     /// Starts hearing notices; `onMembership` learns of resources created or
@@ -72,13 +72,11 @@ package final class RedisBackend: Sendable {
     /// Stops the subscriber and closes the connections.
     package func stop() async {
         stopSubscriber()
-        for connection in connections { await connection.close() }
+        await connections.close()
     }
 
     /// The next command connection, in turn.
-    package func connection() -> RedisConnection {
-        connections[nextConnection.wrappingAdd(1, ordering: .relaxed).oldValue % connections.count]
-    }
+    package func connection() -> RedisConnection { connections.next() }
 
     /// The keys of a resource.
     package func keys(kind: String, name: String) -> ResourceKeys {
