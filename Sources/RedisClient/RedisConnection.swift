@@ -5,8 +5,9 @@ import Dispatch
 /// blocking read would starve. Callers `await` the reply.
 ///
 /// A connection that an I/O error or timeout killed is replaced on the next
-/// command; when connecting fails, commands fail fast until a back-off
-/// (50 ms doubling to 2 s) has passed, then the next one tries again.
+/// command; the commands that were queued behind the one that failed fail
+/// with it, at once. When connecting fails, commands fail fast until a
+/// back-off (50 ms doubling to 2 s) has passed, then the next one tries again.
 package final class RedisConnection: @unchecked Sendable {
     private let endpoint: RedisEndpoint
     private let connectTimeout: Double
@@ -19,6 +20,8 @@ package final class RedisConnection: @unchecked Sendable {
     private var retryAt: ContinuousClock.Instant?
     private var lastError = RedisError.unavailable("")
     private var connects = 0
+    /// When the last command failed (timeout, I/O error).
+    private var failedAt: ContinuousClock.Instant?
 
     package init(endpoint: RedisEndpoint, connectTimeoutSeconds: Double, commandTimeoutSeconds: Double) {
         self.endpoint = endpoint
@@ -75,14 +78,22 @@ package final class RedisConnection: @unchecked Sendable {
     private func onQueue<R: Sendable>(
         _ body: @escaping @Sendable (HiredisContext) throws(RedisError) -> R
     ) async throws(RedisError) -> R {
+        let queuedAt = ContinuousClock.now
         let result: Result<R, RedisError> = await withCheckedContinuation { done in
             queue.async {
                 done.resume(
                     returning: Result { () throws(RedisError) -> R in
+                        // It waited behind a command that failed: it fails too, at once, rather
+                        // than wait out its own timeout (a stalled server would hold each in turn).
+                        if let failedAt = self.failedAt, queuedAt < failedAt {
+                            throw .unavailable("\(self.lastError.message) (on this connection, while it waited)")
+                        }
                         let context = try self.liveContext()
                         do throws(RedisError) { return try body(context) } catch {
                             // Dead, or with requests whose replies were not read: unusable.
                             self.context = nil
+                            self.lastError = error
+                            self.failedAt = .now
                             throw error
                         }
                     })

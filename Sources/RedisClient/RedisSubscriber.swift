@@ -99,8 +99,7 @@ package final class RedisSubscriber: Sendable {
             do {
                 let context = try HiredisContext.connect(
                     to: endpoint, connectTimeout: connectTimeout, commandTimeout: connectTimeout)
-                backoff.reset()
-                try serve(context)
+                try serve(context, backoff: &backoff)
             } catch {
                 if isStopped { return }
                 handler(.disconnected(reason: error.description))
@@ -122,8 +121,10 @@ package final class RedisSubscriber: Sendable {
     }
 
     /// Keeps the subscriptions in step with `channels` and delivers what
-    /// arrives, until the connection fails (throws) or `stop()`.
-    private func serve(_ context: HiredisContext) throws(RedisError) {
+    /// arrives, until the connection fails (throws) or `stop()`. An error
+    /// reply (a refused SUBSCRIBE: ACL, LOADING, MASTERDOWN) fails it too, so
+    /// that it subscribes again after a back-off; a confirmation ends the back-off.
+    private func serve(_ context: HiredisContext, backoff: inout RedisBackoff) throws(RedisError) {
         var active: Set<String> = []
         var awaitingPong = false
         while true {
@@ -137,6 +138,8 @@ package final class RedisSubscriber: Sendable {
             active = wanted
             while let reply = try context.bufferedReply() {
                 awaitingPong = false
+                if let message = reply.errorMessage { throw .unavailable("Redis refused to subscribe: \(message)") }
+                if reply.array?.first?.string == "subscribe" { backoff.reset() }
                 deliver(reply)
             }
             var fds = [

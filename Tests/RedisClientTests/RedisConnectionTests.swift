@@ -101,6 +101,25 @@ import Testing
         #expect(await redis.connectCount == 2)
     }
 
+    @Test func commandsQueuedBehindATimeoutFailWithIt() async throws {
+        let server = try await RedisServer()
+        let redis = RedisConnection(endpoint: server.endpoint, connectTimeoutSeconds: 1, commandTimeoutSeconds: 0.3)
+        #expect(try await redis.command(["PING"]) == .status("PONG"))
+        server.signal(SIGSTOP)
+        defer { server.signal(SIGCONT) }
+        // Ten at once: the first times out, the nine queued behind it fail with it
+        // (one after the other, each waiting out its own timeout, took 3 s).
+        let start = ContinuousClock.now
+        let answered = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<10 { group.addTask { (try? await redis.command(["PING"])) != nil } }
+            return await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(answered == 0)
+        #expect(ContinuousClock.now - start < .seconds(1))
+        server.signal(SIGCONT)
+        #expect(try await eventually { try await redis.command(["PING"]) } == .status("PONG"))
+    }
+
     @Test func logsInWithPasswordUserAndDatabase() async throws {
         let server = try await RedisServer(arguments: ["--requirepass", "s3cret"])
         #expect(try await server.connection().command(["PING"]).errorMessage?.hasPrefix("NOAUTH") == true)
@@ -178,6 +197,28 @@ import Testing
         while let event = await received.next(), event != .subscribed(channel: "c") {}
         #expect(try await server.connection().command(["PUBLISH", "c", "back"]) == .integer(1))
         #expect(await received.next() == .message(channel: "c", payload: Array("back".utf8)))
+    }
+
+    @Test(.timeLimit(.minutes(1))) func subscriberRefusedASubscriptionTriesAgainUntilAllowed() async throws {
+        let server = try await RedisServer()
+        let admin = server.connection()
+        _ = try await admin.command(["ACL", "SETUSER", "default", "-subscribe"])
+        let events = AsyncStream<RedisSubscriber.Event>.makeStream()
+        let subscriber = try RedisSubscriber(
+            endpoint: server.endpoint, connectTimeoutSeconds: 0.2, healthCheckSeconds: 0.1, channels: ["c"]
+        ) { events.continuation.yield($0) }
+        defer { subscriber.stop() }
+        var received = events.stream.makeAsyncIterator()
+        // Refused (the error reply), not taken for a subscription.
+        guard case .disconnected(let reason)? = await received.next() else {
+            Issue.record("no refusal")
+            return
+        }
+        #expect(reason.contains("NOPERM"), "\(reason)")
+        _ = try await admin.command(["ACL", "SETUSER", "default", "+subscribe"])
+        while let event = await received.next(), event != .subscribed(channel: "c") {}
+        #expect(try await admin.command(["PUBLISH", "c", "heard"]) == .integer(1))
+        #expect(await received.next() == .message(channel: "c", payload: Array("heard".utf8)))
     }
 
     /// Retries `body` every 20 ms until it succeeds or `within` has passed.

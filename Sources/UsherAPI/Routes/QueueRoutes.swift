@@ -132,10 +132,15 @@ enum QueueRoutes: ConfiguredKind {
         }
         if let existing = try? app.registry.resource(.queues, name) {
             guard let queue = existing as? RedisQueue else { return .ready(.failure(.alreadyExists("queue", name))) }
-            return queue.readConfig().mapError(APIError.init).flatMap { current in
-                current == config
-                    ? .ready(.success(Created(manager: queue, created: false)))
-                    : .ready(.failure(.alreadyExists("queue", name)))
+            return .async { () async throws(APIError) -> Created<any QueueService> in
+                let current: QueueConfig
+                do throws(QueueError) { current = try await queue.readConfig().value() } catch .gone {
+                    // Known here, gone from Redis (deleted, or lost in a restart): made anew.
+                    app.registry.forget(.queues, name)
+                    return try await creatingShared(name: name, config: config, in: app).value()
+                } catch { throw APIError(error) }
+                guard current == config else { throw APIError.alreadyExists("queue", name) }
+                return Created(manager: queue, created: false)
             }
         }
         return .async { () async throws(APIError) -> Created<any QueueService> in

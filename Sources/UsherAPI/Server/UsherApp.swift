@@ -186,13 +186,13 @@ package final class UsherApp: HTTPHandler {
     }
 
     /// Reads Redis's index again: adopts what this process missed, forgets
-    /// what was deleted meanwhile, and applies what came due.
-    /// Tries a few times: after a Redis restart each command connection
-    /// fails its first command, and a missed resync leaves stale queues.
+    /// what was deleted meanwhile (or lost, when Redis restarted empty), and
+    /// applies what came due. The subscriber may be back before the command
+    /// connections' back-off ends: the read is retried for up to 10 s.
     private func resynchronizeShared() async {
         guard let redis else { return }
         var read: [(kind: String, name: String)]?
-        for _ in 0..<10 where !isStopping {
+        for _ in 0..<50 where !isStopping {
             read = try? await redis.indexedResources()
             if read != nil { break }
             try? await Task.sleep(for: .milliseconds(200))

@@ -1,0 +1,177 @@
+import Foundation
+import HTTPTestClient
+import RedisTestServer
+
+@testable import Locking
+@testable import RedisClient
+
+/// One `usher` process (the binary `swift build` made), serving a config
+/// file on a port of its own choosing, learnt from its "listening" log line.
+/// Its log is read all along (a full pipe would stop it) and kept for the
+/// messages of a failed test.
+final class UsherProcess: Sendable {
+    let index: Int
+    let port: UInt16
+    private let process: Process
+    private let output: Output
+
+    /// What the reader thread learns from the log.
+    private final class Output: Sendable {
+        let lines = Locked<[String]>([])
+        let port = Locked<UInt16?>(nil)
+    }
+
+    /// Starts `usher --config <file>` with `config` written to `directory`.
+    init(index: Int, config: [String: Any], directory: URL) throws {
+        self.index = index
+        let file = directory.appendingPathComponent("usher-\(index).json")
+        try JSONSerialization.data(withJSONObject: config, options: [.sortedKeys]).write(to: file)
+        let process = Process()
+        process.executableURL = CommandLineTests.binary
+        process.arguments = ["--config", file.path]
+        process.environment = ["USHER_LOG_LEVEL": "info"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        let output = Output()
+        let started = DispatchSemaphore(value: 0)
+        try process.run()
+        // Reads the log until the process ends; the "listening" line names the port.
+        Thread {
+            let handle = out.fileHandleForReading
+            var pending = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                pending.append(chunk)
+                while let newline = pending.firstIndex(of: 0x0A) {
+                    let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                    pending = Data(pending[pending.index(after: newline)...])
+                    output.lines.withLock { $0.append(line) }
+                    if output.port.withLock({ $0 }) == nil, let port = Self.listeningPort(line) {
+                        output.port.withLock { $0 = port }
+                        started.signal()
+                    }
+                }
+            }
+            started.signal()
+        }.start()
+        _ = started.wait(timeout: .now() + 20)
+        guard let port = output.port.withLock({ $0 }) else {
+            if process.isRunning { process.terminate() }
+            let log = output.lines.withLock { $0.joined(separator: "\n") }
+            throw StartFailure(description: "usher \(index) did not start:\n\(log)")
+        }
+        self.port = port
+        self.process = process
+        self.output = output
+    }
+
+    struct StartFailure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// The port of a `{"msg":"listening","address":"http://127.0.0.1:PORT",…}` line.
+    static func listeningPort(_ line: String) -> UInt16? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+            object["msg"] as? String == "listening", let address = object["address"] as? String
+        else { return nil }
+        return UInt16(address.split(separator: ":").last ?? "")
+    }
+
+    var isRunning: Bool { process.isRunning }
+    var pid: Int32 { process.processIdentifier }
+
+    /// The last `count` log lines.
+    func log(last count: Int = 30) -> String {
+        output.lines.withLock { $0.suffix(count).joined(separator: "\n") }
+    }
+
+    /// SIGTERM, then waits for the exit; the exit status (nil when it had died before).
+    @discardableResult
+    func stop() -> Int32? {
+        guard process.isRunning else { return nil }
+        process.terminate()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// One request on a fresh connection.
+    func call(_ method: String, _ path: String, _ body: String? = nil, timeoutSeconds: Int = 15) throws
+        -> TestHTTPClient.Response
+    {
+        try TestHTTPClient(port: port, timeoutSeconds: timeoutSeconds).request(method, path, body: body)
+    }
+}
+
+/// A `redis-server` and `count` Usher processes sharing it, for the tests of
+/// issue 17 ("three Usher processes sharing one Redis"). Scenarios for each
+/// kind drive it through HTTP; the queue one is `SharedQueueLoad`.
+final class SharedRedisCluster: Sendable {
+    let redis: RedisServer
+    let ushers: [UsherProcess]
+    private let directory: URL
+
+    /// `extra` is merged into every process's config (beside `redis` and `port`).
+    init(count: Int = 3, extra: [String: Any] = [:]) async throws {
+        redis = try await RedisServer()
+        directory = try temporaryDirectory("shared-redis")
+        var config = extra
+        config["redis"] = ["url": "redis://127.0.0.1:\(redis.port)"]
+        config["port"] = 0
+        var made: [UsherProcess] = []
+        for index in 0..<count {
+            made.append(try UsherProcess(index: index, config: config, directory: directory))
+        }
+        ushers = made
+    }
+
+    /// Stops every process (SIGTERM) and Redis; the exit statuses, nil for one
+    /// that had already died.
+    @discardableResult
+    func stop() -> [Int32?] {
+        let statuses = ushers.map { $0.stop() }
+        redis.stop()
+        try? FileManager.default.removeItem(at: directory)
+        return statuses
+    }
+
+    /// Which processes have died (crashed), with their last log lines.
+    func deaths() -> [String] {
+        ushers.filter { !$0.isRunning }.map { "usher \($0.index) died:\n\($0.log())" }
+    }
+
+    /// A command on a fresh connection to Redis (`CLIENT KILL`, `ACL SETUSER`, …).
+    func redisCommand(_ arguments: [String]) async throws -> RedisReply {
+        let connection = redis.connection()
+        let reply: Result<RedisReply, RedisError>
+        do throws(RedisError) { reply = .success(try await connection.command(arguments)) } catch {
+            reply = .failure(error)
+        }
+        await connection.close()
+        return try reply.get()
+    }
+}
+
+/// Runs `body(i)` for `i` in `0..<count`, each on a thread of its own (the
+/// test client blocks), and returns once all have returned.
+func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let group = DispatchGroup()
+        for i in 0..<count {
+            group.enter()
+            Thread {
+                body(i)
+                group.leave()
+            }.start()
+        }
+        group.notify(queue: .global()) { continuation.resume() }
+    }
+}
+
+/// Runs a blocking `body` on a thread of its own and returns what it returns.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
