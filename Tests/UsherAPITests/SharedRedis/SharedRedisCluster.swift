@@ -168,10 +168,3 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async {
         group.notify(queue: .global()) { continuation.resume() }
     }
 }
-
-/// Runs a blocking `body` on a thread of its own and returns what it returns.
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
