@@ -71,6 +71,40 @@ import Testing
         #expect(e.item("a")?.status == .inFlight)
     }
 
+    @Test func aReleasedDeliverysDeadlineDoesNotReturnTheNextOneWithoutALimit() throws {
+        var e = engine(PipelineConfig(ackSeconds: 0))
+        try e.add("a")
+        _ = try e.take(max: 1, ackSeconds: 5, now: t0)
+        try e.release("a", now: at(1))
+        // Taken again without a limit: the first delivery's deadline is stale.
+        #expect(try e.take(max: 1, now: at(2)).first?.ackDeadline == nil)
+        e.expire(now: at(1000))
+        #expect(e.item("a")?.status == .inFlight && e.counts.redeliveredTotal == 0)
+        #expect(e.nextDeadline() == nil)
+    }
+
+    @Test func anUndeliveredDeliverysDeadlineDoesNotReturnTheNextOneWithoutALimit() throws {
+        var e = engine(PipelineConfig(ackSeconds: 0))
+        try e.add("a")
+        let first = try #require(try e.take(max: 1, ackSeconds: 5, now: t0).first)
+        _ = e.undeliver("a", fence: first.fence, now: at(1))
+        _ = try e.take(max: 1, now: at(2))
+        e.expire(now: at(1000))
+        #expect(e.item("a")?.status == .inFlight && e.counts.redeliveredTotal == 0)
+    }
+
+    @Test func aRedrivenItemInItsOldSlotIsNotReturnedByItsOldDeadline() throws {
+        var e = engine(PipelineConfig(ackSeconds: 0, maxDeliveries: 1))
+        try e.add("a")
+        _ = try e.take(max: 1, ackSeconds: 5, now: t0)
+        // Its last delivery released: dead, its slot free; redriven into the same slot.
+        try e.release("a", now: at(1))
+        #expect(e.redrive(now: at(2)) == 1)
+        _ = try e.take(max: 1, now: at(3))
+        e.expire(now: at(1000))
+        #expect(e.item("a")?.status == .inFlight && e.counts.deadTotal == 1)
+    }
+
     // MARK: - Dedup
 
     @Test func aFinishedIdIsAnsweredWithinDedupSecondsAndPushableAfter() throws {

@@ -92,6 +92,94 @@ import Testing
         #expect(e.counts.enqueuedTotal == e.counts.waiting + e.counts.holding + e.counts.delayed)
     }
 
+    // MARK: - Reused slots and stale timeline entries
+
+    @Test func aDelayedVisitorInACancelledOnesSlotKeepsItsArrival() throws {
+        var e = F.engine(QueueConfig(capacity: 1, history: 0))
+        try e.add("holder", hold: 1)
+        try e.add("d0", delay: 3)
+        try e.add("d1", delay: 3)
+        _ = try e.remove(id: "d0", now: F.at(0))
+        // Forgetting d0 frees its slot; d2 takes it with d0's delay end.
+        try e.add("d2", delay: 3)
+        let delayed = e.state(limit: 10, now: F.at(1)).delayed.map(\.id)
+        #expect(delayed == ["d1", "d2"])
+        #expect(try e.status("d1", at: 3) == .granted)
+        #expect(e.waitingIDs(at: 3) == ["d2"])
+    }
+
+    @Test func aDelayedVisitorInAWithdrawnOnesSlotKeepsItsArrival() throws {
+        var e = F.engine(QueueConfig(capacity: 1))
+        try e.add("holder", hold: 1)
+        try e.add("d0", delay: 3)
+        try e.add("d1", delay: 3)
+        // Withdrawing frees the slot at once, whatever the history.
+        _ = try e.withdraw(id: "d0", now: F.at(0))
+        try e.add("d2", delay: 3)
+        #expect(try e.status("d1", at: 3) == .granted)
+        #expect(e.waitingIDs(at: 3) == ["d2"])
+    }
+
+    // In the tests below an early "guard" deadline keeps the stale entry from
+    // the top of the timeline, where it would be dropped before its slot is reused.
+
+    @Test func aHolderInAReleasedOnesSlotExpiresInGrantOrder() throws {
+        var e = F.engine(QueueConfig(capacity: 4, holdSeconds: 10, history: 1))
+        try e.add("guard", hold: 1)
+        try e.add("a")
+        try e.add("b")
+        try e.add("x")
+        _ = try e.remove(id: "a", now: F.at(0))
+        _ = try e.remove(id: "x", now: F.at(0))
+        // Forgetting a frees its slot; c takes it with a's expiry.
+        try e.add("c")
+        e.advance(to: F.at(10))
+        #expect(e.drainChanges() == ["guard", "b", "c"])
+        // History 1 remembers the last to finish: c.
+        #expect(try e.status("c", at: 10) == .expired)
+        var copy = e
+        #expect(throws: QueueError.notFound("visitor \"b\"")) { try copy.status("b", at: 10) }
+    }
+
+    @Test func aHolderInAnExtendedOnesSlotExpiresInGrantOrder() throws {
+        var e = F.engine(QueueConfig(capacity: 4, holdSeconds: 10, history: 0))
+        try e.add("guard", hold: 8)
+        try e.add("a")
+        try e.add("b")
+        _ = try e.extend(id: "a", holdSeconds: 10, now: F.at(5))
+        _ = try e.complete(id: "a", now: F.at(6))
+        // Forgetting a frees its slot; c takes it with a's first expiry.
+        try e.add("c", hold: 4, at: 6)
+        e.advance(to: F.at(10))
+        #expect(e.drainChanges() == ["guard", "b", "c"])
+    }
+
+    @Test func aHolderInAWithdrawnDelayedOnesSlotExpiresInGrantOrder() throws {
+        var e = F.engine(QueueConfig(capacity: 3, holdSeconds: 10))
+        try e.add("guard", hold: 1)
+        try e.add("a")
+        try e.add("d", delay: 10)
+        _ = try e.withdraw(id: "d", now: F.at(0))
+        // c takes d's slot, its expiry d's delay end.
+        try e.add("c")
+        e.advance(to: F.at(10))
+        #expect(e.drainChanges() == ["guard", "a", "c"])
+    }
+
+    @Test func aDelayedVisitorInAReleasedHoldersSlotKeepsItsArrival() throws {
+        var e = F.engine(QueueConfig(capacity: 2, holdSeconds: 10, history: 0))
+        try e.add("guard", hold: 1)
+        try e.add("a")
+        try e.add("d0", delay: 10)
+        _ = try e.remove(id: "a", now: F.at(0))
+        // Forgetting a frees its slot; d1 takes it, its delay ending at a's expiry.
+        try e.add("d1", delay: 10)
+        #expect(e.state(limit: 10, now: F.at(1)).delayed.map(\.id) == ["d0", "d1"])
+        e.advance(to: F.at(10))
+        #expect(e.drainChanges() == ["d0", "d1"])
+        #expect(try e.status("d1", at: 10) == .granted)
+    }
+
     @Test func setPayloadRecordsWhatAGrantGave() throws {
         var e = F.engine()
         try e.add("a")

@@ -36,12 +36,14 @@ extension QueueEngine {
         }
     }
 
-    /// True when `e` still describes its visitor: a delay end or a hold expiry to come.
+    /// True when `e` still describes its visitor: a delay end or a hold expiry
+    /// to come. The order (the delay's, or the grant's fence) tells it from an
+    /// entry of an earlier visitor in a reused slot with the same deadline.
     func isCurrent(_ e: DeadlineHeap.Entry) -> Bool { Self.isCurrent(e, in: records) }
 
     static func isCurrent(_ e: DeadlineHeap.Entry, in records: SegmentedArray<VisitorRecord>) -> Bool {
-        let i = Int(e.handle)
-        return records[i].deadline == e.deadline && (records[i].status == .delayed || records[i].status == .granted)
+        let r = records[Int(e.handle)]
+        return r.deadline == e.deadline && r.fence == e.order && (r.status == .delayed || r.status == .granted)
     }
 
     /// Processes due deadlines one instant at a time, granting after each instant.
@@ -55,6 +57,7 @@ extension QueueEngine {
                 if records[Int(h)].status == .delayed {
                     counts.delayed -= 1
                     records[Int(h)].status = .waiting
+                    records[Int(h)].fence = VisitorRecord.noTime
                     changed.append(h)
                     enterLine(h, at: t, dedup(key: records[Int(h)].key, action: records[Int(h)].action))
                 } else {
@@ -149,6 +152,7 @@ extension QueueEngine {
         case .delayed:
             counts.delayed -= 1
             records[i].deadline = VisitorRecord.noTime
+            records[i].fence = VisitorRecord.noTime
         case .waiting:
             unlinkWaiting(h)
         case .granted:

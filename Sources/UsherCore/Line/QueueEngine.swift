@@ -47,6 +47,10 @@ package struct QueueEngine: Sendable {
     var operationTime: Int64 = 0
     /// Delay ends and hold expiries; entries that no longer match their visitor are stale.
     var timeline = DeadlineHeap()
+    /// The next delay's order: counts up from just above `noTime`, so it is
+    /// unique, never a fence, and below every fence (at one instant, delays
+    /// end in arrival order before holds expire).
+    var nextDelayOrder = VisitorRecord.noTime + 1
     /// `merged_into` of merged visitors, `cancelled_with` of those cancelled by an opposite.
     var related: [Int32: String] = [:]
     /// Finished visitors still remembered, oldest first.
@@ -120,8 +124,10 @@ package struct QueueEngine: Sendable {
             guard counts.waiting + counts.delayed < config.maxWaiting else { throw full() }
             let h = try create(r, status: .delayed, now: now)
             records[Int(h)].deadline = now.micros + delay
+            records[Int(h)].fence = nextDelayOrder
+            nextDelayOrder += 1
             counts.delayed += 1
-            timeline.push(.init(deadline: now.micros + delay, order: Int64(counts.enqueuedTotal), handle: h))
+            timeline.push(.init(deadline: now.micros + delay, order: records[Int(h)].fence, handle: h))
             changed.append(h)
             return (view(h), true)
         }

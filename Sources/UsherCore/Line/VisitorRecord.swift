@@ -24,6 +24,10 @@ struct VisitorRecord: Sendable {
     /// the hold expires (`expires_at`), or `noTime` for no limit.
     var deadline: Int64 = noTime
     var finishedAt: Int64 = noTime
+    /// From the grant on: the grant's fence. While delayed: its delay's order
+    /// (below every fence, never shown). With `deadline`, it names the
+    /// visitor's current timeline entry, so no stale entry of an earlier
+    /// visitor in this slot, or of an earlier deadline, matches it.
     var fence: Int64 = noTime
     /// The hold the visitor asked for, in µs; -1 when it asked for none.
     var hold: Int64 = -1

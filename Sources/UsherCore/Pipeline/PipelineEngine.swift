@@ -303,10 +303,9 @@ package struct PipelineEngine: Sendable {
         counts.extendedTotal += 1
         guard let current = item.ackDeadline else { return item }
         if ack == 0 {
-            // A new token makes the filed deadline stale.
+            // Without a token the filed deadline is stale.
             item.ackDeadline = nil
-            timerSeq += 1
-            item.timerToken = timerSeq
+            item.timerToken = PipelineItem.noTimer
         } else {
             let wanted = now.adding(seconds: ack)
             guard current < wanted else { return item }
@@ -588,6 +587,8 @@ package struct PipelineEngine: Sendable {
         }
         item.status = .ready
         item.toFront = false
+        // Whatever deadline it had is stale: a later hand-out without one must not match it.
+        item.timerToken = PipelineItem.noTimer
         slots[Int(h)] = item
         ready.insert(h, priority: Int32(item.priority), seq: item.seq)
         changes.insert(.itemsAvailable)

@@ -45,8 +45,11 @@ package struct PipelineItem: Sendable, Equatable {
 
     /// Place in hand-out order among ready items: lower first within a priority.
     var seq: Int64 = 0
-    /// Matches the item's live entry in the engine's deadline heap.
-    var timerToken: Int64 = 0
+    /// Matches the item's live entry in the engine's deadline heap; `noTimer`
+    /// while none is filed (ready, or in flight without an ack deadline).
+    var timerToken: Int64 = noTimer
+    /// The token of an item with no live entry: matches none (tokens start at 1).
+    static let noTimer: Int64 = 0
     /// A delayed release: goes to the front when the delay ends.
     var toFront = false
 }
