@@ -142,8 +142,13 @@ package final class RedisQueue: QueueService, NoticeListener {
 
     // MARK: NoticeListener
 
-    package func receive(_ payload: [UInt8]) {
-        guard let notice = RedisQueueStore.decodeNotice(payload) else { return }
+    package func receive(_ object: [String: Any]) {
+        // Most notices interest nobody here but the timer: only the deadline is read then.
+        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
+            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
+            return
+        }
+        guard let notice = RedisQueueStore.decodeNotice(object) else { return }
         if notice.deleted {
             close()
             return

@@ -334,9 +334,13 @@ package struct RedisQueueStore: Sendable {
 
     /// Decodes a notice `queue.lua` published; nil for another kind's or a malformed one.
     package static func decodeNotice(_ payload: [UInt8]) -> QueueNotice? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
-            object["kind"] as? String == "queue", let name = object["name"] as? String
-        else { return nil }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else { return nil }
+        return decodeNotice(object)
+    }
+
+    /// Decodes a notice already parsed into Foundation objects.
+    package static func decodeNotice(_ object: [String: Any]) -> QueueNotice? {
+        guard object["kind"] as? String == "queue", let name = object["name"] as? String else { return nil }
         guard let time = (object["time"] as? String).flatMap({ Int64($0) }) else { return nil }
         if object["deleted"] as? Bool == true {
             return QueueNotice(name: name, time: Timestamp(micros: time), changed: [], deleted: true)

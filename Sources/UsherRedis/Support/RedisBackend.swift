@@ -6,8 +6,9 @@ import UsherCore
 
 /// What hears the notices about one resource (its manager in this process).
 package protocol NoticeListener: AnyObject, Sendable {
-    /// A notice about this resource, from any instance (this one included).
-    func receive(_ payload: [UInt8])
+    /// A notice about this resource, from any instance (this one included),
+    /// parsed once for every listener (on the subscriber's thread: be quick).
+    func receive(_ notice: [String: Any])
     /// Notices may have been missed (the subscriber reconnected): check again.
     func resynchronize()
 }
@@ -168,7 +169,7 @@ package final class RedisBackend: Sendable {
             membership.withLock { $0 }?(.created(kind: kind, name: name))
             return
         }
-        listeners.withLock { $0["\(kind):\(name)"] }?.receive(payload)
+        listeners.withLock { $0["\(kind):\(name)"] }?.receive(object)
         if object["deleted"] as? Bool == true {
             membership.withLock { $0 }?(.deleted(kind: kind, name: name))
         }
