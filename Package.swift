@@ -95,6 +95,8 @@ let package = Package(
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient", "Locking"]),
         .testTarget(
             name: "UsherAPITests",
-            dependencies: ["UsherAPI", "HTTPServer", "UsherCore", "RedisClient", "HTTPTestClient", "Locking"]),
+            dependencies: [
+                "UsherAPI", "HTTPServer", "UsherCore", "RedisClient", "HTTPTestClient", "Locking", "RedisTestServer",
+            ]),
     ]
 )
