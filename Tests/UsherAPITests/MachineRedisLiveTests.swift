@@ -140,6 +140,25 @@ import Testing
         #expect(try await a.send("DELETE", "/v1/machines/m").status == 404)
     }
 
+    @Test func declaredInTheConfigFileOnceForEveryServer() async throws {
+        let redis = try await RedisServer()
+        defer { redis.stop() }
+        let declared =
+            Self.config(redis).dropLast() + #", "machines": {"d": {"definition": "gate", "backend": "redis"}}}"#
+        let a = try LiveServer(String(declared))
+        let b = try LiveServer(String(declared))
+        // Created in Redis once Redis answers, by whichever server comes first; the other finds it.
+        #expect(try await poll(5) { try await a.send("GET", "/v1/machines/d").status == 200 })
+        let fired = try await b.send("POST", "/v1/machines/d/events/open")
+        #expect(fired.status == 200)
+        #expect(try await a.send("GET", "/v1/machines/d").json["state"] as? String == "opened")
+        // A third server with another definition under that name leaves the machine as it is.
+        let other = String(declared).replacingOccurrences(of: #""definition": "gate""#, with: #""definition": "door""#)
+        let c = try LiveServer(other)
+        #expect(try await poll(5) { try await c.send("GET", "/v1/machines/d").status == 200 })
+        #expect(try await c.send("GET", "/v1/machines/d").json["definition"] as? String == "gate")
+    }
+
     @Test func redisDownIsA503ForRedisMachinesOnly() async throws {
         let (redis, a, _) = try await Self.pair()
         defer { redis.stop() }
