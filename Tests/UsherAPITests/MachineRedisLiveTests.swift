@@ -162,14 +162,19 @@ import Testing
     @Test func redisDownIsA503ForRedisMachinesOnly() async throws {
         let (redis, a, _) = try await Self.pair()
         defer { redis.stop() }
-        #expect(
-            try await a.send("PUT", "/v1/machines/shared", #"{"definition": "gate", "backend": "redis"}"#).status == 201
-        )
+        let put = try await a.send("PUT", "/v1/machines/shared", #"{"definition": "gate", "backend": "redis"}"#)
+        #expect(put.status == 201)
+        let version = try #require(put.json["version"] as? Int)
         #expect(try await a.send("PUT", "/v1/machines/local", #"{"definition": "gate"}"#).status == 201)
+        async let parked = a.send("GET", "/v1/machines/shared?wait=0.5&version=\(version)")
+        #expect(await poll(5) { a.server.suspendedRequests == 1 })
         redis.stop()
         let refused = try await a.send("POST", "/v1/machines/shared/events/open")
         #expect(refused.status == 503)
         #expect(refused.code == "backend_unavailable")
+        #expect(refused.headers["retry-after"] != nil)
+        // A wait parked before Redis went away is answered so once its wait passes.
+        #expect(try await parked.code == "backend_unavailable")
         #expect(try await a.send("POST", "/v1/machines/local/events/open").status == 200)
     }
 }
