@@ -181,7 +181,8 @@ import Testing
 
 extension LiveServer {
     /// One request from async code, its blocking client on a thread of its own.
-    func send(_ method: String, _ path: String, _ body: String? = nil, headers: [String: String] = [:]) async throws
+    fileprivate func send(_ method: String, _ path: String, _ body: String? = nil, headers: [String: String] = [:])
+        async throws
         -> TestHTTPClient.Response
     {
         try await withCheckedThrowingContinuation { continuation in
