@@ -159,6 +159,24 @@ import Testing
         #expect(try await c.send("GET", "/v1/machines/d").json["definition"] as? String == "gate")
     }
 
+    @Test func queuesAndMachinesShareRedisMaxResources() async throws {
+        let redis = try await RedisServer()
+        defer { redis.stop() }
+        let capped = Self.config(redis).dropLast() + #", "max_resources": 2}"#
+        let a = try LiveServer(String(capped))
+        let b = try LiveServer(String(capped))
+        #expect(try await a.send("PUT", "/v1/queues/q", #"{"capacity": 1, "backend": "redis"}"#).status == 201)
+        #expect(try await b.send("PUT", "/v1/queues/q", #"{"capacity": 1, "backend": "redis"}"#).status == 200)
+        #expect(try await b.send("PUT", "/v1/machines/m", #"{"definition": "gate", "backend": "redis"}"#).status == 201)
+        let third = try await a.send("PUT", "/v1/machines/n", #"{"definition": "gate", "backend": "redis"}"#)
+        #expect(third.status == 429)
+        #expect(third.code == "too_many_resources")
+        // Found again, not made, even by a server that has not heard of it yet: the cap does not apply.
+        let c = try LiveServer(String(capped))
+        #expect(try await c.send("PUT", "/v1/machines/m", #"{"definition": "gate", "backend": "redis"}"#).status == 200)
+        #expect(try await c.send("PUT", "/v1/queues/q", #"{"capacity": 1, "backend": "redis"}"#).status == 200)
+    }
+
     @Test func redisDownIsA503ForRedisMachinesOnly() async throws {
         let (redis, a, _) = try await Self.pair()
         defer { redis.stop() }

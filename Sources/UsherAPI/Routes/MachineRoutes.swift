@@ -144,30 +144,18 @@ enum MachineRoutes: ResourceAPI {
             }
         }
         return .async { () async throws(APIError) -> Created<any MachineService> in
-            let indexed: Int
-            do throws(ScriptFailure) { indexed = try await redis.indexedCount() } catch {
-                throw .backendUnavailable("\(error)")
-            }
-            guard indexed < app.config.maxResources else {
-                throw APIError.tooMany(
-                    "too_many_resources", "Too many resources",
-                    "at most \(app.config.maxResources) resources may exist in Redis (max_resources)", retryAfter: nil)
-            }
             let made = RedisMachine(name: name, backend: redis, events: app.events)
-            let (snapshot, created): (MachineSnapshot, Bool)
-            do throws(MachineError) {
-                (snapshot, created) = try await made.create(
-                    definitionName: spec.definitionName, definition: spec.definition)
-            } catch { throw APIError(error) }
-            if created {
-                do throws(ScriptFailure) { try await redis.announceCreated(kind: "machine", name: name) } catch {
-                    throw .backendUnavailable("\(error)")
-                }
+            let shared = try await app.createShared(.machines, name, manager: made) { () async throws(APIError) in
+                do throws(MachineError) {
+                    let (snapshot, created) = try await made.create(
+                        definitionName: spec.definitionName, definition: spec.definition)
+                    return (snapshot, created)
+                } catch { throw APIError(error) }
             }
-            guard let machine = app.registry.adopt(.machines, name, make: { made }) as? RedisMachine,
-                matches(snapshot)
-            else { throw APIError.alreadyExists("machine", name) }
-            return Created(manager: machine, created: created)
+            guard let machine = shared.registered as? RedisMachine, matches(shared.value) else {
+                throw APIError.alreadyExists("machine", name)
+            }
+            return Created(manager: machine, created: shared.created)
         }
     }
 
