@@ -149,7 +149,7 @@ import Testing
         let good = """
             {"redis": {"url": "\(url)", "password_env": "REDIS_PW", "key_prefix": "app:"},
              "default_backend": "redis", "queues": {"deploys": {"capacity": 1}, "local": {"backend": "memory"}},
-             "machines": {"m": {"definition": "player", "backend": "memory"}}}
+             "machines": {"m": {"definition": "player"}}}
             """
         let (status, output) = try check(good, ["REDIS_PW": "env-secret"])
         #expect(status == 0, "\(output)")

@@ -1,16 +1,13 @@
 import HTTPServer
 import UsherCore
+import UsherRedis
 
 extension StateMachine: ManagedResource {
     package nonisolated func summary() -> JSONValue {
         let snapshot = withIsolation { $0.snapshot() }
         return .object([
             ("name", .string(name)),
-            // As the machine's own GET shows it: the name, or the inline definition.
-            (
-                "definition",
-                definitionName.map { .string($0) } ?? Wire.value(MachineDefinitionBody(definition: definition))
-            ),
+            ("definition", MachineRoutes.definitionSummary(definitionName, definition)),
             ("state", .string(snapshot.state)),
             ("version", .int(Int(snapshot.version))),
         ])
@@ -79,6 +76,11 @@ enum MachineRoutes: ResourceAPI {
         }
     }
 
+    /// A machine's definition as its own GET shows it: the name, or the inline definition.
+    static func definitionSummary(_ name: String?, _ definition: MachineDefinition) -> JSONValue {
+        name.map { .string($0) } ?? Wire.value(MachineDefinitionBody(definition: definition))
+    }
+
     static func add(to router: inout Router<Route>) {
         router.add("GET", "/v1/machines") { call throws(APIError) in try ResourceRoutes.list(call, .machines) }
         router.add("PUT", "/v1/machines/{name}", put)
@@ -105,8 +107,77 @@ enum MachineRoutes: ResourceAPI {
             matches: { $0.definitionName == spec.definitionName && $0.definition == spec.definition })
     }
 
-    private static func machine(_ call: Call) throws(APIError) -> StateMachine {
-        try call.app.registry.lookup(.machines, try call.name("name"), as: StateMachine.self)
+    /// Creates a machine in memory or in Redis, or finds the one there with
+    /// the same definition (PUT and the config file share this).
+    static func creating(name: String, spec: MachineSpec, backend: Backend, in app: UsherApp) -> Pending<
+        Created<any MachineService>, APIError
+    > {
+        guard backend == .memory else { return creatingShared(name: name, spec: spec, in: app) }
+        return .now { () throws(APIError) in
+            let (machine, created) = try create(name: name, spec: spec, in: app)
+            return Created(manager: machine, created: created)
+        }
+    }
+
+    /// Creates a machine in Redis, or finds the one there with the same
+    /// definition (created through any instance).
+    private static func creatingShared(name: String, spec: MachineSpec, in app: UsherApp) -> Pending<
+        Created<any MachineService>, APIError
+    > {
+        guard let redis = app.redis else {
+            return .ready(
+                .failure(
+                    .badRequest(
+                        "backend: \"redis\" needs a top-level redis block (or USHER_REDIS_URL)", field: "backend")))
+        }
+        @Sendable func matches(_ snapshot: MachineSnapshot) -> Bool {
+            snapshot.definitionName == spec.definitionName && snapshot.definition == spec.definition
+        }
+        if let existing = try? app.registry.resource(.machines, name) {
+            guard let machine = existing as? RedisMachine else {
+                return .ready(.failure(.alreadyExists("machine", name)))
+            }
+            return machine.readSnapshot().mapError(APIError.init).flatMap { snapshot in
+                matches(snapshot)
+                    ? .ready(.success(Created(manager: machine, created: false)))
+                    : .ready(.failure(.alreadyExists("machine", name)))
+            }
+        }
+        return .async { () async throws(APIError) -> Created<any MachineService> in
+            let made = RedisMachine(name: name, backend: redis, events: app.events)
+            let shared = try await app.createShared(.machines, name, manager: made) { () async throws(APIError) in
+                do throws(MachineError) {
+                    let (snapshot, created) = try await made.create(
+                        definitionName: spec.definitionName, definition: spec.definition)
+                    return (snapshot, created)
+                } catch { throw APIError(error) }
+            }
+            guard let machine = shared.registered as? RedisMachine, matches(shared.value) else {
+                throw APIError.alreadyExists("machine", name)
+            }
+            return Created(manager: machine, created: shared.created)
+        }
+    }
+
+    /// The machine the path names, whichever backend holds it.
+    private static func machine(_ call: Call) throws(APIError) -> any MachineService {
+        let name = try call.name("name")
+        let resource = try call.app.registry.resource(.machines, name)
+        // The memory machine (always, without Redis) without a dynamic cast.
+        if ObjectIdentifier(type(of: resource)) == ObjectIdentifier(StateMachine.self) {
+            return unsafeDowncast(resource, to: StateMachine.self)
+        }
+        guard let machine = resource as? any MachineService else {
+            throw APIError.notFound("machine \(name) not found")
+        }
+        return machine
+    }
+
+    /// Answers with `reply` of the value, now or once it is there.
+    private static func answer<T: Sendable>(
+        _ call: Call, _ pending: Pending<T, MachineError>, _ reply: @escaping @Sendable (T) -> HTTPResponse
+    ) throws(APIError) -> HTTPHandlerResult {
+        try call.answer(pending.mapError(APIError.init), reply)
     }
 
     private static func reply(_ snapshot: MachineSnapshot, status: Int = 200, withDefinition: Bool = false)
@@ -124,13 +195,19 @@ enum MachineRoutes: ResourceAPI {
         let name = try call.name("name")
         let body = try call.bodyValue()
         let spec: MachineSpec
+        let backend: Backend
         do throws(FieldError) {
-            spec = try MachineSpec.parse(body, path: "", definitions: call.app.config.definitions)
+            let (rest, chosen) = try Backend.split(
+                body ?? .object([]), path: "", otherwise: call.app.config.defaultBackend)
+            spec = try MachineSpec.parse(body == nil ? nil : rest, path: "", definitions: call.app.config.definitions)
+            backend = chosen
         } catch {
             throw APIError(error)
         }
-        let (machine, created) = try create(name: name, spec: spec, in: call.app)
-        return .respond(reply(machine.withIsolation { $0.snapshot() }, status: created ? 201 : 200))
+        let pending = creating(name: name, spec: spec, backend: backend, in: call.app).flatMap { made in
+            made.manager.readSnapshot().mapError(APIError.init).map { (snapshot: $0, created: made.created) }
+        }
+        return try call.answer(pending) { reply($0.snapshot, status: $0.created ? 201 : 200) }
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -150,20 +227,18 @@ enum MachineRoutes: ResourceAPI {
             version = nil
         }
         let machine = try machine(call)
-        let snapshot = machine.withIsolation { $0.snapshot() }
-        guard let wait, snapshot.version == (version ?? snapshot.version) else {
-            return .respond(reply(snapshot, withDefinition: withDefinition))
-        }
         let app = call.app
-        let deadline = app.deadline(after: wait)
-        let seen = snapshot.version  // captured alone, not the whole snapshot
-        return app.later { () async throws(APIError) -> HTTPResponse in
-            do throws(MachineError) {
-                return reply(
-                    try await machine.waitForVersion(other: seen, until: deadline),
-                    withDefinition: withDefinition)
-            } catch { throw APIError(error) }
+        let deadline = wait.map { app.deadline(after: $0) }
+        let pending = machine.readSnapshot().flatMap { snapshot -> Pending<MachineSnapshot, MachineError> in
+            guard let deadline, snapshot.version == (version ?? snapshot.version) else {
+                return .ready(.success(snapshot))
+            }
+            let seen = snapshot.version  // captured alone, not the whole snapshot
+            return .async { () async throws(MachineError) -> MachineSnapshot in
+                try await machine.parkUntilVersion(other: seen, until: deadline)
+            }
         }
+        return try answer(call, pending) { reply($0, withDefinition: withDefinition) }
     }
 
     private static func fire(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -172,13 +247,7 @@ enum MachineRoutes: ResourceAPI {
         let event = try call.name("event")
         let data: JSONValue? = try call.readBody { body throws(FieldError) in body.value("data") }
         let expected = try ifMatch(call.request.header("if-match"))
-        do throws(MachineError) {
-            let result = try machine.withIsolation { m throws(MachineError) in
-                try m.fire(event: event, expectedVersion: expected, data: data)
-            }
-            return .respond(
-                Reply.encoded(TransitionResultBody(result: result), headers: [("ETag", "\"\(result.version)\"")]))
-        } catch { throw APIError(error) }
+        return try answer(call, machine.fireEvent(event, expectedVersion: expected, data: data), transitionReply)
     }
 
     /// `{"event", "timeout_seconds"?, "data"?}`, optional `If-Match`: 201 with the open transaction.
@@ -195,14 +264,11 @@ enum MachineRoutes: ResourceAPI {
             return (event, seconds ?? config.machineTransactionSeconds, body.value("data"))
         }
         let expected = try ifMatch(call.request.header("if-match"))
-        do throws(MachineError) {
-            let opened = try machine.withIsolation { m throws(MachineError) in
-                try m.open(event: event, expectedVersion: expected, data: data, seconds: seconds)
-            }
-            return .respond(
-                Reply.encoded(
-                    TransactionBody(transaction: opened), status: 201, headers: [("ETag", "\"\(opened.version)\"")]))
-        } catch { throw APIError(error) }
+        let pending = machine.openTransaction(event: event, expectedVersion: expected, data: data, seconds: seconds)
+        return try answer(call, pending) { opened in
+            Reply.encoded(
+                TransactionBody(transaction: opened), status: 201, headers: [("ETag", "\"\(opened.version)\"")])
+        }
     }
 
     /// Commits a transaction: answered as a plain event is.
@@ -211,11 +277,7 @@ enum MachineRoutes: ResourceAPI {
         let machine = try machine(call)
         let id = try call.name("id")
         try call.readBody { _ throws(FieldError) in }
-        do throws(MachineError) {
-            let result = try machine.withIsolation { m throws(MachineError) in try m.commit(transaction: id) }
-            return .respond(
-                Reply.encoded(TransitionResultBody(result: result), headers: [("ETag", "\"\(result.version)\"")]))
-        } catch { throw APIError(error) }
+        return try answer(call, machine.commitTransaction(id), transitionReply)
     }
 
     /// Aborts a transaction: 200 with it, `status: "aborted"`.
@@ -224,11 +286,14 @@ enum MachineRoutes: ResourceAPI {
         let machine = try machine(call)
         let id = try call.name("id")
         try call.readBody { _ throws(FieldError) in }
-        do throws(MachineError) {
-            let aborted = try machine.withIsolation { m throws(MachineError) in try m.abort(transaction: id) }
-            return .respond(
-                Reply.encoded(TransactionBody(transaction: aborted), headers: [("ETag", "\"\(aborted.version)\"")]))
-        } catch { throw APIError(error) }
+        return try answer(call, machine.abortTransaction(id)) { aborted in
+            Reply.encoded(TransactionBody(transaction: aborted), headers: [("ETag", "\"\(aborted.version)\"")])
+        }
+    }
+
+    /// An event's or a commit's answer.
+    @Sendable private static func transitionReply(_ result: TransitionResult) -> HTTPResponse {
+        Reply.encoded(TransitionResultBody(result: result), headers: [("ETag", "\"\(result.version)\"")])
     }
 
     /// `If-Match: "7"` or `If-Match: 7`; nil when absent or `*`.

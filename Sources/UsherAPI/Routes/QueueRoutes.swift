@@ -144,26 +144,17 @@ enum QueueRoutes: ConfiguredKind {
             }
         }
         return .async { () async throws(APIError) -> Created<any QueueService> in
-            let indexed: Int
-            do throws(ScriptFailure) { indexed = try await redis.indexedCount() } catch {
-                throw .backendUnavailable("\(error)")
-            }
-            guard indexed < app.config.maxResources else {
-                throw APIError.tooMany(
-                    "too_many_resources", "Too many resources",
-                    "at most \(app.config.maxResources) resources may exist in Redis (max_resources)", retryAfter: nil)
-            }
             let made = RedisQueue(name: name, backend: redis, events: app.events)
-            let (current, created): (QueueConfig, Bool)
-            do throws(QueueError) { (current, created) = try await made.create(config) } catch { throw APIError(error) }
-            if created {
-                do throws(ScriptFailure) { try await redis.announceCreated(kind: "queue", name: name) } catch {
-                    throw .backendUnavailable("\(error)")
-                }
+            let shared = try await app.createShared(.queues, name, manager: made) { () async throws(APIError) in
+                do throws(QueueError) {
+                    let (current, created) = try await made.create(config)
+                    return (current, created)
+                } catch { throw APIError(error) }
             }
-            guard let queue = app.registry.adopt(.queues, name, make: { made }) as? RedisQueue, current == config
-            else { throw APIError.alreadyExists("queue", name) }
-            return Created(manager: queue, created: created)
+            guard let queue = shared.registered as? RedisQueue, shared.value == config else {
+                throw APIError.alreadyExists("queue", name)
+            }
+            return Created(manager: queue, created: shared.created)
         }
     }
 

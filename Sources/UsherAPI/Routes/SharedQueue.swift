@@ -36,3 +36,20 @@ extension RedisQueue: SharedResource {
         }
     }
 }
+
+extension QueueRoutes: SharedKind {
+    static func sharedManager(name: String, redis: RedisBackend, events: EventLog) -> any SharedResource {
+        RedisQueue(name: name, backend: redis, events: events)
+    }
+
+    static func prepareShared(name: String, config: JSONValue, path: String, settings: UsherConfig)
+        throws(FieldError) -> SharedDeclaration
+    {
+        var reader = try FieldReader(config, path: path)
+        let wanted = try QueueConfig.parse(&reader)
+        try reader.finish()
+        return SharedDeclaration(kind: kind, name: name) { app async throws(APIError) in
+            try await declareShared(name: name, config: wanted, in: app)
+        }
+    }
+}

@@ -46,6 +46,8 @@ package protocol SharedResource: ManagedResource {
     func deleteShared() -> Pending<Void, APIError>
     /// The list route's summary, with counts read from the store.
     func sharedSummary() -> Pending<JSONValue, APIError>
+    /// Applies what came due while no timer here watched (after a start or a reconnect).
+    func catchUp() async
 }
 
 /// Every resource by kind and name, with the `max_resources` cap.

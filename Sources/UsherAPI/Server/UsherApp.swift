@@ -43,8 +43,8 @@ package final class UsherApp: HTTPHandler {
     package let storage: StorageBudget
     /// The Redis side, when the config has a `redis` block (connects once serving starts).
     package let redis: RedisBackend?
-    /// Queues the config file keeps in Redis: created there once Redis answers.
-    private let declaredShared: [(name: String, config: QueueConfig)]
+    /// Resources the config file keeps in Redis: created there once Redis answers.
+    private let declaredShared: [SharedDeclaration]
     /// Returns freed memory to the system after a resource is deleted.
     let trimmer = MemoryTrimmer()
     private let stopping = Atomic<Bool>(false)
@@ -87,12 +87,17 @@ package final class UsherApp: HTTPHandler {
         for kind in Self.kinds { kind.add(to: &router) }
         self.router = router
         self.httpMetrics = HTTPMetrics(routes: router.routes)
-        var declaredShared: [(name: String, config: QueueConfig)] = []
+        var declaredShared: [SharedDeclaration] = []
         for kind in Self.kinds {
             for (name, value, backend) in config.declared[kind.kind] ?? [] where backend == .redis {
+                let path = "\(kind.kind.rawValue).\(name)"
                 do throws(FieldError) {
-                    let path = "\(kind.kind.rawValue).\(name)"
-                    declaredShared.append((name, try Self.sharedDeclaration(kind.kind, value, path: path)))
+                    guard let shared = kind as? any SharedKind.Type else {
+                        throw FieldError(
+                            field: "\(path).backend", message: "only queues and machines can be kept in Redis")
+                    }
+                    declaredShared.append(
+                        try shared.prepareShared(name: name, config: value, path: path, settings: config))
                 } catch {
                     throw APIError(error)
                 }
@@ -124,22 +129,9 @@ package final class UsherApp: HTTPHandler {
         createDeclaredShared()
     }
 
-    /// The config of a resource declared with `"backend": "redis"`: only queues so far.
-    private static func sharedDeclaration(_ kind: ResourceKind, _ value: JSONValue, path: String) throws(FieldError)
-        -> QueueConfig
-    {
-        guard kind == .queues else {
-            throw FieldError(field: "\(path).backend", message: "only queues can be kept in Redis for now")
-        }
-        var reader = try FieldReader(value, path: path)
-        let config = try QueueConfig.parse(&reader)
-        try reader.finish()
-        return config
-    }
-
-    /// Creates the declared Redis-backed queues, retrying every 2 s while
-    /// Redis does not answer; one that exists with another config is patched
-    /// to the declared one (as a memory queue is).
+    /// Creates the declared Redis-backed resources, retrying every 2 s while
+    /// Redis does not answer; a queue that exists with another config is
+    /// patched to the declared one (as a memory queue is).
     private func createDeclaredShared() {
         guard !declaredShared.isEmpty else { return }
         let declared = declaredShared
@@ -147,16 +139,17 @@ package final class UsherApp: HTTPHandler {
         Task { [weak self] in
             var left = declared
             while !left.isEmpty, let app = self, !app.isStopping {
-                var failed: [(name: String, config: QueueConfig)] = []
-                for (name, config) in left {
+                var failed: [SharedDeclaration] = []
+                for declaration in left {
                     do throws(APIError) {
-                        try await QueueRoutes.declareShared(name: name, config: config, in: app)
+                        try await declaration.declare(app)
                     } catch {
                         if error.code != "backend_unavailable" {
                             logger.error(
-                                "declared queue", [("queue", .string(name)), ("detail", .string(error.detail))])
+                                "declared \(declaration.kind.noun)",
+                                [(declaration.kind.noun, .string(declaration.name)), ("detail", .string(error.detail))])
                         } else {
-                            failed.append((name, config))
+                            failed.append(declaration)
                         }
                     }
                 }
@@ -180,9 +173,9 @@ package final class UsherApp: HTTPHandler {
     /// This process's manager of the Redis-backed resource (made and
     /// registered the first time), or nil for a kind not kept in Redis.
     func adoptShared(_ kind: ResourceKind, _ name: String) -> (any ManagedResource)? {
-        guard let redis, kind == .queues else { return nil }
+        guard let redis, let shared = Self.sharedKind(kind) else { return nil }
         let events = events
-        return registry.adopt(kind, name) { RedisQueue(name: name, backend: redis, events: events) }
+        return registry.adopt(kind, name) { shared.sharedManager(name: name, redis: redis, events: events) }
     }
 
     /// Reads Redis's index again: adopts what this process missed, forgets
@@ -191,6 +184,11 @@ package final class UsherApp: HTTPHandler {
     /// connections' back-off ends: the read is retried for up to 10 s.
     private func resynchronizeShared() async {
         guard let redis else { return }
+        // Only what was here before the index was read may be missing from it:
+        // a resource adopted meanwhile (a PUT here) is newer than the read.
+        let before = ResourceKind.allCases.flatMap { kind in
+            registry.list(kind).filter { $0 is any SharedResource }.map { (kind, $0.name) }
+        }
         var read: [(kind: String, name: String)]?
         for _ in 0..<50 where !isStopping {
             read = try? await redis.indexedResources()
@@ -202,18 +200,15 @@ package final class UsherApp: HTTPHandler {
         for (noun, name) in indexed {
             guard let kind = ResourceKind(noun: noun) else { continue }
             known.insert("\(noun):\(name)")
-            if let queue = adoptShared(kind, name) as? RedisQueue { await queue.catchUp() }
+            if let shared = adoptShared(kind, name) as? any SharedResource { await shared.catchUp() }
         }
-        for resource in registry.all() {
-            guard let queue = resource as? RedisQueue, !known.contains("queue:\(queue.name)") else { continue }
-            registry.forget(.queues, queue.name)
-        }
+        for (kind, name) in before where !known.contains("\(kind.noun):\(name)") { registry.forget(kind, name) }
     }
 
     /// A resource this process does not know may have been created through
     /// another instance a moment ago: looks it up in Redis's index.
     func discoverShared(_ kind: ResourceKind, _ name: String) async -> Bool {
-        guard let redis, kind == .queues,
+        guard let redis, Self.sharedKind(kind) != nil,
             let exists = try? await redis.command([
                 "HEXISTS", "\(redis.settings.keyPrefix)resources", "\(kind.noun):\(name)",
             ])

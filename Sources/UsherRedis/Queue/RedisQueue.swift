@@ -142,7 +142,7 @@ package final class RedisQueue: QueueService, NoticeListener {
 
     // MARK: NoticeListener
 
-    package func receive(_ object: [String: Any]) {
+    package func receive(_ object: [String: Any], payload: [UInt8]) {
         // Most notices interest nobody here but the timer: only the deadline is read then.
         if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
             arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))

@@ -7,8 +7,8 @@ import UsherCore
 /// What hears the notices about one resource (its manager in this process).
 package protocol NoticeListener: AnyObject, Sendable {
     /// A notice about this resource, from any instance (this one included),
-    /// parsed once for every listener (on the subscriber's thread: be quick).
-    func receive(_ notice: [String: Any])
+    /// parsed once for every listener, and as it came (on the subscriber's thread: be quick).
+    func receive(_ notice: [String: Any], payload: [UInt8])
     /// Notices may have been missed (the subscriber reconnected): check again.
     func resynchronize()
 }
@@ -169,7 +169,7 @@ package final class RedisBackend: Sendable {
             membership.withLock { $0 }?(.created(kind: kind, name: name))
             return
         }
-        listeners.withLock { $0["\(kind):\(name)"] }?.receive(object)
+        listeners.withLock { $0["\(kind):\(name)"] }?.receive(object, payload: payload)
         if object["deleted"] as? Bool == true {
             membership.withLock { $0 }?(.deleted(kind: kind, name: name))
         }

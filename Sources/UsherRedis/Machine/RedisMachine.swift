@@ -1,0 +1,223 @@
+import Locking
+import RedisClient
+import UsherCore
+
+/// A machine kept in Redis and shared by every Usher that uses the same
+/// Redis: `MachineService` over `RedisMachineStore`. Every answer comes later
+/// (one script call). This object holds no machine state of its own, only
+/// what this process does about it: long-polls parked here, the timer at the
+/// machine's next deadline, events for this process's subscribers.
+package final class RedisMachine: MachineService, NoticeListener {
+    package let name: String
+    let store: RedisMachineStore
+    private let backend: RedisBackend
+    private let events: EventLog?
+    private let board: NoticeBoard
+    private let timer = Locked(DeadlineTimer())
+    private let phase = Locked(RedisPhase.open)
+    /// Every notice moves the version: waits park on this one subject.
+    private static let versionSubject = "version"
+
+    package init(name: String, backend: RedisBackend, events: EventLog?) {
+        self.name = name
+        self.backend = backend
+        self.events = events
+        self.board = NoticeBoard(clock: backend.clock)
+        // The store reports each reply's next deadline; the timer holds a weak
+        // reference through this box, set once `self` exists.
+        let deadlines = WeakBox<RedisMachine>()
+        self.store = RedisMachineStore(
+            keys: backend.keys(kind: "machine", name: name), connections: backend.connections, time: backend.time,
+            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
+        deadlines.value = self
+    }
+
+    /// Starts hearing notices about this machine (once it is the one registered here).
+    package func listen() {
+        backend.register(self, kind: "machine", name: name)
+    }
+
+    // MARK: MachineService
+
+    package func readSnapshot() -> Pending<MachineSnapshot, MachineError> {
+        call { store async throws(MachineError) in try await store.snapshot() }
+    }
+
+    package func fireEvent(_ event: String, expectedVersion: Int64?, data: JSONValue?) -> Pending<
+        TransitionResult, MachineError
+    > {
+        call { store async throws(MachineError) in
+            try await store.fire(event: event, expectedVersion: expectedVersion, data: data)
+        }
+    }
+
+    package func openTransaction(event: String, expectedVersion: Int64?, data: JSONValue?, seconds: Double) -> Pending<
+        MachineTransaction, MachineError
+    > {
+        call { store async throws(MachineError) in
+            try await store.open(event: event, expectedVersion: expectedVersion, data: data, seconds: seconds)
+        }
+    }
+
+    package func commitTransaction(_ id: String) -> Pending<TransitionResult, MachineError> {
+        call { store async throws(MachineError) in try await store.commit(transaction: id) }
+    }
+
+    package func abortTransaction(_ id: String) -> Pending<MachineTransaction, MachineError> {
+        call { store async throws(MachineError) in try await store.abort(transaction: id) }
+    }
+
+    /// Re-reads at every notice about the machine and at least every
+    /// `RedisQueue.pollSeconds`; Redis unreachable until the deadline: `backendUnavailable`.
+    package func parkUntilVersion(other version: Int64, until deadline: Timestamp) async throws(MachineError)
+        -> MachineSnapshot
+    {
+        let clock = backend.clock
+        while true {
+            switch phase.withLock({ $0 }) {
+            case .closed: throw .gone
+            case .shuttingDown: throw .shuttingDown
+            case .open: break
+            }
+            let ticket = board.open(Self.versionSubject)
+            let read: Result<MachineSnapshot, MachineError>
+            do throws(MachineError) { read = .success(try await store.snapshot()) } catch { read = .failure(error) }
+            let now = clock.now()
+            switch read {
+            case .success(let snapshot):
+                if snapshot.version != version || now >= deadline || Task.isCancelled {
+                    board.close(ticket)
+                    return snapshot
+                }
+            case .failure(.backendUnavailable(let why)):
+                if now >= deadline {
+                    board.close(ticket)
+                    throw .backendUnavailable(why)
+                }
+            case .failure(let error):
+                board.close(ticket)
+                throw error
+            }
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: RedisQueue.pollSeconds)))
+        }
+    }
+
+    // MARK: Lifecycle
+
+    /// Creates the machine in Redis in its initial state, or answers the one
+    /// there (`created` false; the caller compares the definitions).
+    package func create(definitionName: String?, definition: MachineDefinition) async throws(MachineError) -> (
+        snapshot: MachineSnapshot, created: Bool
+    ) {
+        try await store.create(definitionName: definitionName, definition: definition)
+    }
+
+    /// Deletes the machine in Redis (every instance hears it and closes its
+    /// copy) and from the index; false when it was not there.
+    package func delete() async throws(MachineError) -> Bool {
+        let existed = try await store.delete()
+        do throws(ScriptFailure) { try await backend.announceDeleted(kind: "machine", name: name) } catch {
+            throw .backendUnavailable("\(error)")
+        }
+        return existed
+    }
+
+    /// Applies what is due now (after a start or a reconnect: deadlines other
+    /// instances armed are armed here too).
+    package func catchUp() async {
+        try? await store.tick()
+    }
+
+    /// The machine was deleted: waiters here are answered `gone`, the timer stops.
+    package func close() {
+        phase.withLock { $0 = .closed }
+        timer.withLock { $0.cancel() }
+        backend.unregister(kind: "machine", name: name)
+        board.postAll()
+    }
+
+    /// The server is stopping: waiters here are answered `shuttingDown`.
+    package func shutdown() {
+        phase.withLock { if $0 == .open { $0 = .shuttingDown } }
+        timer.withLock { $0.cancel() }
+        board.postAll()
+    }
+
+    // MARK: NoticeListener
+
+    package func receive(_ object: [String: Any], payload: [UInt8]) {
+        guard let notice = RedisMachineStore.decodeNotice(payload) else { return }
+        if notice.deleted {
+            close()
+            return
+        }
+        arm(at: notice.next)
+        emitEvents(notice)
+        board.post(Self.versionSubject)
+    }
+
+    package func resynchronize() {
+        board.postAll()
+        Task { await catchUp() }
+    }
+
+    // MARK: Internals
+
+    /// One store call, later, refused once the machine is closed.
+    private func call<T: Sendable>(_ body: @escaping @Sendable (RedisMachineStore) async throws(MachineError) -> T)
+        -> Pending<T, MachineError>
+    {
+        .async { [self] () async throws(MachineError) -> T in
+            guard phase.withLock({ $0 }) != .closed else { throw .gone }
+            return try await body(store)
+        }
+    }
+
+    /// Keeps one timer at or before the next deadline (a state timeout or a
+    /// transaction's expiry); it runs `tick`, whose reply arms the next one.
+    /// Harmless when another instance ticks first.
+    func arm(at next: Timestamp?) {
+        guard let next, phase.withLock({ $0 }) == .open else { return }
+        let clock = backend.clock
+        timer.withLock { t in
+            if let armed = t.deadline, armed <= next { return }
+            t.cancel()
+            t.deadline = next
+            t.timer = clock.schedule(at: next) { [weak self] in
+                guard let self else { return }
+                self.timer.withLock { $0.fired() }
+                Task { await self.catchUp() }
+            }
+        }
+    }
+
+    /// Emits what the notice reports, as `StateMachine` does for its own
+    /// changes: by version, a transition before the transaction it committed.
+    private func emitEvents(_ notice: MachineNotice) {
+        guard let events, events.isRecording else { return }
+        var transitions = notice.transitions[...]
+        var transactions = notice.transactions[...]
+        while let transition = transitions.first {
+            if let transaction = transactions.first, transaction.version < transition.version {
+                emit(transaction)
+                transactions.removeFirst()
+            } else {
+                events.emit(
+                    ResourceEvent.Draft(
+                        kind: "machine", name: name, type: "transition", subject: .transition(transition)))
+                transitions.removeFirst()
+            }
+        }
+        for transaction in transactions { emit(transaction) }
+    }
+
+    private func emit(_ transaction: MachineTransaction) {
+        let type: String
+        switch transaction.status {
+        case .open: type = "transaction-opened"
+        case .committed: type = "transaction-committed"
+        case .aborted, .expired: type = "transaction-aborted"
+        }
+        events?.emit(ResourceEvent.Draft(kind: "machine", name: name, type: type, subject: .transaction(transaction)))
+    }
+}
