@@ -93,12 +93,17 @@ extension OpenAPIDocument {
             ),
             (
                 "MachineSummary",
-                Schema.object([
-                    ("name", Schema.name()),
-                    ("definition", Schema.oneOf([Schema.name("the definition's name"), Schema.ref("Definition")])),
-                    ("state", Schema.name()),
-                    ("version", Schema.fence),
-                ])
+                Schema.object(
+                    [
+                        ("name", Schema.name()),
+                        (
+                            "definition",
+                            Schema.oneOf([Schema.name("the definition's name"), Schema.ref("Definition")])
+                        ),
+                        ("state", Schema.name()),
+                        ("version", Schema.fence),
+                        ("backend", Schema.enumeration(["redis"], "present for a machine kept in Redis")),
+                    ], optional: ["backend"])
             ),
             (
                 "Transition",
