@@ -1,4 +1,3 @@
-import Locking
 import RedisClient
 import UsherCore
 
@@ -12,9 +11,10 @@ package final class RedisMachine: MachineService, NoticeListener {
     let store: RedisMachineStore
     private let backend: RedisBackend
     private let events: EventLog?
-    private let board: NoticeBoard
-    private let timer = Locked(DeadlineTimer())
-    private let phase = Locked(RedisPhase.open)
+    /// Where long-polls parked in this process wait for notices.
+    var board: NoticeBoard { host.board }
+    /// Phase, timer and long-polls in this process.
+    private let host: LocalHost
     /// Every notice moves the version: waits park on this one subject.
     private static let versionSubject = "version"
 
@@ -22,7 +22,7 @@ package final class RedisMachine: MachineService, NoticeListener {
         self.name = name
         self.backend = backend
         self.events = events
-        self.board = NoticeBoard(clock: backend.clock)
+        self.host = LocalHost(kind: "machine", name: name, backend: backend)
         // The store reports each reply's next deadline; the timer holds a weak
         // reference through this box, set once `self` exists.
         let deadlines = WeakBox<RedisMachine>()
@@ -34,7 +34,7 @@ package final class RedisMachine: MachineService, NoticeListener {
 
     /// Starts hearing notices about this machine (once it is the one registered here).
     package func listen() {
-        backend.register(self, kind: "machine", name: name)
+        host.listen(self)
     }
 
     // MARK: MachineService
@@ -74,7 +74,7 @@ package final class RedisMachine: MachineService, NoticeListener {
     {
         let clock = backend.clock
         while true {
-            switch phase.withLock({ $0 }) {
+            switch host.phase {
             case .closed: throw .gone
             case .shuttingDown: throw .shuttingDown
             case .open: break
@@ -128,20 +128,11 @@ package final class RedisMachine: MachineService, NoticeListener {
         try? await store.tick()
     }
 
-    /// The machine was deleted: waiters here are answered `gone`, the timer stops.
-    package func close() {
-        phase.withLock { $0 = .closed }
-        timer.withLock { $0.cancel() }
-        backend.unregister(kind: "machine", name: name)
-        board.postAll()
-    }
+    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
+    package func close() { host.close() }
 
     /// The server is stopping: waiters here are answered `shuttingDown`.
-    package func shutdown() {
-        phase.withLock { if $0 == .open { $0 = .shuttingDown } }
-        timer.withLock { $0.cancel() }
-        board.postAll()
-    }
+    package func shutdown() { host.shutdown() }
 
     // MARK: NoticeListener
 
@@ -168,7 +159,7 @@ package final class RedisMachine: MachineService, NoticeListener {
         -> Pending<T, MachineError>
     {
         .async { [self] () async throws(MachineError) -> T in
-            guard phase.withLock({ $0 }) != .closed else { throw .gone }
+            guard host.phase != .closed else { throw .gone }
             return try await body(store)
         }
     }
@@ -177,18 +168,7 @@ package final class RedisMachine: MachineService, NoticeListener {
     /// transaction's expiry); it runs `tick`, whose reply arms the next one.
     /// Harmless when another instance ticks first.
     func arm(at next: Timestamp?) {
-        guard let next, phase.withLock({ $0 }) == .open else { return }
-        let clock = backend.clock
-        timer.withLock { t in
-            if let armed = t.deadline, armed <= next { return }
-            t.cancel()
-            t.deadline = next
-            t.timer = clock.schedule(at: next) { [weak self] in
-                guard let self else { return }
-                self.timer.withLock { $0.fired() }
-                Task { await self.catchUp() }
-            }
-        }
+        host.arm(at: next) { [weak self] in await self?.catchUp() }
     }
 
     /// Emits what the notice reports, as `StateMachine` does for its own

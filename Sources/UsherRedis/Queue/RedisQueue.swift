@@ -1,4 +1,3 @@
-import Locking
 import RedisClient
 import UsherCore
 
@@ -12,9 +11,10 @@ package final class RedisQueue: QueueService, NoticeListener {
     let store: RedisQueueStore
     private let backend: RedisBackend
     private let events: EventLog?
-    let board: NoticeBoard
-    private let timer = Locked(DeadlineTimer())
-    private let phase = Locked(RedisPhase.open)
+    /// Where long-polls parked in this process wait for notices.
+    var board: NoticeBoard { host.board }
+    /// Phase, timer and long-polls in this process.
+    private let host: LocalHost
     /// The longest a long-poll sleeps without checking: notices may be lost.
     static let pollSeconds = 1.0
 
@@ -22,7 +22,7 @@ package final class RedisQueue: QueueService, NoticeListener {
         self.name = name
         self.backend = backend
         self.events = events
-        self.board = NoticeBoard(clock: backend.clock)
+        self.host = LocalHost(kind: "queue", name: name, backend: backend)
         // The store reports each reply's next deadline; the timer holds a weak
         // reference through this box, set once `self` exists.
         let deadlines = WeakBox<RedisQueue>()
@@ -34,7 +34,7 @@ package final class RedisQueue: QueueService, NoticeListener {
 
     /// Starts hearing notices about this queue (once it is the one registered here).
     package func listen() {
-        backend.register(self, kind: "queue", name: name)
+        host.listen(self)
     }
 
     // MARK: QueueService
@@ -125,20 +125,11 @@ package final class RedisQueue: QueueService, NoticeListener {
         try? await store.tick()
     }
 
-    /// The queue was deleted: waiters here are answered `gone`, the timer stops.
-    package func close() {
-        phase.withLock { $0 = .closed }
-        timer.withLock { $0.cancel() }
-        backend.unregister(kind: "queue", name: name)
-        board.postAll()
-    }
+    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
+    package func close() { host.close() }
 
     /// The server is stopping: waiters here are answered `shuttingDown`.
-    package func shutdown() {
-        phase.withLock { if $0 == .open { $0 = .shuttingDown } }
-        timer.withLock { $0.cancel() }
-        board.postAll()
-    }
+    package func shutdown() { host.shutdown() }
 
     // MARK: NoticeListener
 
@@ -170,7 +161,7 @@ package final class RedisQueue: QueueService, NoticeListener {
         -> Pending<T, QueueError>
     {
         .async { [self] () async throws(QueueError) -> T in
-            guard phase.withLock({ $0 }) != .closed else { throw .gone }
+            guard host.phase != .closed else { throw .gone }
             return try await body(store)
         }
     }
@@ -184,7 +175,7 @@ package final class RedisQueue: QueueService, NoticeListener {
     ) async -> Result<VisitorView, QueueError> {
         let clock = backend.clock
         while true {
-            switch phase.withLock({ $0 }) {
+            switch host.phase {
             case .closed: return .failure(.gone)
             case .shuttingDown: return .failure(.shuttingDown)
             case .open: break
@@ -226,18 +217,7 @@ package final class RedisQueue: QueueService, NoticeListener {
     /// Keeps one timer at or before the next deadline; it runs `tick`, whose
     /// reply arms the next one. Harmless when another instance ticks first.
     func arm(at next: Timestamp?) {
-        guard let next, phase.withLock({ $0 }) == .open else { return }
-        let clock = backend.clock
-        timer.withLock { t in
-            if let armed = t.deadline, armed <= next { return }
-            t.cancel()
-            t.deadline = next
-            t.timer = clock.schedule(at: next) { [weak self] in
-                guard let self else { return }
-                self.timer.withLock { $0.fired() }
-                Task { await self.catchUp() }
-            }
-        }
+        host.arm(at: next) { [weak self] in await self?.catchUp() }
     }
 
     /// Emits what the notice reports, as `VisitorQueue` does for its own changes.
@@ -248,42 +228,5 @@ package final class RedisQueue: QueueService, NoticeListener {
             events.emit(ResourceEvent.Draft(kind: "queue", name: name, type: type, subject: .visitor(v)))
         }
         if let updated = notice.updated { events.emitUpdated(kind: "queue", name: name, updated) }
-    }
-}
-
-/// Where this process's copy of a Redis-backed resource is in its life.
-enum RedisPhase: Sendable {
-    case open
-    /// The server is stopping: waits are refused.
-    case shuttingDown
-    /// The resource was deleted (through any instance).
-    case closed
-}
-
-/// The one timer of a Redis-backed resource and when it is set for.
-struct DeadlineTimer: Sendable {
-    var deadline: Timestamp?
-    var timer: (any ScheduledTimer)?
-
-    mutating func cancel() {
-        timer?.cancel()
-        timer = nil
-        deadline = nil
-    }
-
-    mutating func fired() {
-        timer = nil
-        deadline = nil
-    }
-}
-
-/// A weak reference that can be set after the closure holding it is made.
-final class WeakBox<T: AnyObject & Sendable>: Sendable {
-    private let reference = Locked<Weak?>(nil)
-    private struct Weak: @unchecked Sendable { weak var value: T? }
-
-    var value: T? {
-        get { reference.withLock { $0?.value } }
-        set { reference.withLock { $0 = Weak(value: newValue) } }
     }
 }
