@@ -287,7 +287,7 @@ package struct RedisMachineStore: Sendable {
     /// `data` as JSON text, or "" for none.
     private static func payloadText(_ data: JSONValue?) throws(MachineError) -> String {
         guard let data else { return "" }
-        return try encode(Payload(value: data))
+        return try encode(StoredJSON(data))
     }
 
     private static func encode(_ value: some Encodable) throws(MachineError) -> String {
@@ -417,43 +417,4 @@ private struct DefinitionRecord: Codable {
     var states: [String]
     var transitions: [Transition]
     var timeouts: [Timeout]
-}
-
-/// A client's JSON value, for `JSONEncoder` (numbers as the value holds them).
-private struct Payload: Encodable {
-    let value: JSONValue
-
-    func encode(to encoder: any Encoder) throws {
-        switch value {
-        case .object(let members):
-            var container = encoder.container(keyedBy: MemberKey.self)
-            for (name, member) in members { try container.encode(Payload(value: member), forKey: MemberKey(name)) }
-        case .array(let elements):
-            var container = encoder.unkeyedContainer()
-            for element in elements { try container.encode(Payload(value: element)) }
-        case .null:
-            var container = encoder.singleValueContainer()
-            try container.encodeNil()
-        case .bool(let b):
-            var container = encoder.singleValueContainer()
-            try container.encode(b)
-        case .int(let i):
-            var container = encoder.singleValueContainer()
-            try container.encode(i)
-        case .double(let d):
-            var container = encoder.singleValueContainer()
-            if d.isFinite { try container.encode(d) } else { try container.encodeNil() }
-        case .string(let s):
-            var container = encoder.singleValueContainer()
-            try container.encode(s)
-        }
-    }
-}
-
-private struct MemberKey: CodingKey {
-    var stringValue: String
-    var intValue: Int? { nil }
-    init(_ name: String) { stringValue = name }
-    init?(stringValue: String) { self.stringValue = stringValue }
-    init?(intValue: Int) { nil }
 }
