@@ -124,12 +124,7 @@ enum MachineRoutes: ResourceAPI {
     private static func creatingShared(name: String, spec: MachineSpec, in app: UsherApp) -> Pending<
         Created<any MachineService>, APIError
     > {
-        guard let redis = app.redis else {
-            return .ready(
-                .failure(
-                    .badRequest(
-                        "backend: \"redis\" needs a top-level redis block (or USHER_REDIS_URL)", field: "backend")))
-        }
+        guard let redis = app.redis else { return .ready(.failure(.noRedisBlock)) }
         @Sendable func matches(_ snapshot: MachineSnapshot) -> Bool {
             snapshot.definitionName == spec.definitionName && snapshot.definition == spec.definition
         }

@@ -124,12 +124,7 @@ enum QueueRoutes: ConfiguredKind {
     private static func creatingShared(name: String, config: QueueConfig, in app: UsherApp) -> Pending<
         Created<any QueueService>, APIError
     > {
-        guard let redis = app.redis else {
-            return .ready(
-                .failure(
-                    .badRequest(
-                        "backend: \"redis\" needs a top-level redis block (or USHER_REDIS_URL)", field: "backend")))
-        }
+        guard let redis = app.redis else { return .ready(.failure(.noRedisBlock)) }
         if let existing = try? app.registry.resource(.queues, name) {
             guard let queue = existing as? RedisQueue else { return .ready(.failure(.alreadyExists("queue", name))) }
             return .async { () async throws(APIError) -> Created<any QueueService> in

@@ -1,16 +1,7 @@
 import UsherCore
 import UsherRedis
 
-extension RedisMachine: SharedResource {
-    /// What the registry's `created` event carries: the state is in Redis.
-    package func summary() -> JSONValue {
-        .object([("name", .string(name)), ("backend", .string("redis"))])
-    }
-
-    package func markDeleted() { close() }
-    package func markShuttingDown() { shutdown() }
-    package func startListening() { listen() }
-
+extension RedisMachine: RedisManager {
     package func deleteShared() -> Pending<Void, APIError> {
         .async { [self] () async throws(APIError) in
             let existed: Bool
