@@ -59,7 +59,7 @@ let package = Package(
         .target(
             name: "UsherRedis", dependencies: ["RedisClient", "UsherCore", "Locking"],
             resources: [
-                .embedInCode("Support/common.lua"), .embedInCode("Queue/queue.lua"),
+                .embedInCode("Support/common.lua"), .embedInCode("Line/line.lua"), .embedInCode("Queue/queue.lua"),
                 .embedInCode("Machine/machine.lua"),
             ]),
         // The managers (actors) and their value-type engines. No HTTP, no C.

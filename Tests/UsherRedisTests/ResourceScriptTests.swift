@@ -9,7 +9,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(1))) struct ResourceScriptTests {
     /// A kind whose operations exercise the prelude.
     static let probe = ResourceScript(
-        kindSource: Array(
+        kindSources: Array(
             """
             if OP == 'now' then return int_text(NOW) end
             if OP == 'fence' then return int_text(next_after_time(KEYS[1], 'fence')) end

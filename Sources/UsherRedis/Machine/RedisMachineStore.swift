@@ -26,7 +26,7 @@ package struct MachineNotice: Sendable, Equatable {
 /// `If-Match` and waits work as in memory (a change moves the version, only
 /// forward) and a version lost in a failover is not reused for other content.
 package struct RedisMachineStore: Sendable {
-    private static let script = ResourceScript(kindSource: PackageResources.machine_lua)
+    private static let script = ResourceScript(kindSources: PackageResources.machine_lua)
     /// The script's name in Redis (`EVALSHA`), for measurements.
     static var scriptSHA1: String { script.script.sha1 }
 

@@ -6,7 +6,7 @@ import UsherCore
 /// `queue.lua`, with the engine's semantics (`.atMostResource` holds). The
 /// storage budget (`max_stored_bytes`) does not apply: Redis's `maxmemory` bounds it.
 package struct RedisQueueStore: Sendable {
-    static let script = ResourceScript(kindSource: PackageResources.queue_lua)
+    static let script = ResourceScript(kindSources: PackageResources.line_lua, PackageResources.queue_lua)
     /// The parts of a queue's keys, in the order `queue.lua` reads `KEYS`.
     static let parts = ["meta", "wait", "arr", "hold", "exp", "delayed", "vis", "lk", "lp", "fin", "holds"]
 

@@ -1,16 +1,16 @@
 import RedisClient
 import UsherCore
 
-/// One kind's Lua source behind `common.lua`, run with the calling convention
+/// One kind's Lua sources behind `common.lua`, run with the calling convention
 /// `common.lua` describes. Error replies `USHER <code> <detail>` come back as
 /// `ScriptFailure.refused`; a lost or slow connection as `.unavailable`.
 package struct ResourceScript: Sendable {
     let script: RedisScript
 
-    /// The script for a kind whose source is `kindSource` (UTF-8 bytes of its `.lua` file).
-    package init(kindSource: [UInt8]) {
-        let common = String(decoding: PackageResources.common_lua, as: UTF8.self)
-        script = RedisScript(common + "\n" + String(decoding: kindSource, as: UTF8.self))
+    /// The script for a kind whose sources (UTF-8 bytes of `.lua` files) run in this order.
+    package init(kindSources: [UInt8]...) {
+        let sources = [PackageResources.common_lua] + kindSources
+        script = RedisScript(sources.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n"))
     }
 
     /// Runs `operation` on the resource's `keys` at `time`, publishing notices on `channel`.

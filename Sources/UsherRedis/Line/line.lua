@@ -1,0 +1,491 @@
+-- The line every kind built on QueueEngine shares (queues, windows, pools):
+-- its records, waiting order, holds, delays, dedup and opposites, views and
+-- notices. The kind's script follows it and sets LINE.kind. KEYS[1..11] are
+-- the line's keys, in RedisQueueStore.parts order; a kind's own keys follow.
+local K_META, K_WAIT, K_ARR, K_HOLD, K_EXP, K_DELAYED, K_VIS, K_LK, K_LP, K_FIN, K_HOLDS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+-- meta: config fields, totals, `fence` (the last one; the first grant gets
+-- the creation time, as in memory), `lastid`, `seq`, `dseq`, `fseq`, `hsum`, `created`.
+-- wait: waiting ids by (PRIORITY_BIAS - priority) * 2^32 + arrival seq (grant order).
+-- arr: waiting ids by arrival seq (the most recent arrival, the oldest waiter).
+-- hold: holders' ids by fence (grant order). exp: "<fence %020>:<id>" by expiry.
+-- delayed: "<dseq %016>:<id>" by delay end. vis: id -> record (cjson, numbers as text).
+-- lk: key -> most recent waiting id with it; lp: key+action -> the same.
+-- fin: finished ids in finish order. holds: the last 100 finished holds in µs.
+-- A record (VisitorRecord): id, key, action, payload (JSON text), pri, st
+-- (status), rs (reason), enq, gat, dl (VisitorRecord.deadline), fat, fence,
+-- hold (µs asked for, -1 none), seq (arrival number while waiting), dm (its
+-- `delayed` member), kp/kn and pp/pn (the key and key+action chains), rel
+-- (merged_into or cancelled_with).
+
+-- What the kind's script sets: the `kind` its notices carry.
+local LINE = { kind = 'queue' }
+
+local PRIORITY_BIAS = 1000000
+local SEQ_SPAN = 4294967296
+local HOLD_WINDOW = 100
+
+local function num(text) return tonumber(text) end
+
+-- Records: loaded once per script, written back by `flush`.
+local cache, dirty, dirty_list = {}, {}, {}
+
+local function rec_get(id)
+  local r = cache[id]
+  if r ~= nil then return r or nil end
+  local text = redis.call('HGET', K_VIS, id)
+  if not text then
+    cache[id] = false
+    return nil
+  end
+  r = cjson.decode(text)
+  cache[id] = r
+  return r
+end
+
+local function rec_put(r)
+  cache[r.id] = r
+  if not dirty[r.id] then
+    dirty[r.id] = true
+    dirty_list[#dirty_list + 1] = r.id
+  end
+end
+
+local function rec_drop(id)
+  cache[id] = false
+  dirty[id] = nil
+  redis.call('HDEL', K_VIS, id)
+end
+
+local function flush()
+  for _, id in ipairs(dirty_list) do
+    if dirty[id] and cache[id] then redis.call('HSET', K_VIS, id, cjson.encode(cache[id])) end
+  end
+  dirty, dirty_list = {}, {}
+end
+
+-- Config, read once.
+local cfg = {}
+local function load_config()
+  local f = redis.call('HMGET', K_META, 'capacity', 'max_waiting', 'hold_seconds', 'hold_us', 'dedup',
+    'opposites', 'history')
+  cfg.capacity = num(f[1])
+  cfg.max_waiting = num(f[2])
+  cfg.hold_seconds = f[3]
+  cfg.hold_us = num(f[4])
+  cfg.dedup = f[5]
+  cfg.opposites_text = f[6]
+  cfg.history = num(f[7])
+  cfg.opposite_of = {}
+  for _, pair in ipairs(cjson.decode(f[6])) do
+    if #pair == 2 then
+      local a, b = pair[1], pair[2]
+      cfg.opposite_of[a] = cfg.opposite_of[a] or {}
+      cfg.opposite_of[b] = cfg.opposite_of[b] or {}
+      table.insert(cfg.opposite_of[a], b)
+      table.insert(cfg.opposite_of[b], a)
+    end
+  end
+end
+
+local function config_fields()
+  return { int_text(cfg.capacity), int_text(cfg.max_waiting), cfg.hold_seconds, cfg.dedup, cfg.opposites_text,
+    int_text(cfg.history) }
+end
+
+-- Changes of the current operation: ids in first-change order.
+local changed, changed_seen = {}, {}
+local function note(id)
+  if not changed_seen[id] then
+    changed_seen[id] = true
+    changed[#changed + 1] = id
+  end
+end
+-- A deadline moved without any status changing (an extend): tell it too.
+local touched = false
+-- µs each visitor granted by this operation waited in the line (the wait histogram).
+local waits = {}
+
+-- (+ 0 turns -0, which HINCRBY refuses, into 0.)
+local function incr(field, by) redis.call('HINCRBY', K_META, field, int_text((by or 1) + 0)) end
+
+local function next_counter(field)
+  return redis.call('HINCRBY', K_META, field, 1) - 1
+end
+
+-- Lists -----------------------------------------------------------------
+
+local function pair_key(key, action)
+  return #key .. ':' .. key .. (action and ('+' .. action) or '-')
+end
+
+local function wait_score(r)
+  return (PRIORITY_BIAS - num(r.pri)) * SEQ_SPAN + num(r.seq)
+end
+
+-- Numbers the waiting visitors 0, 1, … in arrival order again, when arrival
+-- numbers would reach SEQ_SPAN (and break the `wait` score): once every 2^32
+-- arrivals, O(n log n). Cursors into the line from before skip or repeat.
+local function renumber_line()
+  local ids = redis.call('ZRANGE', K_ARR, 0, -1)
+  for i, id in ipairs(ids) do
+    local r = rec_get(id)
+    r.seq = int_text(i - 1)
+    redis.call('ZADD', K_ARR, i - 1, id)
+    redis.call('ZADD', K_WAIT, (PRIORITY_BIAS - num(r.pri)) * SEQ_SPAN + i - 1, id)
+    rec_put(r)
+  end
+  redis.call('HSET', K_META, 'seq', int_text(#ids))
+end
+
+local function link_waiting(r)
+  if num(redis.call('HGET', K_META, 'seq')) >= SEQ_SPAN then renumber_line() end
+  local seq = next_counter('seq')
+  r.seq = int_text(seq)
+  redis.call('ZADD', K_WAIT, wait_score(r), r.id)
+  redis.call('ZADD', K_ARR, seq, r.id)
+  if r.key then
+    local prev = redis.call('HGET', K_LK, r.key)
+    redis.call('HSET', K_LK, r.key, r.id)
+    if prev then
+      r.kp = prev
+      local p = rec_get(prev)
+      p.kn = r.id
+      rec_put(p)
+    end
+    local pk = pair_key(r.key, r.action)
+    prev = redis.call('HGET', K_LP, pk)
+    redis.call('HSET', K_LP, pk, r.id)
+    if prev then
+      r.pp = prev
+      local p = rec_get(prev)
+      p.pn = r.id
+      rec_put(p)
+    end
+  end
+  rec_put(r)
+end
+
+-- Takes `r` out of a doubly linked list (`pf`/`nf` fields) whose last
+-- element is indexed under `index_key` in the hash `index`.
+local function unlink_chain(r, pf, nf, index, index_key)
+  local prev, nxt = r[pf], r[nf]
+  if prev then
+    local p = rec_get(prev)
+    p[nf] = nxt
+    rec_put(p)
+  end
+  if nxt then
+    local n = rec_get(nxt)
+    n[pf] = prev
+    rec_put(n)
+  elseif prev then
+    redis.call('HSET', index, index_key, prev)
+  else
+    redis.call('HDEL', index, index_key)
+  end
+  r[pf], r[nf] = nil, nil
+end
+
+local function unlink_waiting(r)
+  redis.call('ZREM', K_WAIT, r.id)
+  redis.call('ZREM', K_ARR, r.id)
+  if r.key then
+    unlink_chain(r, 'kp', 'kn', K_LK, r.key)
+    unlink_chain(r, 'pp', 'pn', K_LP, pair_key(r.key, r.action))
+  end
+  rec_put(r)
+end
+
+local function exp_member(r) return string.format('%020.0f', num(r.fence)) .. ':' .. r.id end
+
+local function unlink_holder(r)
+  redis.call('ZREM', K_HOLD, r.id)
+  redis.call('ZREM', K_EXP, exp_member(r))
+end
+
+local function record_hold(micros)
+  local d = math.max(0, micros)
+  redis.call('RPUSH', K_HOLDS, int_text(d))
+  incr('hsum', d)
+  if redis.call('LLEN', K_HOLDS) > HOLD_WINDOW then
+    incr('hsum', -num(redis.call('LPOP', K_HOLDS)))
+  end
+end
+
+local function mean_hold()
+  local n = redis.call('LLEN', K_HOLDS)
+  if n == 0 then return nil end
+  return num(redis.call('HGET', K_META, 'hsum')) / n
+end
+
+-- Endings ---------------------------------------------------------------
+
+local TOTAL_OF = {
+  completed = 'completed_total', released = 'released_total', expired = 'expired_total',
+  cancelled = 'cancelled_total', merged = 'merged_total',
+}
+
+-- A final status for a visitor in no list.
+local function settle(r, status, t, reason)
+  r.st = status
+  r.fat = int_text(t)
+  r.rs = reason
+  incr(TOTAL_OF[status])
+  redis.call('ZADD', K_FIN, next_counter('fseq'), r.id)
+  rec_put(r)
+  note(r.id)
+end
+
+local function finish(r, status, t, reason)
+  if r.st == 'delayed' then
+    redis.call('ZREM', K_DELAYED, r.dm)
+    r.dm = nil
+    r.dl = nil
+  elseif r.st == 'waiting' then
+    unlink_waiting(r)
+  elseif r.st == 'granted' then
+    unlink_holder(r)
+    record_hold(t - num(r.gat))
+  else
+    return
+  end
+  settle(r, status, t, reason)
+end
+
+-- Dedup and grants --------------------------------------------------------
+
+local function is_opposite(a, b)
+  if not a or not b then return false end
+  local list = cfg.opposite_of[a]
+  if not list then return false end
+  for _, x in ipairs(list) do
+    if x == b then return true end
+  end
+  return false
+end
+
+-- 'enter', or 'merge'/'cancel' with the waiting visitor it meets (SPEC §2).
+local function dedup(key, action)
+  if not key or cfg.dedup == 'off' then return 'enter' end
+  if cfg.dedup == 'key' then
+    local t = redis.call('HGET', K_LP, pair_key(key, action))
+    if t then return 'merge', rec_get(t) end
+    t = redis.call('HGET', K_LK, key)
+    if t then
+      local other = rec_get(t)
+      if is_opposite(action, other.action) then return 'cancel', other end
+    end
+    return 'enter'
+  end
+  local last = redis.call('ZRANGE', K_ARR, -1, -1)[1]
+  if not last then return 'enter' end
+  local other = rec_get(last)
+  if other.key ~= key then return 'enter' end
+  if other.action == action then return 'merge', other end
+  if is_opposite(action, other.action) then return 'cancel', other end
+  return 'enter'
+end
+
+local function enter_line(r, t, outcome, other)
+  r.dl = int_text(t)
+  if outcome == 'enter' then
+    link_waiting(r)
+  elseif outcome == 'merge' then
+    r.rel = other.id
+    settle(r, 'merged', t, nil)
+  else
+    r.rel = other.id
+    other.rel = r.id
+    finish(other, 'cancelled', t, 'opposite')
+    settle(r, 'cancelled', t, 'opposite')
+  end
+end
+
+local function effective_hold(r)
+  local own = num(r.hold)
+  if cfg.hold_us == 0 then return math.max(0, own) end
+  if own > 0 then return math.min(own, cfg.hold_us) end
+  return cfg.hold_us
+end
+
+local function grant_free()
+  while redis.call('ZCARD', K_HOLD) < cfg.capacity do
+    local id = redis.call('ZRANGE', K_WAIT, 0, 0)[1]
+    if not id then return end
+    local r = rec_get(id)
+    unlink_waiting(r)
+    waits[#waits + 1] = int_text(NOW - num(r.dl))  -- while waiting, dl is the line entry
+    r.st = 'granted'
+    r.gat = int_text(NOW)
+    local fence = next_after_time(K_META, 'fence')
+    r.fence = int_text(fence)
+    local hold = effective_hold(r)
+    if hold > 0 then
+      r.dl = int_text(NOW + hold)
+      redis.call('ZADD', K_EXP, NOW + hold, exp_member(r))
+    else
+      r.dl = nil
+    end
+    redis.call('ZADD', K_HOLD, fence, id)
+    incr('granted_total')
+    rec_put(r)
+    note(id)
+  end
+end
+
+-- Operation frame -----------------------------------------------------------
+
+local function first_score(key)
+  local top = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if top[2] then return num(top[2]) end
+  return nil
+end
+
+-- Forgets finished visitors beyond `history`, then applies every delay end
+-- and hold expiry due by NOW, one instant at a time, granting after each.
+local function begin()
+  load_config()
+  local excess = redis.call('ZCARD', K_FIN) - cfg.history
+  if excess > 0 then
+    local popped = redis.call('ZPOPMIN', K_FIN, excess)
+    for i = 1, #popped, 2 do rec_drop(popped[i]) end
+  end
+  while true do
+    local d, e = first_score(K_DELAYED), first_score(K_EXP)
+    local t = d
+    if not t or (e and e < t) then t = e end
+    if not t or t > NOW then break end
+    touched = true
+    if d == t then
+      for _, member in ipairs(redis.call('ZRANGEBYSCORE', K_DELAYED, t, t)) do
+        redis.call('ZREM', K_DELAYED, member)
+        local r = rec_get(member:sub(18))
+        r.dm = nil
+        r.st = 'waiting'
+        note(r.id)
+        enter_line(r, t, dedup(r.key, r.action))
+      end
+    end
+    if e == t then
+      for _, member in ipairs(redis.call('ZRANGEBYSCORE', K_EXP, t, t)) do
+        finish(rec_get(member:sub(22)), 'expired', t, nil)
+      end
+    end
+    grant_free()
+  end
+end
+
+local function next_deadline()
+  local d, e = first_score(K_DELAYED), first_score(K_EXP)
+  if not d or (e and e < d) then d = e end
+  if d then return int_text(d) end
+  return ''
+end
+
+-- Views -----------------------------------------------------------------
+
+-- The estimate's µs as QueueEngine.estimatedWait computes it before rounding, or nil.
+local function estimated_wait(position)
+  local capacity = cfg.capacity
+  if capacity <= 0 or position <= 0 then return nil end
+  local mean = mean_hold()
+  if not mean and cfg.hold_us > 0 then mean = cfg.hold_us end
+  local round = math.floor((position - 1) / capacity)
+  local slot = (position - 1) % capacity + 1
+  local holding = redis.call('ZCARD', K_HOLD)
+  local k = slot + math.max(0, holding - capacity)
+  local first
+  if redis.call('ZCARD', K_EXP) == holding and k <= holding then
+    local at = redis.call('ZRANGE', K_EXP, k - 1, k - 1, 'WITHSCORES')
+    first = math.max(0, num(at[2]) - NOW)
+  elseif mean then
+    first = slot * mean / capacity
+  else
+    return nil
+  end
+  local micros = first
+  if round > 0 then
+    if not mean then return nil end
+    micros = micros + round * mean
+  end
+  return micros
+end
+
+-- A view (VisitorView) as JSON text with every number as text.
+local function view(r, position)
+  local v = {
+    id = r.id, key = r.key, action = r.action, payload = r.payload, priority = r.pri, status = r.st,
+    enqueued_at = r.enq, reason = r.rs,
+  }
+  if r.st == 'waiting' then
+    position = position or (redis.call('ZRANK', K_WAIT, r.id) + 1)
+    v.position = int_text(position)
+    v.seq = r.seq
+    local wait = estimated_wait(position)
+    if wait then v.wait_micros = string.format('%.17g', wait) end
+  end
+  if r.gat then
+    v.granted_at = r.gat
+    v.fence = r.fence
+    v.expires_at = r.dl
+  end
+  v.finished_at = r.fat
+  if r.st == 'merged' then v.merged_into = r.rel end
+  if r.rs == 'opposite' then v.cancelled_with = r.rel end
+  return cjson.encode(v)
+end
+
+local function publish_changes(extra)
+  if #changed == 0 and not touched and not extra then return end
+  local views = {}
+  for i, id in ipairs(changed) do views[i] = view(cache[id]) end
+  local notice = { kind = LINE.kind, name = ARGV[4], time = int_text(NOW), changed = views, waits = waits }
+  local nd = next_deadline()
+  if nd ~= '' then notice.next = nd end
+  if extra then
+    for k, v in pairs(extra) do notice[k] = v end
+  end
+  -- cjson writes an empty table as {}: the list of views must stay a list.
+  if #views == 0 then notice.changed = nil end
+  if #waits == 0 then notice.waits = nil end
+  publish(notice)
+end
+
+-- Ends an operation: writes records back, tells every instance.
+local function done(reply, extra)
+  flush()
+  publish_changes(extra)
+  table.insert(reply, 1, next_deadline())
+  return reply
+end
+
+-- Refuses after applying what was due: what changed is kept and told.
+local function refuse(code, detail)
+  flush()
+  publish_changes(nil)
+  return fail(code, detail)
+end
+
+local function count_fields()
+  local m = redis.call('HMGET', K_META, 'enqueued_total', 'granted_total', 'completed_total', 'released_total',
+    'expired_total', 'cancelled_total', 'merged_total', 'timed_out_total')
+  local out = {
+    int_text(redis.call('ZCARD', K_WAIT)), int_text(redis.call('ZCARD', K_HOLD)),
+    int_text(redis.call('ZCARD', K_DELAYED)),
+  }
+  for _, x in ipairs(m) do out[#out + 1] = x or '0' end
+  return out
+end
+
+local function full()
+  local hold = mean_hold() or cfg.hold_us
+  local seconds = math.ceil(hold / 1000000 / math.max(1, cfg.capacity))
+  return refuse('full', int_text(math.min(3600, math.max(1, seconds))))
+end
+
+local function time_out(r)
+  if r.st ~= 'waiting' and r.st ~= 'delayed' then return end
+  finish(r, 'cancelled', NOW, 'timeout')
+  incr('timed_out_total')
+end
