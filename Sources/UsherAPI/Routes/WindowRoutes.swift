@@ -151,14 +151,28 @@ enum WindowRoutes: ConfiguredKind {
         }
         let window = try window(call)
         let app = call.app
-        let deadline = wait.map { app.deadline(after: $0) }
-        let pending = window.readShowing().flatMap { now -> Pending<WindowItem?, WindowError> in
-            guard let deadline, now?.id == after else { return .ready(.success(now)) }
-            return .async { () async throws(WindowError) -> WindowItem? in
-                try await window.parkUntilShowing(after: after, until: deadline).item()
+        let read = window.readShowing()
+        guard case .ready(let result) = read else {
+            // Redis: the read, then perhaps the wait, both later.
+            let deadline = wait.map { app.deadline(after: $0) }
+            let pending = read.flatMap { now -> Pending<WindowItem?, WindowError> in
+                guard let deadline, now?.id == after else { return .ready(.success(now)) }
+                return .async { () async throws(WindowError) -> WindowItem? in
+                    try await window.parkUntilShowing(after: after, until: deadline).item()
+                }
             }
+            return try LifecycleRoutes<Self>.answer(call, pending, reply)
         }
-        return try LifecycleRoutes<Self>.answer(call, pending, reply)
+        // Memory: answered now, or parked with nothing but the wait in its task.
+        let now: WindowItem?
+        do throws(WindowError) { now = try result.get() } catch { throw APIError(error) }
+        guard let wait, now?.id == after else { return .respond(reply(now)) }
+        let deadline = app.deadline(after: wait)
+        return app.later { () async throws(APIError) -> HTTPResponse in
+            do throws(WindowError) {
+                return reply(try await window.parkUntilShowing(after: after, until: deadline).item())
+            } catch { throw APIError(error) }
+        }
     }
 
     private static func getItem(_ call: Call) throws(APIError) -> HTTPHandlerResult {
