@@ -8,7 +8,7 @@ import Synchronization
 /// the map in the background) and `ASK` (the slot is migrating: `ASKING`,
 /// then the command, on the node named, without touching the map), and
 /// retries `TRYAGAIN` (a multi-key command while its slot is half migrated)
-/// after a short pause; a bounded number of hops in all.
+/// after a short pause; a bounded number of times each.
 package final class RedisCluster: Sendable {
     /// A node's address as the cluster names it (`host:port`).
     package struct Address: Hashable, Sendable, CustomStringConvertible {
@@ -40,9 +40,11 @@ package final class RedisCluster: Sendable {
         package var retried = 0
     }
 
-    /// Hops one command may take (redirections and `TRYAGAIN` retries) before it fails.
-    static let maxHops = 12
-    /// The longest pause before retrying a `TRYAGAIN`; they start at 5 ms and double.
+    /// Redirections (`MOVED`, `ASK`) one command may follow before it fails.
+    static let maxRedirections = 16
+    /// `TRYAGAIN` retries of one command, after pauses from 5 ms doubling to
+    /// 200 ms (about 1.1 s in all: a migration of one slot takes milliseconds).
+    static let maxRetries = 10
     static let maxRetryPause = Duration.milliseconds(200)
     /// Background re-reads of the map after a failure are at least this far apart.
     static let refreshInterval = Duration.milliseconds(500)
@@ -81,7 +83,8 @@ package final class RedisCluster: Sendable {
         var target = owner(of: slot)
         var asking = false
         var pause = Duration.milliseconds(5)
-        for _ in 0..<Self.maxHops {
+        var (redirected, retried) = (0, 0)
+        while redirected <= Self.maxRedirections, retried <= Self.maxRetries {
             let connection = node(target).next()
             let reply: RedisReply
             do {
@@ -94,21 +97,25 @@ package final class RedisCluster: Sendable {
             guard let message = reply.errorMessage, let redirect = Redirect(message, from: target) else { return reply }
             switch redirect {
             case .moved(let slot, let address):
+                redirected += 1
                 redirections.withLock { $0.moved += 1 }
                 map.withLock { $0.assign(slot, to: address) }
                 refreshSoon(force: true)
                 (target, asking) = (address, false)
             case .ask(let address):
+                redirected += 1
                 redirections.withLock { $0.asked += 1 }
                 (target, asking) = (address, true)
             case .tryAgain:
+                retried += 1
                 redirections.withLock { $0.retried += 1 }
                 try? await Task.sleep(for: pause)
                 pause = min(pause * 2, Self.maxRetryPause)
                 (target, asking) = (owner(of: slot), false)
             }
         }
-        throw .unavailable("slot \(slot.map(String.init) ?? "any"): still redirected after \(Self.maxHops) hops")
+        throw .unavailable(
+            "slot \(slot.map(String.init) ?? "any"): \(redirected) redirections and \(retried) TRYAGAIN, no answer")
     }
 
     /// Sends `arguments` to the node at `address` as they are (no redirections followed).
