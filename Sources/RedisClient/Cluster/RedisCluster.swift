@@ -38,6 +38,10 @@ package final class RedisCluster: Sendable {
         package var moved = 0
         package var asked = 0
         package var retried = 0
+
+        package init(moved: Int = 0, asked: Int = 0, retried: Int = 0) {
+            (self.moved, self.asked, self.retried) = (moved, asked, retried)
+        }
     }
 
     /// Redirections (`MOVED`, `ASK`) one command may follow before it fails.
