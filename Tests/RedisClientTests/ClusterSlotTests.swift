@@ -29,6 +29,26 @@ import Testing
         #expect(ClusterSlot.of("usher:{queue:a}:wait") == ClusterSlot.of("usher:{queue:a}:meta"))
     }
 
+    @Test func slotMapsAreRead() throws {
+        func node(_ host: String, _ port: Int64) -> RedisReply {
+            .array([.bulk(Array(host.utf8)), .integer(port), .bulk(Array("id".utf8)), .array([])])
+        }
+        let reply = RedisReply.array([
+            .array([.integer(0), .integer(100), node("", 7000)]),
+            .array([.integer(101), .integer(16000), node("10.0.0.2", 7001), node("10.0.0.3", 7002)]),
+        ])
+        let map = try SlotMap(clusterSlots: reply, askedHost: "10.0.0.1")
+        #expect(map.owner(0) == RedisCluster.Address(host: "10.0.0.1", port: 7000))
+        #expect(map.owner(100) == RedisCluster.Address(host: "10.0.0.1", port: 7000))
+        #expect(map.owner(101) == RedisCluster.Address(host: "10.0.0.2", port: 7001))
+        #expect(map.owner(16001) == nil)
+        #expect(map.masters.count == 2)
+        #expect(throws: RedisError.self) {
+            try SlotMap(clusterSlots: .array([.array([.integer(5), .integer(16384), node("h", 1)])]), askedHost: "h")
+        }
+        #expect(throws: RedisError.self) { try SlotMap(clusterSlots: .status("OK"), askedHost: "h") }
+    }
+
     @Test func redirectionsAreRead() {
         let node = RedisCluster.Address(host: "10.0.0.1", port: 7000)
         #expect(
