@@ -130,6 +130,13 @@ package final class RedisBackend: Sendable {
         return reply
     }
 
+    /// The server's `run_id` (`INFO server`): it changes when Redis restarts or fails over.
+    package func serverRunID() async throws(ScriptFailure) -> String? {
+        let info = try await command(["INFO", "server"]).string ?? ""
+        let line = info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("run_id:") }
+        return line.map { String($0.dropFirst("run_id:".count)) }
+    }
+
     // MARK: Health
 
     /// Why Redis-backed resources cannot be served now, or nil: the
