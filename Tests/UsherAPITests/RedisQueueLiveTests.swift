@@ -104,6 +104,28 @@ import Testing
         #expect(try await s.call("POST", "/v1/queues/local/visitors", "{}").status == 201)
     }
 
+    @Test func metricsSayWhetherRedisIsHeardWithoutAskingIt() async throws {
+        let s = try await BackendLiveServer(.redis, #"{"queues": {"shared": {"capacity": 1}}}"#)
+        let redis = try #require(s.redis)
+        func sample(_ line: String) async throws -> Double? {
+            let text = try await s.call("GET", "/metrics").text
+            return text.split(separator: "\n").first { $0.hasPrefix(line + " ") }.flatMap {
+                Double($0.split(separator: " ").last ?? "")
+            }
+        }
+        #expect(try await poll(5) { try await sample("usher_redis_up") == 1 })
+        #expect(try await sample(#"usher_redis_resources{kind="queues"}"#) == 1)
+        #expect(try await sample(#"usher_redis_resources{kind="machines"}"#) == 0)
+        let heard = try #require(try await sample("usher_redis_notices_total"))
+        #expect(try await s.call("POST", "/v1/queues/shared/visitors", "{}").status == 201)
+        #expect(try await poll(5) { try await sample("usher_redis_notices_total") ?? 0 > heard })
+
+        redis.stop()
+        #expect(try await poll(5) { try await sample("usher_redis_up") == 0 })
+        try await redis.start()
+        #expect(try await poll(10) { try await sample("usher_redis_up") == 1 })
+    }
+
     @Test func badBackendsInPutBodiesLoseNothing() async throws {
         let withRedis = try await BackendLiveServer(.redis)
         let memoryOnly = try await BackendLiveServer(.memory)
