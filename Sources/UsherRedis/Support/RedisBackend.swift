@@ -36,6 +36,7 @@ package final class RedisBackend: Sendable {
     /// Why the subscriber is down, or nil while it is connected.
     private let subscriberDown = Locked<String?>("not connected yet")
     private let subscriber: Locked<RedisSubscriber?> = Locked(nil)
+    private let notices = Atomic<Int>(0)
 
     /// `connections` command connections, used in turn (on a cluster, to
     /// each master): one connection carries about 14,000 round trips a second.
@@ -144,7 +145,21 @@ package final class RedisBackend: Sendable {
         return reply
     }
 
+    /// The server's `run_id` (`INFO server`): it changes when Redis restarts or fails over.
+    package func serverRunID() async throws(ScriptFailure) -> String? {
+        let info = try await command(["INFO", "server"]).string ?? ""
+        let line = info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("run_id:") }
+        return line.map { String($0.dropFirst("run_id:".count)) }
+    }
+
     // MARK: Health
+
+    /// True while the subscriber is connected and subscribed: notices from
+    /// other instances reach this one.
+    package var isSubscribed: Bool { subscriberDown.withLock { $0 == nil } }
+
+    /// Notices heard since start, from every instance (this one included).
+    package var noticesHeard: Int { notices.load(ordering: .relaxed) }
 
     /// Why Redis-backed resources cannot be served now, or nil: the
     /// subscriber is down, or a `PING` got no answer (on a cluster: from
@@ -191,6 +206,7 @@ package final class RedisBackend: Sendable {
         case .disconnected(let reason):
             subscriberDown.withLock { $0 = reason }
         case .message(_, let payload):
+            notices.add(1, ordering: .relaxed)
             deliver(payload)
         }
     }
