@@ -130,6 +130,11 @@ package final class RedisBackend: Sendable {
         _ = try await command(["PUBLISH", channel, Self.membershipNotice(kind: kind, name: name, created: true)])
     }
 
+    /// True when the index names the resource (created through some instance).
+    package func isIndexed(kind: String, name: String) async throws(ScriptFailure) -> Bool {
+        try await command(["HEXISTS", indexKey, "\(kind):\(name)"], key: indexKey).int == 1
+    }
+
     /// Forgets a deleted resource (its script published `deleted` already).
     package func announceDeleted(kind: String, name: String) async throws(ScriptFailure) {
         _ = try await command(["HDEL", indexKey, "\(kind):\(name)"], key: indexKey)
@@ -145,11 +150,25 @@ package final class RedisBackend: Sendable {
         return reply
     }
 
-    /// The server's `run_id` (`INFO server`): it changes when Redis restarts or fails over.
+    /// The server's `run_id` (`INFO server`): it changes when Redis restarts
+    /// or fails over. On a cluster, every master's, joined: it changes when any does.
     package func serverRunID() async throws(ScriptFailure) -> String? {
-        let info = try await command(["INFO", "server"]).string ?? ""
-        let line = info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("run_id:") }
-        return line.map { String($0.dropFirst("run_id:".count)) }
+        func runID(_ info: RedisReply) -> String? {
+            let line = (info.string ?? "").split(whereSeparator: \.isNewline).first { $0.hasPrefix("run_id:") }
+            return line.map { String($0.dropFirst("run_id:".count)) }
+        }
+        guard let cluster = connections.cluster else { return runID(try await command(["INFO", "server"])) }
+        var ids: [String] = []
+        do throws(RedisError) {
+            if cluster.masters.isEmpty { try await cluster.readSlotMap() }
+            for master in cluster.masters {
+                guard let id = runID(try await cluster.command(["INFO", "server"], at: master)) else { return nil }
+                ids.append(id)
+            }
+        } catch {
+            throw .unavailable(error.description)
+        }
+        return ids.sorted().joined(separator: ",")
     }
 
     // MARK: Health
