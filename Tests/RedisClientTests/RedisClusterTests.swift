@@ -83,6 +83,8 @@ import Testing
         let keys = ["a", "b", "c", "d", "e", "f", "g", "h"]
         for key in keys { _ = try await command(cluster, ["SET", key, "1"], key: key) }
         let down = RedisClusterServer.nodeIndex(ofKey: "a")
+        let recovered = Mutex<[RedisCluster.Address]>([])
+        cluster.onRecovery { address in recovered.withLock { $0.append(address) } }
         servers.nodes[down].stop()
         for key in keys {
             if RedisClusterServer.nodeIndex(ofKey: key) == down {
@@ -100,6 +102,8 @@ import Testing
             if answered == nil { try await Task.sleep(for: .milliseconds(50)) }
         }
         #expect(answered == .null)
+        // Told once that the node answers again (it may have lost its keys).
+        #expect(recovered.withLock { $0 } == [RedisCluster.Address(host: "127.0.0.1", port: servers.nodes[down].port)])
     }
 
     @Test func theSubscriberMovesToAnotherNode() async throws {

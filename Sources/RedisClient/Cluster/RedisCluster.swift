@@ -61,6 +61,9 @@ package final class RedisCluster: Sendable {
     private let nodes = Locked<[Address: Node]>([:])
     private let refresh = Locked(RefreshState())
     private let redirections = Locked(Redirections())
+    /// Nodes whose last command got no answer.
+    private let silent = Locked<Set<Address>>([])
+    private let recovery = Locked<(@Sendable (Address) -> Void)?>(nil)
     private let subscriberTurn = Atomic<Int>(0)
 
     /// A cluster reached first through `seed` (its user and password are
@@ -89,12 +92,8 @@ package final class RedisCluster: Sendable {
         var pause = Duration.milliseconds(5)
         var (redirected, retried) = (0, 0)
         while redirected <= Self.maxRedirections, retried <= Self.maxRetries {
-            let connection = node(target).next()
             let reply: RedisReply
-            do {
-                reply =
-                    asking ? try await Self.asking(arguments, on: connection) : try await connection.command(arguments)
-            } catch {
+            do { reply = try await send(arguments, to: target, asking: asking) } catch {
                 refreshSoon()
                 throw error
             }
@@ -124,16 +123,33 @@ package final class RedisCluster: Sendable {
 
     /// Sends `arguments` to the node at `address` as they are (no redirections followed).
     package func command(_ arguments: [String], at address: Address) async throws(RedisError) -> RedisReply {
-        try await node(address).next().command(arguments)
+        try await send(arguments.map { Array($0.utf8) }, to: address, asking: false)
     }
 
-    /// `ASKING` and the command in one write, so that no other command on
-    /// the connection comes between them.
-    private static func asking(_ arguments: [[UInt8]], on connection: RedisConnection) async throws(RedisError)
+    /// Calls `handler` when a node that did not answer answers again: it may
+    /// have restarted empty, so what was read from it may be gone.
+    package func onRecovery(_ handler: @escaping @Sendable (Address) -> Void) {
+        recovery.withLock { $0 = handler }
+    }
+
+    /// One command on one of the node's connections; with `asking`, `ASKING`
+    /// first, in the same write, so that no other command comes between them.
+    private func send(_ arguments: [[UInt8]], to address: Address, asking: Bool) async throws(RedisError)
         -> RedisReply
     {
-        let replies = try await connection.pipeline([[Array("ASKING".utf8)], arguments])
-        return replies.last ?? .null
+        let connection = node(address).next()
+        let reply: RedisReply
+        do {
+            reply =
+                asking
+                ? try await connection.pipeline([[Array("ASKING".utf8)], arguments]).last ?? .null
+                : try await connection.command(arguments)
+        } catch {
+            silent.withLock { _ = $0.insert(address) }
+            throw error
+        }
+        if silent.withLock({ $0.remove(address) != nil }) { recovery.withLock { $0 }?(address) }
+        return reply
     }
 
     /// The masters the map names, in slot order.

@@ -73,6 +73,8 @@ package final class RedisBackend: Sendable {
             channels: [channel]
         ) { [weak self] event in self?.heard(event) }
         subscriber.withLock { $0 = made }
+        // A master back after a failure may have lost what it held, as after a restart of a single Redis.
+        connections.cluster?.onRecovery { [weak self] _ in self?.resynchronizeAll() }
     }
 
     /// Stops the subscriber (joins its thread).
@@ -219,15 +221,21 @@ package final class RedisBackend: Sendable {
         switch event {
         case .subscribed:
             subscriberDown.withLock { $0 = nil }
-            let all = listeners.withLock { Array($0.values) }
-            for listener in all { listener.resynchronize() }
-            membership.withLock { $0 }?(.resynchronize)
+            resynchronizeAll()
         case .disconnected(let reason):
             subscriberDown.withLock { $0 = reason }
         case .message(_, let payload):
             notices.add(1, ordering: .relaxed)
             deliver(payload)
         }
+    }
+
+    /// Notices may have been missed, or Redis lost data: every listener
+    /// checks again and the index is read again.
+    private func resynchronizeAll() {
+        let all = listeners.withLock { Array($0.values) }
+        for listener in all { listener.resynchronize() }
+        membership.withLock { $0 }?(.resynchronize)
     }
 
     private func deliver(_ payload: [UInt8]) {
