@@ -264,11 +264,8 @@ package final class UsherApp: HTTPHandler {
     /// another instance a moment ago: looks it up in Redis's index.
     func discoverShared(_ kind: ResourceKind, _ name: String) async -> Bool {
         guard let redis, Self.sharedKind(kind) != nil,
-            let exists = try? await redis.command([
-                "HEXISTS", "\(redis.settings.keyPrefix)resources", "\(kind.noun):\(name)",
-            ])
+            (try? await redis.isIndexed(kind: kind.noun, name: name)) == true
         else { return false }
-        guard exists.int == 1 else { return false }
         return adoptShared(kind, name) != nil
     }
 
