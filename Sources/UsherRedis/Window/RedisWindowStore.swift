@@ -178,7 +178,7 @@ package struct RedisWindowStore: Sendable {
         do {
             reply = try await Self.script.run(
                 operation, keys: keyList, time: time, channel: channel, arguments: [name] + arguments,
-                on: connections.next())
+                on: connections.route(keys: keyList))
         } catch {
             if case .refused("nothing_showing", _) = error { throw .nothingShowing }
             throw WindowError(RedisQueueStore.error(error, hold: nil), item: item)

@@ -13,7 +13,7 @@ import Testing
 @Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
 struct SharedWindowDrillTests {
     static let window = "screen"
-    static let body = #"{"backend": "redis", "display_seconds": 0.2, "dedup": "key"}"#
+    static let body = #"{"backend": "redis", "display_seconds": 0.1, "dedup": "key"}"#
 
     static func note(_ text: String) { print("[shared-redis] \(text)") }
 
@@ -46,7 +46,7 @@ struct SharedWindowDrillTests {
                 let roll = Int.random(in: 0..<100, using: &rng)
                 let request: (String, String, String?, Set<Int>)
                 switch roll {
-                case 0..<45:
+                case 0..<25:
                     n += 1
                     let id = "w\(worker)-\(n)"
                     var fields = [#""id": "\#(id)""#, #""priority": \#(Int.random(in: 0...1, using: &rng))"#]
@@ -56,8 +56,8 @@ struct SharedWindowDrillTests {
                     }
                     mine.append(id)
                     request = ("POST", "\(path)/show", "{\(fields.joined(separator: ", "))}", [200, 201])
-                case 45..<75: request = ("POST", "\(path)/dismiss", "{}", [200, 409])
-                case 75..<90:
+                case 25..<35: request = ("POST", "\(path)/dismiss", "{}", [200, 409])
+                case 35..<45:
                     let id = mine.randomElement(using: &rng) ?? "none"
                     request = ("POST", "\(path)/dismiss", #"{"id": "\#(id)"}"#, id == "none" ? [404] : [200])
                 default: request = ("GET", "\(path)/showing", nil, [200])
