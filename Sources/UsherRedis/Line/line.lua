@@ -302,8 +302,11 @@ local function enter_line(r, t, outcome, other)
   end
 end
 
+-- The hold a grant gives in µs (0 = no limit): the queue's rule, or with
+-- LINE.own_overrides (windows) the visitor's own hold whenever it asked one.
 local function effective_hold(r)
   local own = num(r.hold)
+  if LINE.own_overrides and own >= 0 then return own end
   if cfg.hold_us == 0 then return math.max(0, own) end
   if own > 0 then return math.min(own, cfg.hold_us) end
   return cfg.hold_us
