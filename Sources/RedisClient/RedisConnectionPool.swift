@@ -1,8 +1,7 @@
 import Synchronization
 
-/// Several connections to one server, handed out in turn: one connection
-/// waits for each reply before the next command, so it carries about
-/// 14,000 round trips a second; callers that need more share a pool.
+/// Several connections to one server, handed out in turn: while one waits
+/// for a batch's replies, another can write the next batch.
 package final class RedisConnectionPool: Sendable {
     package let connections: [RedisConnection]
     private let turn = Atomic<Int>(0)
