@@ -36,6 +36,8 @@ local function int_text(n) return string.format('%d', n) end
 -- of begin and by flush): a kind's script that reads a field the line
 -- changes calls meta_flush first, or reads `meta` itself.
 local meta, meta_dirty = {}, {}
+-- Before load_config found the line (a kind's create), counters go straight to Redis.
+local meta_loaded = false
 
 local function meta_set(field, text)
   meta[field] = text
@@ -54,6 +56,7 @@ end
 
 -- next_after_time on a meta field: max(last + 1, now in µs).
 local function meta_next_after(field)
+  if not meta_loaded then return next_after_time(K_META, field) end
   local value = math.max(num(meta[field] or '0') + 1, NOW)
   meta_set(field, int_text(value))
   return value
@@ -110,6 +113,7 @@ local cfg = {}
 local function load_config()
   local all = redis.call('HGETALL', K_META)
   if #all == 0 then return false end
+  meta_loaded = true
   for i = 1, #all, 2 do
     if not meta_dirty[all[i]] then meta[all[i]] = all[i + 1] end
   end
@@ -153,9 +157,16 @@ local touched = false
 -- µs each visitor granted by this operation waited in the line (the wait histogram).
 local waits = {}
 
-local function incr(field, by) meta_set(field, int_text(num(meta[field] or '0') + (by or 1) + 0)) end
+local function incr(field, by)
+  if not meta_loaded then
+    redis.call('HINCRBY', K_META, field, int_text((by or 1) + 0))
+    return
+  end
+  meta_set(field, int_text(num(meta[field] or '0') + (by or 1) + 0))
+end
 
 local function next_counter(field)
+  if not meta_loaded then return redis.call('HINCRBY', K_META, field, 1) - 1 end
   local value = num(meta[field] or '0')
   meta_set(field, int_text(value + 1))
   return value
