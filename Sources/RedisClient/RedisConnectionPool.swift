@@ -1,9 +1,8 @@
 import Synchronization
 
 /// The command connections of a process: several connections to one server,
-/// handed out in turn (one connection waits for each reply before the next
-/// command, so it carries about 14,000 round trips a second; callers that
-/// need more share a pool), or a Redis Cluster, where a command goes to the
+/// handed out in turn (while one waits for a batch's replies, another can
+/// write the next batch), or a Redis Cluster, where a command goes to the
 /// master that holds its keys' slot.
 package final class RedisConnectionPool: Sendable {
     /// The connections to a single server (empty on a cluster).

@@ -11,11 +11,25 @@ package protocol NoticeListener: AnyObject, Sendable {
     func receive(_ notice: [String: Any], payload: [UInt8])
     /// Notices may have been missed (the subscriber reconnected): check again.
     func resynchronize()
+    /// Whether a notice on the resource's own channel is worth parsing now
+    /// (someone here waits on it or records its events); when false it is
+    /// dropped unread. Notices on the shared channel are always delivered.
+    var wantsNotices: Bool { get }
+}
+
+extension NoticeListener {
+    package var wantsNotices: Bool { true }
 }
 
 /// The Redis side of one Usher process: the command connections, the one
 /// subscriber connection that hears every instance's notices, the index of
 /// Redis-backed resources, and what `/readyz` says about Redis.
+///
+/// Notices come on the shared channel `<prefix>notices` (creations,
+/// deletions, and the kinds that publish everything there) and on each
+/// resource's own channel `<prefix>notices:<kind>:<name>` (one pattern
+/// subscription): those are dropped unparsed when their listener has no use
+/// for them, so an idle process pays little for another's traffic.
 package final class RedisBackend: Sendable {
     /// A resource appeared or vanished in Redis (created or deleted through any instance).
     package enum Membership: Sendable {
@@ -27,6 +41,8 @@ package final class RedisBackend: Sendable {
 
     package let settings: RedisSettings
     package let channel: String
+    /// The pattern of every resource's own channel.
+    let resourcePattern: String
     package let time: ScriptTime
     package let clock: any UsherClock
     /// The command connections: used in turn, or on a cluster by the keys' slot.
@@ -39,12 +55,16 @@ package final class RedisBackend: Sendable {
     private let notices = Atomic<Int>(0)
 
     /// `connections` command connections, used in turn (on a cluster, to
-    /// each master): one connection carries about 14,000 round trips a second.
+    /// each master). Each batches what arrives while it waits, so a few carry
+    /// a process's load: two keep one free while the other waits on a long
+    /// call, and cost less CPU per operation than four (smaller batches, more
+    /// wake-ups).
     package init(
-        settings: RedisSettings, connections: Int = 4, time: ScriptTime = .server, clock: any UsherClock
+        settings: RedisSettings, connections: Int = 2, time: ScriptTime = .server, clock: any UsherClock
     ) throws(RedisError) {
         self.settings = settings
         self.channel = ResourceKeys.noticeChannel(prefix: settings.keyPrefix)
+        self.resourcePattern = Self.globEscaped(channel + ":") + "*"
         self.time = time
         self.clock = clock
         if settings.cluster {
@@ -70,7 +90,7 @@ package final class RedisBackend: Sendable {
             if let cluster = connections.cluster { { cluster.nextSubscriberEndpoint() } } else { { endpoint } }
         let made = try RedisSubscriber(
             endpoints: endpoints, connectTimeoutSeconds: settings.connectTimeoutSeconds, healthCheckSeconds: 1,
-            channels: [channel]
+            channels: [channel], patterns: [resourcePattern]
         ) { [weak self] event in self?.heard(event) }
         subscriber.withLock { $0 = made }
         // A master back after a failure may have lost what it held, as after a restart of a single Redis.
@@ -219,14 +239,20 @@ package final class RedisBackend: Sendable {
 
     private func heard(_ event: RedisSubscriber.Event) {
         switch event {
-        case .subscribed:
+        case .subscribed(let what):
+            // The pattern is confirmed after the shared channel: both are live now.
+            guard what == resourcePattern else { return }
             subscriberDown.withLock { $0 = nil }
             resynchronizeAll()
         case .disconnected(let reason):
             subscriberDown.withLock { $0 = reason }
-        case .message(_, let payload):
+        case .message(let channel, let payload):
             notices.add(1, ordering: .relaxed)
-            deliver(payload)
+            if channel == self.channel {
+                deliver(payload)
+            } else {
+                deliverOwn(payload, key: channel.dropFirst(self.channel.count + 1))
+            }
         }
     }
 
@@ -236,6 +262,24 @@ package final class RedisBackend: Sendable {
         let all = listeners.withLock { Array($0.values) }
         for listener in all { listener.resynchronize() }
         membership.withLock { $0 }?(.resynchronize)
+    }
+
+    /// A notice on a resource's own channel: parsed only when its listener wants it.
+    private func deliverOwn(_ payload: [UInt8], key: Substring) {
+        guard let listener = listeners.withLock({ $0[String(key)] }), listener.wantsNotices,
+            let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any]
+        else { return }
+        listener.receive(object, payload: payload)
+    }
+
+    /// `text` with the glob characters of `PSUBSCRIBE` escaped.
+    static func globEscaped(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            if "*?[]\\^".contains(character) { out.append("\\") }
+            out.append(character)
+        }
+        return out
     }
 
     private func deliver(_ payload: [UInt8]) {
