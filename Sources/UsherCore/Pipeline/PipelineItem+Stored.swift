@@ -54,3 +54,13 @@ extension PipelineSnapshot {
             counts: counts, source: nil)
     }
 }
+
+extension PipelinePatch {
+    /// A patch setting every mutable field to `config`'s (a declaration
+    /// applied again, or a config stored elsewhere).
+    package init(config c: PipelineConfig) {
+        self.init(
+            capacity: c.capacity, maxInFlight: c.maxInFlight, ackSeconds: c.ackSeconds, maxDeliveries: c.maxDeliveries,
+            history: c.history, dedupSeconds: c.dedupSeconds)
+    }
+}

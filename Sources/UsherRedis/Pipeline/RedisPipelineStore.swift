@@ -559,15 +559,6 @@ private final class FilterCache: Sendable {
     let last = Locked<(version: String, filters: PipelineFilters)?>(nil)
 }
 
-extension PipelinePatch {
-    /// Every mutable field of `config`.
-    init(config c: PipelineConfig) {
-        self.init(
-            capacity: c.capacity, maxInFlight: c.maxInFlight, ackSeconds: c.ackSeconds, maxDeliveries: c.maxDeliveries,
-            history: c.history, dedupSeconds: c.dedupSeconds)
-    }
-}
-
 extension [String] {
     fileprivate func element(_ index: Int) -> String? { indices.contains(index) ? self[index] : nil }
 }
