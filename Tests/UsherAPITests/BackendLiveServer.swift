@@ -13,9 +13,10 @@ enum TestBackend: String, CustomStringConvertible, Sendable {
     var description: String { rawValue }
 }
 
-/// A live server whose queues are kept on `backend`: on Redis, the config
-/// gains a `redis` block for a redis-server of the test's own, and every
-/// queue of the config file and of `put` bodies gains `"backend": "redis"`;
+/// A live server whose queues and pipelines are kept on `backend`: on Redis,
+/// the config gains a `redis` block for a redis-server of the test's own, and
+/// every queue and pipeline of the config file and of `put` bodies gains
+/// `"backend": "redis"`;
 /// on memory the config is used as given. Calls run on threads of their
 /// own, so no cooperative thread waits on a socket while a Redis answer
 /// needs one.
@@ -23,6 +24,9 @@ final class BackendLiveServer: Sendable {
     let backend: TestBackend
     let live: LiveServer
     let redis: RedisServer?
+
+    /// The config file sections whose resources are moved to Redis.
+    static let sharedKinds = ["queues", "pipelines"]
 
     init(_ backend: TestBackend, _ configJSON: String = "{}", redis: RedisServer? = nil) async throws {
         self.backend = backend
@@ -36,14 +40,18 @@ final class BackendLiveServer: Sendable {
             self.redis = server
             var config = try Self.object(configJSON)
             config["redis"] = ["url": "redis://127.0.0.1:\(server.port)"]
-            if let queues = config["queues"] as? [String: Any] {
-                config["queues"] = queues.mapValues { Self.withBackend($0, .redis) }
+            for kind in Self.sharedKinds {
+                if let resources = config[kind] as? [String: Any] {
+                    config[kind] = resources.mapValues { Self.withBackend($0, .redis) }
+                }
             }
             live = try LiveServer(try Self.text(config))
-            // Queues of the config file are declared in Redis in the background.
-            for name in (config["queues"] as? [String: Any] ?? [:]).keys {
-                let found = await poll(5) { (try? await self.call("GET", "/v1/queues/\(name)").status) == 200 }
-                #expect(found, "queue \(name) was not declared in Redis")
+            // Resources of the config file are declared in Redis in the background.
+            for kind in Self.sharedKinds {
+                for name in (config[kind] as? [String: Any] ?? [:]).keys {
+                    let found = await poll(5) { (try? await self.call("GET", "/v1/\(kind)/\(name)").status) == 200 }
+                    #expect(found, "\(kind) \(name) was not declared in Redis")
+                }
             }
         }
     }
