@@ -228,13 +228,18 @@ enum PipelineRoutes: ConfiguredKind {
         try LifecycleRoutes<Self>.manager(call)
     }
 
-    /// Answers with `reply` of the value, now or once it is there.
+    /// Answers with `reply` of the value, now or once it is there; `.notFound`
+    /// names a filter on the filter routes, else an item. (Error mappings
+    /// without captures: a memory pipeline's answer allocates no closure.)
     private static func answer<T: Sendable>(
-        _ call: Call, _ pending: Pending<T, PipelineError>, subject: String = "item",
+        _ call: Call, _ pending: Pending<T, PipelineError>, filter: Bool = false,
         _ reply: @escaping @Sendable (T) -> HTTPResponse
     ) throws(APIError) -> HTTPHandlerResult {
-        try call.answer(pending.mapError { APIError($0, subject: subject) }, reply)
+        try call.answer(pending.mapError(filter ? filterError : itemError), reply)
     }
+
+    private static func itemError(_ error: PipelineError) -> APIError { APIError(error) }
+    private static func filterError(_ error: PipelineError) -> APIError { APIError(error, subject: "filter") }
 
     private static func checkNotReserved(_ request: PipelinePushRequest, field: String) throws(APIError) {
         if request.id == reservedID {
@@ -272,16 +277,18 @@ enum PipelineRoutes: ConfiguredKind {
     ) -> Pending<PipelinePushResult, PipelineError> {
         let first = pipeline.pushItem(request)
         guard let wait else { return first }
-        let park = Pending<PipelinePushResult, PipelineError>.async { () async throws(PipelineError) in
-            try await pipeline.parkPush(request, until: app.deadline(after: wait))
+        @Sendable func park() -> Pending<PipelinePushResult, PipelineError> {
+            .async { () async throws(PipelineError) in
+                try await pipeline.parkPush(request, until: app.deadline(after: wait))
+            }
         }
         switch first {
-        case .ready(.failure(.full)): return park
+        case .ready(.failure(.full)): return park()
         case .ready: return first
         case .later(let work):
             return .later {
                 let result = await work()
-                if case .failure(.full) = result { return await park.result() }
+                if case .failure(.full) = result { return await park().result() }
                 return result
             }
         }
@@ -310,9 +317,15 @@ enum PipelineRoutes: ConfiguredKind {
         let ack = try call.readBody { r throws(FieldError) in
             try r.duration("ack_seconds")
         }
+        let first = pipeline.takeItems(max: max, ackSeconds: ack)
+        // In memory, answered here with no closure unless the consumer will wait.
+        if case .ready(let result) = first {
+            let items: [PipelineDelivery]
+            do throws(PipelineError) { items = try result.get() } catch { throw APIError(error) }
+            guard items.isEmpty, wait != nil else { return .respond(deliveries(items, from: pipeline, undo: undo)) }
+        }
         let app = call.app
-        let pending = pipeline.takeItems(max: max, ackSeconds: ack).flatMap {
-            items -> Pending<[PipelineDelivery], PipelineError> in
+        let pending = first.flatMap { items -> Pending<[PipelineDelivery], PipelineError> in
             guard items.isEmpty, let wait else { return .ready(.success(items)) }
             let deadline = app.deadline(after: wait)
             return .async { () async throws(PipelineError) in
@@ -425,7 +438,7 @@ enum PipelineRoutes: ConfiguredKind {
             guard let filter = filters[name] else { return .ready(.failure(.notFound(name))) }
             return .ready(.success(filter))
         }
-        return try answer(call, pending, subject: "filter") {
+        return try answer(call, pending, filter: true) {
             Reply.encoded(PipelineFilterBody(name: name, filter: $0))
         }
     }
@@ -436,7 +449,7 @@ enum PipelineRoutes: ConfiguredKind {
         let name = try call.name("filter")
         let limits = call.app.config.jsonLimits
         let filter = try call.readBody { r throws(FieldError) in try PipelineFilter.parse(&r, limits: limits) }
-        return try answer(call, pipeline.storeFilter(name: name, filter), subject: "filter") { created in
+        return try answer(call, pipeline.storeFilter(name: name, filter), filter: true) { created in
             Reply.encoded(PipelineFilterBody(name: name, filter: filter), status: created ? 201 : 200)
         }
     }
@@ -445,6 +458,6 @@ enum PipelineRoutes: ConfiguredKind {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let name = try call.name("filter")
-        return try answer(call, pipeline.dropFilter(name: name), subject: "filter") { Reply.noContent() }
+        return try answer(call, pipeline.dropFilter(name: name), filter: true) { Reply.noContent() }
     }
 }
