@@ -103,6 +103,24 @@ import Testing
         #expect(again.created && again.item.payload == .int(4))
     }
 
+    @Test func aBatchIsCheckedAsMemoryChecksIt() async throws {
+        let rig = try await PipelineRig()
+        let config = PipelineConfig(capacity: 2)
+        try await Self.created(rig, config)
+        var memory = PipelineEngine(config: config, createdAt: rig.clock.now())
+        let bad = PipelinePushRequest(id: "bad id", payload: .int(1))
+        let good = PipelinePushRequest(payload: .int(2))
+        for batch in [
+            [good, good, bad], [good, bad], [good, PipelinePushRequest(payload: .int(3), priority: 2_000_000)],
+        ] {
+            let now = rig.clock.now()
+            let expected = try #require(throws: PipelineError.self) { try memory.pushBatch(batch, now: now) }
+            await #expect(throws: expected) { try await rig.store.pushBatch(batch) }
+        }
+        #expect(try await rig.store.state(limit: 0).counts.pushedTotal == 0)
+        #expect(try await rig.store.pushBatch([good, good]).count == 2)
+    }
+
     @Test func filtersDropAndChangeWhatIsDelivered() async throws {
         let rig = try await PipelineRig()
         try await Self.created(rig, PipelineConfig(maxInFlight: 10))

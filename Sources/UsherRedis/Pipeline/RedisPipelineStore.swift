@@ -104,13 +104,26 @@ package struct RedisPipelineStore: Sendable {
         return try Self.pushResult(reply.element(1))
     }
 
-    /// Adds every item or none (see `PipelineEngine.pushBatch`).
+    /// Adds every item or none (see `PipelineEngine.pushBatch`). As in
+    /// memory, a batch larger than `capacity` is refused before its entries
+    /// are checked: the script checks the size, then refuses an invalid batch.
     package func pushBatch(_ requests: [PipelinePushRequest]) async throws(PipelineError) -> [PipelinePushResult] {
-        for (i, r) in requests.enumerated() { try PipelineEngine.validate(r, field: "items[\(i)].") }
-        var arguments: [String] = []
-        for r in requests { arguments += try Self.pushArguments(r) }
-        let reply = try await run("push_batch", arguments)
-        return try reply.dropFirst().map { text throws(PipelineError) in try Self.pushResult(text) }
+        var invalid: PipelineError?
+        for (i, r) in requests.enumerated() where invalid == nil {
+            do throws(PipelineError) { try PipelineEngine.validate(r, field: "items[\(i)].") } catch { invalid = error }
+        }
+        var arguments = [invalid == nil ? "valid" : "invalid"]
+        if invalid == nil {
+            for r in requests { arguments += try Self.pushArguments(r) }
+        } else {
+            arguments += Array(repeating: "", count: 4 * requests.count)
+        }
+        do throws(PipelineError) {
+            let reply = try await run("push_batch", arguments)
+            return try reply.dropFirst().map { text throws(PipelineError) in try Self.pushResult(text) }
+        } catch .invalid(field: "", message: "entries") {
+            throw invalid ?? Self.unreadable("batch")
+        }
     }
 
     // MARK: - Consumers

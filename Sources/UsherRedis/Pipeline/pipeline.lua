@@ -427,14 +427,17 @@ if OP == 'push' then
 end
 
 if OP == 'push_batch' then
-  -- ARGV[4..]: four per entry (id or '', payload, priority, delay µs).
-  local n = (#ARGV - 3) / 4
+  -- ARGV[4] 'valid' or 'invalid' (an entry the caller refused: it answers
+  -- that, after the size check), [5..]: four per entry (id or '', payload,
+  -- priority, delay µs).
+  local n = (#ARGV - 4) / 4
   if n > P.cfg.capacity then
     return P.refuse('invalid', 'items|the batch has ' .. n .. ' items, more than the capacity ' .. P.cfg.capacity)
   end
+  if ARGV[4] ~= 'valid' then return P.refuse('invalid', '|entries') end
   local seen, needed = {}, 0
   for i = 0, n - 1 do
-    local id = ARGV[4 + i * 4]
+    local id = ARGV[5 + i * 4]
     if id == '' then
       needed = needed + 1
     elseif not P.is_known(id) and not seen[id] then
@@ -445,7 +448,7 @@ if OP == 'push_batch' then
   if not P.has_room(needed) then return P.refuse('full', '') end
   local out = {P.next_text()}
   for i = 0, n - 1 do
-    local b = 4 + i * 4
+    local b = 5 + i * 4
     local id = ARGV[b]
     local r = id ~= '' and P.existing(id) or nil
     if r then
