@@ -9,7 +9,9 @@ import Locking
 /// receives to `handler` (on that thread: the handler must be quick). After a
 /// lost connection it reconnects with back-off and subscribes again to every
 /// channel; each confirmation arrives as `.subscribed`, which tells a waiter
-/// that messages published meanwhile may have been missed. A connection
+/// that messages published meanwhile may have been missed. On a cluster it
+/// asks for the endpoint at each connect, so it can move to another node
+/// (a `PUBLISH` reaches the subscribers of every node). A connection
 /// silent for `healthCheckSeconds` is sent a `PING`; no answer within as
 /// long again counts as lost (a stopped server, a cut network).
 ///
@@ -28,7 +30,8 @@ package final class RedisSubscriber: Sendable {
         var stopped = false
     }
 
-    private let endpoint: RedisEndpoint
+    /// Where to connect, asked at every attempt.
+    private let nextEndpoint: @Sendable () -> RedisEndpoint
     private let connectTimeout: Double
     private let healthCheckMilliseconds: Int32
     private let handler: @Sendable (Event) -> Void
@@ -40,11 +43,21 @@ package final class RedisSubscriber: Sendable {
 
     /// Starts the thread; it connects at once and subscribes to `channels`.
     /// Throws only when the process is out of file descriptors.
-    package init(
+    package convenience init(
         endpoint: RedisEndpoint, connectTimeoutSeconds: Double, healthCheckSeconds: Double = 5,
         channels: [String] = [], handler: @escaping @Sendable (Event) -> Void
     ) throws(RedisError) {
-        self.endpoint = endpoint
+        try self.init(
+            endpoints: { endpoint }, connectTimeoutSeconds: connectTimeoutSeconds,
+            healthCheckSeconds: healthCheckSeconds, channels: channels, handler: handler)
+    }
+
+    /// `init`, connecting each time to the endpoint `endpoints` answers then.
+    package init(
+        endpoints: @escaping @Sendable () -> RedisEndpoint, connectTimeoutSeconds: Double,
+        healthCheckSeconds: Double = 5, channels: [String] = [], handler: @escaping @Sendable (Event) -> Void
+    ) throws(RedisError) {
+        self.nextEndpoint = endpoints
         self.connectTimeout = connectTimeoutSeconds
         self.healthCheckMilliseconds = Int32(clamping: Int((healthCheckSeconds * 1000).rounded(.up)))
         self.handler = handler
@@ -97,9 +110,10 @@ package final class RedisSubscriber: Sendable {
         var backoff = RedisBackoff()
         while !isStopped {
             do {
+                let endpoint = nextEndpoint()
                 let context = try HiredisContext.connect(
                     to: endpoint, connectTimeout: connectTimeout, commandTimeout: connectTimeout)
-                try serve(context, backoff: &backoff)
+                try serve(context, at: endpoint, backoff: &backoff)
             } catch {
                 if isStopped { return }
                 handler(.disconnected(reason: error.description))
@@ -124,7 +138,9 @@ package final class RedisSubscriber: Sendable {
     /// arrives, until the connection fails (throws) or `stop()`. An error
     /// reply (a refused SUBSCRIBE: ACL, LOADING, MASTERDOWN) fails it too, so
     /// that it subscribes again after a back-off; a confirmation ends the back-off.
-    private func serve(_ context: HiredisContext, backoff: inout RedisBackoff) throws(RedisError) {
+    private func serve(
+        _ context: HiredisContext, at endpoint: RedisEndpoint, backoff: inout RedisBackoff
+    ) throws(RedisError) {
         var active: Set<String> = []
         var awaitingPong = false
         while true {

@@ -133,6 +133,12 @@ import Testing
         // Set but empty: as if unset.
         #expect(try load(file, environment: ["USHER_REDIS_URL": ""]).redis?.url == "redis://file-host:6379")
         #expect(try load("{}", environment: ["USHER_REDIS_URL": ""]).redis == nil)
+        // A cluster has database 0 only, whichever URL names it.
+        let cluster = #"{"redis": {"url": "redis://node-1:7000", "cluster": true}}"#
+        #expect(try load(cluster, environment: ["USHER_REDIS_URL": "redis://node-2:7000"]).redis?.cluster == true)
+        #expect(throws: FieldError.self) {
+            try load(cluster, environment: ["USHER_REDIS_URL": "redis://node-2:7000/3"])
+        }
         let bad = loadError(file, environment: ["USHER_REDIS_URL": "rediss://user:hunter2@env-host"])
         #expect(bad?.field == "USHER_REDIS_URL")
         #expect(bad?.message.contains("rediss://") == true)

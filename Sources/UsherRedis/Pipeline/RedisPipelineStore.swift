@@ -334,7 +334,8 @@ package struct RedisPipelineStore: Sendable {
         let reply: RedisReply
         do {
             reply = try await Self.script.run(
-                operation, keys: keyList, time: time, channel: channel, arguments: arguments, on: connections.next())
+                operation, keys: keyList, time: time, channel: channel, arguments: arguments,
+                on: connections.route(keys: keyList))
         } catch {
             throw Self.error(error)
         }

@@ -180,7 +180,7 @@ package struct RedisQueueStore: Sendable {
         do {
             reply = try await Self.script.run(
                 operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
-                on: connections.next())
+                on: connections.route(keys: keyList))
         } catch {
             throw Self.error(error, hold: hold)
         }
