@@ -17,15 +17,60 @@ struct SharedPipelineDrillTests {
     static let body =
         #"{"backend": "redis", "capacity": 500, "max_in_flight": 1000, "ack_seconds": 1, "max_deliveries": 1000, "history": 100000, "dedup_seconds": 3600}"#
 
-    @Test func twentySecondsOnThreeProcesses() async throws {
+    /// The cluster with the pipeline created through process 0, once every process serves it.
+    func start() async throws -> SharedRedisCluster {
         let cluster = try await SharedRedisCluster()
-        defer { cluster.stop() }
         let created = try cluster.ushers[0].call("PUT", "/v1/pipelines/\(Self.pipeline)", Self.body)
         #expect(created.status == 201, "\(created.text)")
         for usher in cluster.ushers {
             let seen = await poll(5) { (try? usher.call("GET", "/v1/pipelines/\(Self.pipeline)").status) == 200 }
             #expect(seen, "usher \(usher.index) does not see the pipeline")
         }
+        return cluster
+    }
+
+    /// Checks the run's history against the pipeline's end state; the report.
+    func verify(_ load: SharedPipelineLoad, _ cluster: SharedRedisCluster, label: String) throws
+        -> PipelineHistoryChecker.Report
+    {
+        let state = try cluster.ushers[1].call("GET", "/v1/pipelines/\(Self.pipeline)?limit=0").json
+        var left: [String: Int] = [:]
+        for part in ["ready", "delayed", "in_flight", "dead"] { left[part] = state[part] as? Int ?? -1 }
+        let counts = (state["counts"] as? [String: Any] ?? [:]).compactMapValues { $0 as? Int }
+        let report = PipelineHistoryChecker().check(load.history(left: left, counts: counts))
+        #expect(report.violations.isEmpty, "\(label): \(report.violations.prefix(10))")
+        #expect(cluster.deaths().isEmpty, "\(cluster.deaths())")
+        SharedQueueDrillTests.note("pipeline \(label): \(report.summary); \(load.failures) requests failed")
+        return report
+    }
+
+    @Test func subscribersKilledOrRedisPausedLoseNothing() async throws {
+        let cluster = try await start()
+        defer { cluster.stop() }
+        let seed = UInt64(Date().timeIntervalSince1970)
+        let load = SharedPipelineLoad(cluster: cluster, pipeline: Self.pipeline)
+        let started = Date()
+        async let run: Void = load.run(producers: 6, consumers: 6, seconds: 12, seed: seed)
+        // Subscribers killed twice (wake-ups fall back to the re-check), then Redis paused 5 s.
+        for _ in 0..<2 {
+            try await Task.sleep(for: .seconds(1.5))
+            _ = try await cluster.redisCommand(["CLIENT", "KILL", "TYPE", "pubsub"])
+        }
+        try await Task.sleep(for: .seconds(1))
+        cluster.redis.signal(SIGSTOP)
+        try await Task.sleep(for: .seconds(5))
+        cluster.redis.signal(SIGCONT)
+        await run
+        let report = try verify(load, cluster, label: "subscribers killed, Redis paused 5 s (seed \(seed))")
+        #expect(report.acked > 100, "\(report.summary)")
+        SharedQueueDrillTests.note(
+            "pipeline drill: \(String(format: "%.1f", Date().timeIntervalSince(started))) s, "
+                + "\(load.resolvedConsumes) consumes answered 503 found applied")
+    }
+
+    @Test func twentySecondsOnThreeProcesses() async throws {
+        let cluster = try await start()
+        defer { cluster.stop() }
         let environment = ProcessInfo.processInfo.environment
         let seconds = environment["USHER_SOAK_SECONDS"].flatMap(Double.init) ?? 20
         let seed = environment["USHER_SOAK_SEED"].flatMap(UInt64.init) ?? UInt64(Date().timeIntervalSince1970)
@@ -34,13 +79,7 @@ struct SharedPipelineDrillTests {
         let started = Date()
         await load.run(producers: 6, consumers: 6, seconds: seconds, seed: seed)
         let elapsed = Date().timeIntervalSince(started)
-        let state = try cluster.ushers[1].call("GET", "/v1/pipelines/\(Self.pipeline)?limit=0").json
-        var left: [String: Int] = [:]
-        for part in ["ready", "delayed", "in_flight", "dead"] { left[part] = state[part] as? Int ?? -1 }
-        let counts = (state["counts"] as? [String: Any] ?? [:]).compactMapValues { $0 as? Int }
-        let report = PipelineHistoryChecker().check(load.history(left: left, counts: counts))
-        #expect(report.violations.isEmpty, "\(report.violations.prefix(10))")
-        #expect(cluster.deaths().isEmpty, "\(cluster.deaths())")
+        let report = try verify(load, cluster, label: "\(seconds) s run")
         // The run did what it is for.
         #expect(report.acked > Int(seconds * 20), "\(report.summary)")
         #expect(report.redelivered > 0 && report.staleAcks >= 0, "\(report.summary)")
@@ -65,6 +104,7 @@ final class SharedPipelineLoad: Sendable {
     private let deliveries = Locked<[PipelineHistory.Delivery]>([])
     private let acks = Locked<[PipelineHistory.Ack]>([])
     private let failed = Locked(0)
+    private let resolved = Locked(0)
     private let consumers = Locked<[Int]>([])
     /// Set when the producers are done: consumers ack everything and stop once it is empty.
     private let draining = Locked(false)
@@ -76,6 +116,8 @@ final class SharedPipelineLoad: Sendable {
     }
 
     var failures: Int { failed.withLock { $0 } }
+    /// Consumes whose answer was lost (503, no answer) that the item shows applied.
+    var resolvedConsumes: Int { resolved.withLock { $0 } }
     /// The process of every acknowledged consume.
     var consumedOn: [Int] { consumers.withLock { $0 } }
 
@@ -151,14 +193,32 @@ final class SharedPipelineLoad: Sendable {
                 deliveries.withLock { $0.append(.init(id: id, fence: fence, process: process)) }
                 // A consumer that died with the item: it comes back at its ack deadline.
                 if !draining.withLock({ $0 }), random.chance(0.1) { continue }
-                guard let done = try? request(port, "POST", "/items/\(id)/consume", #"{"fence": \#(fence)}"#) else {
+                let done = try? request(port, "POST", "/items/\(id)/consume", #"{"fence": \#(fence)}"#)
+                var status = done?.status ?? 0
+                if status != 200 && status != 409 {
+                    // The answer was lost (Redis paused): the item says whether this consume happened.
                     failed.withLock { $0 += 1 }
-                    continue
+                    status = consumed(id, fence: fence, port: port) ? 200 : status
+                    if status == 200 { resolved.withLock { $0 += 1 } }
                 }
-                acks.withLock { $0.append(.init(id: id, fence: fence, status: done.status)) }
-                if done.status == 200 { consumers.withLock { $0.append(process) } }
+                acks.withLock { $0.append(.init(id: id, fence: fence, status: status)) }
+                if status == 200 { consumers.withLock { $0.append(process) } }
             }
         }
+    }
+
+    /// Whether `id` was consumed under `fence` (a finished item keeps its last
+    /// hand-out's fence); asks until Redis answers (at most 20 s).
+    private func consumed(_ id: String, fence: Int64, port: UInt16) -> Bool {
+        let end = Date().addingTimeInterval(20)
+        while Date() < end {
+            if let item = try? request(port, "GET", "/items/\(id)"), item.status == 200 {
+                return item.json["status"] as? String == "consumed"
+                    && (item.json["fence"] as? NSNumber)?.int64Value == fence
+            }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        return false
     }
 
     private func request(_ port: UInt16, _ method: String, _ suffix: String, _ body: String? = nil) throws
