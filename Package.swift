@@ -60,7 +60,7 @@ let package = Package(
             name: "UsherRedis", dependencies: ["RedisClient", "UsherCore", "Locking"],
             resources: [
                 .embedInCode("Support/common.lua"), .embedInCode("Line/line.lua"), .embedInCode("Queue/queue.lua"),
-                .embedInCode("Machine/machine.lua"),
+                .embedInCode("Machine/machine.lua"), .embedInCode("Pipeline/pipeline.lua"),
                 .embedInCode("Window/window.lua"),
             ]),
         // The managers (actors) and their value-type engines. No HTTP, no C.

@@ -188,11 +188,12 @@ import Testing
         #expect(c.declared[.machines]?.map(\.backend) == [.redis, .memory])
         #expect(c.declared[.machines]?[0].config == (try JSONValue.parse(#"{"definition": "player"}"#)))
         #expect(c.declared[.pools]?[0].config == (try JSONValue.parse(#"{"elements": ["a"]}"#)))
-        // Only queues, windows and machines are kept in Redis: other kinds that name it stop start-up, naming the field.
+        // Only queues, windows, pipelines and machines are kept in Redis: other kinds that name it stop start-up, naming the field.
         #expect {
             try UsherApp(config: c, logger: Logger(level: .error))
         } throws: { error in
-            (error as? APIError)?.detail == "pools.p.backend: only queues, windows and machines can be kept in Redis"
+            (error as? APIError)?.detail
+                == "pools.p.backend: only queues, windows, pipelines and machines can be kept in Redis"
         }
         // Each kind's reader, which refuses unknown members, accepts what is handed on. The Redis-backed
         // queue and machine are created once Redis answers (serving), not here.

@@ -32,6 +32,8 @@ extension APIError {
             self = .gone("the pipeline was deleted")
         case .shuttingDown:
             self = .shuttingDown()
+        case .backendUnavailable(let why):
+            self = .backendUnavailable(why)
         }
     }
 }

@@ -158,7 +158,14 @@ extension OpenAPIDocument {
                                 "the filters it starts with, by name")
                         ),
                         ("source", sourceRequest),
-                    ], "a pipeline's config; every field optional")
+                        (
+                            "backend",
+                            Schema.enumeration(
+                                Backend.allCases.map(\.rawValue),
+                                "where the pipeline lives: this process's memory, or Redis (shared by every Usher on it; needs a redis block; no source); default default_backend"
+                            )
+                        ),
+                    ], "a pipeline's config and backend; every field optional")
             ),
             (
                 "PipelinePatchRequest",
@@ -189,10 +196,12 @@ extension OpenAPIDocument {
             ),
             (
                 "PipelineSummary",
-                Schema.object([
-                    ("name", Schema.name()), ("capacity", Schema.count), ("ready", Schema.count),
-                    ("in_flight", Schema.count), ("delayed", Schema.count), ("dead", Schema.count),
-                ])
+                Schema.object(
+                    [
+                        ("name", Schema.name()), ("capacity", Schema.count), ("ready", Schema.count),
+                        ("in_flight", Schema.count), ("delayed", Schema.count), ("dead", Schema.count),
+                        ("backend", Schema.enumeration(["redis"], "present for a pipeline kept in Redis")),
+                    ], optional: ["backend"])
             ),
             (
                 "PushRequest",

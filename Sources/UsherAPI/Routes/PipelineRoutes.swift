@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import UsherCore
+import UsherRedis
 
 extension Pipeline: ManagedResource {
     package nonisolated func summary() -> JSONValue {
@@ -22,10 +23,10 @@ extension Pipeline: ManagedResource {
 }
 
 /// `/v1/pipelines`: lifecycle, push, take, acknowledgement, the dead list and
-/// filters (SPEC §5). Requests that need no waiting are answered on the
-/// server thread; `wait` parks the connection (`UsherApp.later`).
-enum PipelineRoutes: IsolatedKind {
-    typealias Manager = Pipeline
+/// filters (SPEC §5). Requests to a pipeline in memory that need no waiting
+/// are answered on the server thread; `wait`, and every request to a
+/// Redis-backed one, parks the connection (`UsherApp.later`).
+enum PipelineRoutes: ConfiguredKind {
     typealias State = PipelineSnapshot
     static let kind = ResourceKind.pipelines
     static let defaultLimit = 100
@@ -57,12 +58,22 @@ enum PipelineRoutes: IsolatedKind {
         return c
     }
 
-    static func state(of pipeline: isolated Pipeline, limit: Int, after cursor: PipelineCursor?) -> PipelineSnapshot {
-        pipeline.state(limit: limit, after: cursor)
+    static func manager(from resource: any ManagedResource) -> (any PipelineService)? {
+        // The memory pipeline (always, without Redis) without a dynamic cast.
+        if ObjectIdentifier(type(of: resource)) == ObjectIdentifier(Pipeline.self) {
+            return unsafeDowncast(resource, to: Pipeline.self)
+        }
+        return resource as? any PipelineService
     }
 
-    static func apply(_ patch: PipelinePatch, to pipeline: isolated Pipeline) throws(PipelineError) {
-        try pipeline.apply(patch)
+    static func readState(of pipeline: any PipelineService, limit: Int, after cursor: PipelineCursor?) -> Pending<
+        PipelineSnapshot, PipelineError
+    > {
+        pipeline.readState(limit: limit, after: cursor)
+    }
+
+    static func applyPatch(_ patch: PipelinePatch, to pipeline: any PipelineService) -> Pending<Void, PipelineError> {
+        pipeline.applyPatch(patch).map { _ in () }
     }
 
     static func apiError(_ error: PipelineError) -> APIError { APIError(error) }
@@ -83,17 +94,22 @@ enum PipelineRoutes: IsolatedKind {
         try reader.finish()
         return DeclaredResource(kind: kind, name: name) { app in
             guard let pipeline = try? app.registry.lookup(.pipelines, name, as: Pipeline.self) else {
-                return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
+                return .creating { () throws(APIError) in
+                    _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
+                }
             }
-            let patch = PipelinePatch(
-                capacity: wanted.capacity, maxInFlight: wanted.maxInFlight, ackSeconds: wanted.ackSeconds,
-                maxDeliveries: wanted.maxDeliveries, history: wanted.history, dedupSeconds: wanted.dedupSeconds)
             let fixed =
                 "filters and source cannot change in place: change filters through "
                 + "/v1/pipelines/\(name)/filters, or DELETE the pipeline and reload to re-create it"
             return .patching(current: { pipeline.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) {
                 () throws(APIError) in
-                _ = try run(pipeline) { p throws(PipelineError) in try p.apply(patch) }
+                do throws(PipelineError) {
+                    _ = try pipeline.withIsolation { p throws(PipelineError) in
+                        try p.apply(PipelinePatch(config: wanted))
+                    }
+                } catch {
+                    throw APIError(error)
+                }
             }
         }
     }
@@ -117,21 +133,83 @@ enum PipelineRoutes: IsolatedKind {
 
     /// Creates a pipeline (PUT and the config file share this). Its source,
     /// if any, reads files under `data_dir` and GETs through `HTTPClient`.
-    static func create(name: String, config: PipelineConfig, in app: UsherApp) throws(APIError) -> (Pipeline, Bool) {
-        if case .file = config.source?.kind { try checkDataDir(app.config.dataDir) }
-        let maxDepth = app.config.jsonLimits.maxDepth
-        let factory = PipelineSources.factory(
-            dataDir: app.config.dataDir, maxLineBytes: app.config.maxBodyBytes, maxDepth: maxDepth,
-            http: HTTPSourceReader.factory(maxBodyBytes: app.config.maxBodyBytes, maxDepth: maxDepth))
-        return try app.registry.create(
-            .pipelines, name,
-            make: {
-                Pipeline(
-                    name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events,
-                    budget: app.storage,
-                    maxTakeBytes: app.config.maxResponseBytes)
-            },
-            matches: { existing in existing.withIsolation { $0.config } == config })
+    static func creating(name: String, config: PipelineConfig, backend: Backend, in app: UsherApp) -> Pending<
+        Created<any PipelineService>, APIError
+    > {
+        guard backend == .memory else { return creatingShared(name: name, config: config, in: app) }
+        return .now { () throws(APIError) in
+            if case .file = config.source?.kind { try checkDataDir(app.config.dataDir) }
+            let maxDepth = app.config.jsonLimits.maxDepth
+            let factory = PipelineSources.factory(
+                dataDir: app.config.dataDir, maxLineBytes: app.config.maxBodyBytes, maxDepth: maxDepth,
+                http: HTTPSourceReader.factory(maxBodyBytes: app.config.maxBodyBytes, maxDepth: maxDepth))
+            let (pipeline, created) = try app.registry.create(
+                .pipelines, name,
+                make: {
+                    Pipeline(
+                        name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events,
+                        budget: app.storage,
+                        maxTakeBytes: app.config.maxResponseBytes)
+                },
+                matches: { existing in existing.withIsolation { $0.config } == config })
+            return Created(manager: pipeline, created: created)
+        }
+    }
+
+    /// Why a Redis-backed pipeline has no `source`: a source is pulled by one
+    /// process (its reader, file offset and back-off live there).
+    static let sharedSourceMessage =
+        "a Redis-backed pipeline cannot have a source: a source is pulled by one process; "
+        + "use backend \"memory\", or push the items"
+
+    /// Creates a pipeline in Redis, or finds the one there with the same
+    /// config (created through any instance).
+    private static func creatingShared(name: String, config: PipelineConfig, in app: UsherApp) -> Pending<
+        Created<any PipelineService>, APIError
+    > {
+        guard let redis = app.redis else { return .ready(.failure(.noRedisBlock)) }
+        if config.source != nil { return .ready(.failure(.badRequest(sharedSourceMessage, field: "source"))) }
+        if let existing = try? app.registry.resource(.pipelines, name) {
+            guard let pipeline = existing as? RedisPipeline else {
+                return .ready(.failure(.alreadyExists("pipeline", name)))
+            }
+            return .async { () async throws(APIError) -> Created<any PipelineService> in
+                let current: PipelineConfig
+                do throws(PipelineError) { current = try await pipeline.readConfig().value() } catch .gone {
+                    // Known here, gone from Redis (deleted, or lost in a restart): made anew.
+                    app.registry.forget(.pipelines, name)
+                    return try await creatingShared(name: name, config: config, in: app).value()
+                } catch { throw APIError(error) }
+                guard current == config else { throw APIError.alreadyExists("pipeline", name) }
+                return Created(manager: pipeline, created: false)
+            }
+        }
+        return .async { () async throws(APIError) -> Created<any PipelineService> in
+            let made = RedisPipeline(
+                name: name, backend: redis, events: app.events, maxTakeBytes: app.config.maxResponseBytes)
+            let shared = try await app.createShared(.pipelines, name, manager: made) { () async throws(APIError) in
+                do throws(PipelineError) {
+                    let (current, created) = try await made.create(config)
+                    return (current, created)
+                } catch { throw APIError(error) }
+            }
+            guard let pipeline = shared.registered as? RedisPipeline, shared.value == config else {
+                throw APIError.alreadyExists("pipeline", name)
+            }
+            return Created(manager: pipeline, created: shared.created)
+        }
+    }
+
+    /// Brings a pipeline the config file keeps in Redis to its declared config.
+    static func declareShared(name: String, config: PipelineConfig, in app: UsherApp) async throws(APIError) {
+        do throws(APIError) {
+            _ = try await creatingShared(name: name, config: config, in: app).value()
+        } catch  where error.code == "already_exists" {
+            guard let pipeline = try app.registry.resource(.pipelines, name) as? RedisPipeline else { throw error }
+            do throws(PipelineError) {
+                _ = try await pipeline.applyPatch(PipelinePatch(config: config)).value()
+            } catch { throw APIError(error) }
+        }
     }
 
     // MARK: - Helpers
@@ -146,18 +224,22 @@ enum PipelineRoutes: IsolatedKind {
         }
     }
 
-    private static func pipeline(_ call: Call) throws(APIError) -> Pipeline {
+    private static func pipeline(_ call: Call) throws(APIError) -> any PipelineService {
         try LifecycleRoutes<Self>.manager(call)
     }
 
-    /// Runs a synchronous operation isolated to the pipeline, mapping its error.
-    private static func run<T: Sendable>(
-        _ pipeline: Pipeline, subject: String = "item", _ body: (isolated Pipeline) throws(PipelineError) -> T
-    ) throws(APIError) -> T {
-        do throws(PipelineError) { return try pipeline.withIsolation(body) } catch {
-            throw APIError(error, subject: subject)
-        }
+    /// Answers with `reply` of the value, now or once it is there; `.notFound`
+    /// names a filter on the filter routes, else an item. (Error mappings
+    /// without captures: a memory pipeline's answer allocates no closure.)
+    private static func answer<T: Sendable>(
+        _ call: Call, _ pending: Pending<T, PipelineError>, filter: Bool = false,
+        _ reply: @escaping @Sendable (T) -> HTTPResponse
+    ) throws(APIError) -> HTTPHandlerResult {
+        try call.answer(pending.mapError(filter ? filterError : itemError), reply)
     }
+
+    private static func itemError(_ error: PipelineError) -> APIError { APIError(error) }
+    private static func filterError(_ error: PipelineError) -> APIError { APIError(error, subject: "filter") }
 
     private static func checkNotReserved(_ request: PipelinePushRequest, field: String) throws(APIError) {
         if request.id == reservedID {
@@ -184,20 +266,31 @@ enum PipelineRoutes: IsolatedKind {
         let pipeline = try pipeline(call)
         let request = try call.readBody { r throws(FieldError) in try PipelinePushRequest.parse(&r) }
         try checkNotReserved(request, field: "id")
-        do throws(PipelineError) {
-            let result = try pipeline.withIsolation { p throws(PipelineError) in try p.push(request) }
-            return .respond(Reply.encoded(PipelineItemBody(result.item), status: result.created ? 201 : 200))
-        } catch .full where wait != nil {
-            // Full, and the producer will wait: hold it until there is room (back-pressure).
-        } catch {
-            throw APIError(error)
+        let pending = pushing(request, to: pipeline, waiting: wait, in: call.app)
+        return try answer(call, pending) { Reply.encoded(PipelineItemBody($0.item), status: $0.created ? 201 : 200) }
+    }
+
+    /// The push; full, and the producer will wait `wait` seconds: held until
+    /// there is room (back-pressure).
+    private static func pushing(
+        _ request: PipelinePushRequest, to pipeline: any PipelineService, waiting wait: Double?, in app: UsherApp
+    ) -> Pending<PipelinePushResult, PipelineError> {
+        let first = pipeline.pushItem(request)
+        guard let wait else { return first }
+        @Sendable func park() -> Pending<PipelinePushResult, PipelineError> {
+            .async { () async throws(PipelineError) in
+                try await pipeline.parkPush(request, until: app.deadline(after: wait))
+            }
         }
-        let deadline = call.app.deadline(after: wait ?? 0)
-        return call.app.later { () async throws(APIError) -> HTTPResponse in
-            do throws(PipelineError) {
-                let result = try await pipeline.pushWaiting(request, until: deadline)
-                return Reply.encoded(PipelineItemBody(result.item), status: result.created ? 201 : 200)
-            } catch { throw APIError(error) }
+        switch first {
+        case .ready(.failure(.full)): return park()
+        case .ready: return first
+        case .later(let work):
+            return .later {
+                let result = await work()
+                if case .failure(.full) = result { return await park().result() }
+                return result
+            }
         }
     }
 
@@ -206,10 +299,11 @@ enum PipelineRoutes: IsolatedKind {
         let pipeline = try pipeline(call)
         let requests = try call.readBody { r throws(FieldError) in try PipelinePushRequest.parseBatch(&r) }
         for (i, request) in requests.enumerated() { try checkNotReserved(request, field: "items[\(i)].id") }
-        let results = try run(pipeline) { p throws(PipelineError) in try p.pushBatch(requests) }
-        // A batch that only repeats items already there (a retried request) is 200.
-        let created = results.isEmpty || results.contains { $0.created }
-        return .respond(Reply.encoded(PipelineBatchBody(ids: results.map(\.item.id)), status: created ? 201 : 200))
+        return try answer(call, pipeline.pushItems(requests)) { results in
+            // A batch that only repeats items already there (a retried request) is 200.
+            let created = results.isEmpty || results.contains { $0.created }
+            return Reply.encoded(PipelineBatchBody(ids: results.map(\.item.id)), status: created ? 201 : 200)
+        }
     }
 
     // MARK: - Consumers
@@ -223,27 +317,36 @@ enum PipelineRoutes: IsolatedKind {
         let ack = try call.readBody { r throws(FieldError) in
             try r.duration("ack_seconds")
         }
-        let items = try run(pipeline) { p throws(PipelineError) in try p.take(max: max, ackSeconds: ack) }
-        guard items.isEmpty, let wait else { return .respond(deliveries(items, from: pipeline, undo: undo)) }
-        let deadline = call.app.deadline(after: wait)
-        return call.app.later { () async throws(APIError) -> HTTPResponse in
-            do throws(PipelineError) {
-                let items = try await pipeline.takeWaiting(max: max, ackSeconds: ack, until: deadline)
-                return deliveries(items, from: pipeline, undo: undo)
-            } catch { throw APIError(error) }
+        let first = pipeline.takeItems(max: max, ackSeconds: ack)
+        // In memory, answered here with no closure unless the consumer will wait.
+        if case .ready(let result) = first {
+            let items: [PipelineDelivery]
+            do throws(PipelineError) { items = try result.get() } catch { throw APIError(error) }
+            guard items.isEmpty, wait != nil else { return .respond(deliveries(items, from: pipeline, undo: undo)) }
         }
+        let app = call.app
+        let pending = first.flatMap { items -> Pending<[PipelineDelivery], PipelineError> in
+            guard items.isEmpty, let wait else { return .ready(.success(items)) }
+            let deadline = app.deadline(after: wait)
+            return .async { () async throws(PipelineError) in
+                try await pipeline.parkTake(max: max, ackSeconds: ack, until: deadline)
+            }
+        }
+        return try answer(call, pending) { deliveries($0, from: pipeline, undo: undo) }
     }
 
     /// 200 `{items: […]}`, or 204 when there are none. Items handed out go
     /// back without counting the hand-out (reason `undelivered`) when the
     /// server could not hand the answer to its client, if the client asked
     /// for that (`undo`).
-    private static func deliveries(_ items: [PipelineDelivery], from pipeline: Pipeline, undo: Bool) -> HTTPResponse {
+    private static func deliveries(
+        _ items: [PipelineDelivery], from pipeline: any PipelineService, undo: Bool
+    ) -> HTTPResponse {
         guard !items.isEmpty else { return Reply.noContent() }
         let response = Reply.encoded(PipelineDeliveriesBody(items: items))
         guard undo else { return response }
         let handed = items.map { (id: $0.id, fence: $0.fence) }
-        return response.undoing { pipeline.withIsolation { _ = $0.undeliver(handed) } }
+        return response.undoing { pipeline.undeliverItems(handed) }
     }
 
     private static func consume(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -251,8 +354,9 @@ enum PipelineRoutes: IsolatedKind {
         let pipeline = try pipeline(call)
         let id = try call.name("id")
         let fence = try call.readBody { r throws(FieldError) in try r.int("fence", in: 0...Int.max) }
-        let item = try run(pipeline) { p throws(PipelineError) in try p.consume(id, fence: fence.map(Int64.init)) }
-        return .respond(Reply.encoded(PipelineItemBody(item)))
+        return try answer(call, pipeline.consumeItem(id, fence: fence.map(Int64.init))) {
+            Reply.encoded(PipelineItemBody($0))
+        }
     }
 
     private static func release(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -262,10 +366,9 @@ enum PipelineRoutes: IsolatedKind {
         let (delay, fence) = try call.readBody { r throws(FieldError) in
             (try r.duration("delay_seconds"), try r.int("fence", in: 0...Int.max))
         }
-        let item = try run(pipeline) { p throws(PipelineError) in
-            try p.release(id, delaySeconds: delay, fence: fence.map(Int64.init))
+        return try answer(call, pipeline.releaseItem(id, delaySeconds: delay, fence: fence.map(Int64.init))) {
+            Reply.encoded(PipelineItemBody($0))
         }
-        return .respond(Reply.encoded(PipelineItemBody(item)))
     }
 
     private static func extend(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -275,10 +378,9 @@ enum PipelineRoutes: IsolatedKind {
         let (ack, fence) = try call.readBody { r throws(FieldError) in
             (try r.duration("ack_seconds"), try r.int("fence", in: 0...Int.max))
         }
-        let item = try run(pipeline) { p throws(PipelineError) in
-            try p.extend(id, ackSeconds: ack, fence: fence.map(Int64.init))
+        return try answer(call, pipeline.extendItem(id, ackSeconds: ack, fence: fence.map(Int64.init))) {
+            Reply.encoded(PipelineItemBody($0))
         }
-        return .respond(Reply.encoded(PipelineItemBody(item)))
     }
 
     // MARK: - Items
@@ -287,16 +389,14 @@ enum PipelineRoutes: IsolatedKind {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let id = try call.name("id")
-        return .respond(
-            Reply.encoded(PipelineItemBody(try run(pipeline) { p throws(PipelineError) in try p.item(id) })))
+        return try answer(call, pipeline.readItem(id)) { Reply.encoded(PipelineItemBody($0)) }
     }
 
     private static func cancel(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let id = try call.name("id")
-        let item = try run(pipeline) { p throws(PipelineError) in try p.cancel(id) }
-        return .respond(Reply.encoded(PipelineItemBody(item)))
+        return try answer(call, pipeline.cancelItem(id)) { Reply.encoded(PipelineItemBody($0)) }
     }
 
     // MARK: - Dead list
@@ -309,23 +409,23 @@ enum PipelineRoutes: IsolatedKind {
             return c
         }
         let pipeline = try pipeline(call)
-        let (count, page) = pipeline.withIsolation { p in
-            (p.state(limit: 0).dead, p.deadPage(limit: limit, after: cursor))
-        }
-        let body = PipelineDeadBody(dead: count, items: page.items, nextCursor: nil)
-        return .respond(
-            Paging.reply(
+        let maxBytes = call.app.config.maxResponseBytes
+        return try answer(call, pipeline.readDead(limit: limit, after: cursor)) { page in
+            let body = PipelineDeadBody(dead: page.dead, items: page.items, nextCursor: nil)
+            return Paging.reply(
                 body, list: \.items, nextCursor: \.nextCursor, cursors: page.cursors, more: page.more,
-                maxBytes: call.app.config.maxResponseBytes, body: { $0 }
-            ) { Wire.bytes(PipelineItemBody($0)).count })
+                maxBytes: maxBytes, body: { $0 }
+            ) { Wire.bytes(PipelineItemBody($0)).count }
+        }
     }
 
     private static func redrive(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         try call.readBody { _ throws(FieldError) in }
-        let (moved, left) = try run(pipeline) { p throws(PipelineError) in (try p.redrive(), p.state(limit: 0).dead) }
-        return .respond(Reply.encoded(PipelineRedriveBody(moved: moved, dead: left)))
+        return try answer(call, pipeline.redriveDead()) {
+            Reply.encoded(PipelineRedriveBody(moved: $0.moved, dead: $0.dead))
+        }
     }
 
     // MARK: - Filters
@@ -334,10 +434,13 @@ enum PipelineRoutes: IsolatedKind {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let name = try call.name("filter")
-        guard let filter = pipeline.withIsolation({ $0.state(limit: 0).filters[name] }) else {
-            throw APIError(PipelineError.notFound(name), subject: "filter")
+        let pending = pipeline.readFilters().flatMap { filters -> Pending<PipelineFilter, PipelineError> in
+            guard let filter = filters[name] else { return .ready(.failure(.notFound(name))) }
+            return .ready(.success(filter))
         }
-        return .respond(Reply.encoded(PipelineFilterBody(name: name, filter: filter)))
+        return try answer(call, pending, filter: true) {
+            Reply.encoded(PipelineFilterBody(name: name, filter: $0))
+        }
     }
 
     private static func putFilter(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -346,17 +449,15 @@ enum PipelineRoutes: IsolatedKind {
         let name = try call.name("filter")
         let limits = call.app.config.jsonLimits
         let filter = try call.readBody { r throws(FieldError) in try PipelineFilter.parse(&r, limits: limits) }
-        let created = try run(pipeline, subject: "filter") { p throws(PipelineError) in
-            try p.putFilter(name: name, filter)
+        return try answer(call, pipeline.storeFilter(name: name, filter), filter: true) { created in
+            Reply.encoded(PipelineFilterBody(name: name, filter: filter), status: created ? 201 : 200)
         }
-        return .respond(Reply.encoded(PipelineFilterBody(name: name, filter: filter), status: created ? 201 : 200))
     }
 
     private static func deleteFilter(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let name = try call.name("filter")
-        try run(pipeline, subject: "filter") { p throws(PipelineError) in try p.removeFilter(name: name) }
-        return .respond(Reply.noContent())
+        return try answer(call, pipeline.dropFilter(name: name), filter: true) { Reply.noContent() }
     }
 }

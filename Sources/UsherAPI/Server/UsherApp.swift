@@ -131,7 +131,8 @@ package final class UsherApp: HTTPHandler {
                 let path = "\(kind.kind.rawValue).\(name)"
                 guard let shared = kind as? any SharedKind.Type else {
                     throw FieldError(
-                        field: "\(path).backend", message: "only queues, windows and machines can be kept in Redis")
+                        field: "\(path).backend",
+                        message: "only queues, windows, pipelines and machines can be kept in Redis")
                 }
                 declarations.append(try shared.prepareShared(name: name, config: value, path: path, settings: settings))
             }

@@ -362,7 +362,14 @@ extension Pipeline {
     /// that differs from before a `PATCH`; nothing when none does.
     func emitUpdated(from before: PipelineConfig, paused wasPaused: Bool) {
         guard let events, events.isRecording else { return }
-        let after = engine.config
+        let changes = Self.configChanges(from: before, paused: wasPaused, to: engine.config, paused: engine.paused)
+        events.emitUpdated(kind: Self.eventKind, name: name, changes)
+    }
+
+    /// What an `updated` event lists: each config field and `paused` that changed, with its new value.
+    package static func configChanges(
+        from before: PipelineConfig, paused wasPaused: Bool, to after: PipelineConfig, paused: Bool
+    ) -> ConfigChanges {
         var changes = ConfigChanges()
         changes.compare("capacity", before.capacity, after.capacity, JSONValue.int)
         changes.compare("max_in_flight", before.maxInFlight, after.maxInFlight, JSONValue.int)
@@ -370,8 +377,8 @@ extension Pipeline {
         changes.compare("max_deliveries", before.maxDeliveries, after.maxDeliveries, JSONValue.int)
         changes.compare("history", before.history, after.history, JSONValue.int)
         changes.compare("dedup_seconds", before.dedupSeconds, after.dedupSeconds, ConfigChanges.seconds)
-        changes.compare("paused", wasPaused, engine.paused, JSONValue.bool)
-        events.emitUpdated(kind: Self.eventKind, name: name, changes)
+        changes.compare("paused", wasPaused, paused, JSONValue.bool)
+        return changes
     }
 
     /// `pushed` for a push that added an item (not one whose id was there).

@@ -657,7 +657,7 @@ package struct PipelineEngine: Sendable {
 
     // MARK: - Private
 
-    private static func validate(_ r: PipelinePushRequest, field prefix: String) throws(PipelineError) {
+    package static func validate(_ r: PipelinePushRequest, field prefix: String) throws(PipelineError) {
         if let id = r.id, !Names.isValid(id) {
             throw .invalid(field: prefix + "id", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
         }

@@ -19,6 +19,8 @@ package enum PipelineError: Error, Sendable, Equatable {
     case storageFull(StorageFull)
     /// The service is shutting down (503 `shutting_down`).
     case shuttingDown
+    /// A Redis-backed pipeline's Redis did not answer (503 `backend_unavailable`).
+    case backendUnavailable(String)
 
     /// Wraps a field error from parsing a request.
     package init(_ error: FieldError) {

@@ -103,6 +103,9 @@ package final class NoticeBoard: Sendable {
     /// Tickets open now (for tests).
     package var openCount: Int { state.withLock { $0.slots.count } }
 
+    /// Tickets open now on `subject` (a pipeline's parked consumers or producers).
+    package func openCount(of subject: String) -> Int { state.withLock { $0.bySubject[subject]?.count ?? 0 } }
+
     /// Waiters parked with their deadline timer set (for tests: a clock may be advanced now).
     package var parkedCount: Int {
         state.withLock { s in

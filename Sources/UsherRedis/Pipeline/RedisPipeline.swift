@@ -1,0 +1,318 @@
+import RedisClient
+import UsherCore
+
+/// A pipeline kept in Redis and shared by every Usher that uses the same
+/// Redis: `PipelineService` over `RedisPipelineStore`. Every answer comes
+/// later (one script call; two for a take that finds filters). This object
+/// holds no pipeline state of its own, only what this process does about
+/// it: consumers and producers parked here, the timer at the pipeline's next
+/// deadline, events for this process's subscribers.
+///
+/// Parked consumers and producers retry at every notice that says an item
+/// or room may be there, and at least every `RedisQueue.pollSeconds`; across
+/// processes they are not served in arrival order (within one, the first to
+/// retry wins).
+package final class RedisPipeline: PipelineService, NoticeListener {
+    package let name: String
+    let store: RedisPipelineStore
+    private let backend: RedisBackend
+    private let events: EventLog?
+    /// The most one take hands out, in bytes of stored payloads (`max_response_bytes`).
+    private let maxTakeBytes: Int
+    /// Where calls parked in this process wait for notices.
+    var board: NoticeBoard { host.board }
+    /// Phase, timer and long-polls in this process.
+    private let host: LocalHost
+    /// What parked consumers and producers wait for.
+    static let itemsSubject = "items"
+    static let roomSubject = "room"
+
+    package init(name: String, backend: RedisBackend, events: EventLog?, maxTakeBytes: Int = .max) {
+        self.name = name
+        self.backend = backend
+        self.events = events
+        self.maxTakeBytes = maxTakeBytes
+        self.host = LocalHost(kind: "pipeline", name: name, backend: backend)
+        // The store reports each reply's next deadline; the timer holds a weak
+        // reference through this box, set once `self` exists.
+        let deadlines = WeakBox<RedisPipeline>()
+        self.store = RedisPipelineStore(
+            keys: backend.keys(kind: "pipeline", name: name), connections: backend.connections, time: backend.time,
+            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
+        deadlines.value = self
+    }
+
+    /// Starts hearing notices about this pipeline (once it is the one registered here).
+    package func listen() {
+        host.listen(self)
+    }
+
+    // MARK: PipelineService
+
+    package func readConfig() -> Pending<PipelineConfig, PipelineError> {
+        call { store async throws(PipelineError) in try await store.config() }
+    }
+
+    package func pushItem(_ request: PipelinePushRequest) -> Pending<PipelinePushResult, PipelineError> {
+        call { store async throws(PipelineError) in try await store.push(request) }
+    }
+
+    package func pushItems(_ requests: [PipelinePushRequest]) -> Pending<[PipelinePushResult], PipelineError> {
+        call { store async throws(PipelineError) in try await store.pushBatch(requests) }
+    }
+
+    package func takeItems(max: Int, ackSeconds: Double?) -> Pending<[PipelineDelivery], PipelineError> {
+        let maxBytes = maxTakeBytes
+        return call { store async throws(PipelineError) in
+            try await store.take(max: max, ackSeconds: ackSeconds, maxBytes: maxBytes)
+        }
+    }
+
+    package func consumeItem(_ id: String, fence: Int64?) -> Pending<PipelineItem, PipelineError> {
+        call { store async throws(PipelineError) in try await store.consume(id, fence: fence) }
+    }
+
+    package func releaseItem(_ id: String, delaySeconds: Double?, fence: Int64?) -> Pending<
+        PipelineItem, PipelineError
+    > {
+        call { store async throws(PipelineError) in
+            try await store.release(id, delaySeconds: delaySeconds, fence: fence)
+        }
+    }
+
+    package func extendItem(_ id: String, ackSeconds: Double?, fence: Int64?) -> Pending<PipelineItem, PipelineError> {
+        call { store async throws(PipelineError) in try await store.extend(id, ackSeconds: ackSeconds, fence: fence) }
+    }
+
+    package func cancelItem(_ id: String) -> Pending<PipelineItem, PipelineError> {
+        call { store async throws(PipelineError) in try await store.cancel(id) }
+    }
+
+    package func readItem(_ id: String) -> Pending<PipelineItem, PipelineError> {
+        call { store async throws(PipelineError) in try await store.item(id).item }
+    }
+
+    package func readState(limit: Int, after cursor: PipelineCursor?) -> Pending<PipelineSnapshot, PipelineError> {
+        let board = board
+        return call { store async throws(PipelineError) in
+            var snapshot = try await store.state(limit: limit, after: cursor)
+            // Only this process's parked calls are known here.
+            snapshot.waitingConsumers = board.openCount(of: Self.itemsSubject)
+            snapshot.waitingProducers = board.openCount(of: Self.roomSubject)
+            return snapshot
+        }
+    }
+
+    package func readDead(limit: Int, after cursor: PipelineCursor?) -> Pending<PipelineDeadPage, PipelineError> {
+        call { store async throws(PipelineError) in
+            let page = try await store.deadPage(limit: limit, after: cursor)
+            return PipelineDeadPage(dead: page.dead, items: page.items, cursors: page.cursors, more: page.more)
+        }
+    }
+
+    package func redriveDead() -> Pending<(moved: Int, dead: Int), PipelineError> {
+        call { store async throws(PipelineError) in try await store.redrive() }
+    }
+
+    package func applyPatch(_ patch: PipelinePatch) -> Pending<PipelineConfig, PipelineError> {
+        call { store async throws(PipelineError) in try await store.apply(patch) }
+    }
+
+    package func readFilters() -> Pending<PipelineFilters, PipelineError> {
+        call { store async throws(PipelineError) in try await store.filters() }
+    }
+
+    package func storeFilter(name: String, _ filter: PipelineFilter) -> Pending<Bool, PipelineError> {
+        call { store async throws(PipelineError) in try await store.putFilter(name: name, filter) }
+    }
+
+    package func dropFilter(name: String) -> Pending<Void, PipelineError> {
+        call { store async throws(PipelineError) in try await store.removeFilter(name: name) }
+    }
+
+    package func undeliverItems(_ deliveries: [(id: String, fence: Int64)]) {
+        let store = store
+        let handed = deliveries.map { Handed(id: $0.id, fence: $0.fence) }
+        Task { _ = try? await store.undeliver(handed.map { ($0.id, $0.fence) }) }
+    }
+
+    /// Takes at every notice that an item may be there and at least every
+    /// `RedisQueue.pollSeconds`; Redis unreachable until the deadline: `backendUnavailable`.
+    package func parkTake(max: Int, ackSeconds: Double?, until deadline: Timestamp) async throws(PipelineError)
+        -> [PipelineDelivery]
+    {
+        let clock = backend.clock
+        let maxBytes = maxTakeBytes
+        while true {
+            try checkOpen()
+            // A consumer that hung up takes nothing.
+            if Task.isCancelled { return [] }
+            let ticket = board.open(Self.itemsSubject)
+            let taken: Result<[PipelineDelivery], PipelineError>
+            do throws(PipelineError) {
+                taken = .success(try await store.take(max: max, ackSeconds: ackSeconds, maxBytes: maxBytes))
+            } catch {
+                taken = .failure(error)
+            }
+            let now = clock.now()
+            switch taken {
+            case .success(let items):
+                if !items.isEmpty || now >= deadline || Task.isCancelled {
+                    board.close(ticket)
+                    return items
+                }
+            case .failure(.backendUnavailable(let why)):
+                if now >= deadline || Task.isCancelled {
+                    board.close(ticket)
+                    throw .backendUnavailable(why)
+                }
+            case .failure(let error):
+                board.close(ticket)
+                throw error
+            }
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: RedisQueue.pollSeconds)))
+        }
+    }
+
+    /// Pushes at every notice that room may be there and at least every
+    /// `RedisQueue.pollSeconds`; `.full` at the deadline or when cancelled.
+    package func parkPush(_ request: PipelinePushRequest, until deadline: Timestamp) async throws(PipelineError)
+        -> PipelinePushResult
+    {
+        let clock = backend.clock
+        while true {
+            try checkOpen()
+            if Task.isCancelled { throw .full(retryAfterSeconds: 1) }
+            let ticket = board.open(Self.roomSubject)
+            let pushed: Result<PipelinePushResult, PipelineError>
+            do throws(PipelineError) { pushed = .success(try await store.push(request)) } catch {
+                pushed = .failure(error)
+            }
+            let now = clock.now()
+            switch pushed {
+            case .success(let result):
+                board.close(ticket)
+                return result
+            case .failure(.full):
+                if now >= deadline || Task.isCancelled {
+                    board.close(ticket)
+                    throw .full(retryAfterSeconds: 1)
+                }
+            case .failure(.backendUnavailable(let why)):
+                if now >= deadline || Task.isCancelled {
+                    board.close(ticket)
+                    throw .backendUnavailable(why)
+                }
+            case .failure(let error):
+                board.close(ticket)
+                throw error
+            }
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: RedisQueue.pollSeconds)))
+        }
+    }
+
+    // MARK: Lifecycle
+
+    /// Creates the pipeline in Redis, or answers the config of the one there.
+    package func create(_ config: PipelineConfig) async throws(PipelineError) -> (
+        config: PipelineConfig, created: Bool
+    ) {
+        try await store.create(config)
+    }
+
+    /// Deletes the pipeline in Redis (every instance hears it and closes its
+    /// copy) and from the index; false when it was not there.
+    package func delete() async throws(PipelineError) -> Bool {
+        let existed = try await store.delete()
+        do throws(ScriptFailure) { try await backend.announceDeleted(kind: "pipeline", name: name) } catch {
+            throw .backendUnavailable("\(error)")
+        }
+        return existed
+    }
+
+    /// Applies what is due now (after a start or a reconnect: deadlines other
+    /// instances armed are armed here too).
+    package func catchUp() async {
+        try? await store.tick()
+    }
+
+    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
+    package func close() { host.close() }
+
+    /// The server is stopping: waiters here are answered `shuttingDown`.
+    package func shutdown() { host.shutdown() }
+
+    // MARK: NoticeListener
+
+    package func receive(_ object: [String: Any], payload: [UInt8]) {
+        // Most notices interest nobody here but the timer: only the deadline is read then.
+        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
+            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
+            return
+        }
+        guard let notice = RedisPipelineStore.decodeNotice(payload) else { return }
+        if notice.deleted {
+            close()
+            return
+        }
+        arm(at: notice.next)
+        emitEvents(notice)
+        if notice.itemsAvailable { board.post(Self.itemsSubject) }
+        if notice.roomAvailable { board.post(Self.roomSubject) }
+    }
+
+    package func resynchronize() {
+        board.postAll()
+        Task { await catchUp() }
+    }
+
+    // MARK: Internals
+
+    private struct Handed: Sendable {
+        let id: String
+        let fence: Int64
+    }
+
+    private func checkOpen() throws(PipelineError) {
+        switch host.phase {
+        case .closed: throw .gone
+        case .shuttingDown: throw .shuttingDown
+        case .open: return
+        }
+    }
+
+    /// One store call, later, refused once the pipeline is closed.
+    private func call<T: Sendable>(
+        _ body: @escaping @Sendable (RedisPipelineStore) async throws(PipelineError) -> T
+    ) -> Pending<T, PipelineError> {
+        .async { [self] () async throws(PipelineError) -> T in
+            guard host.phase != .closed else { throw .gone }
+            return try await body(store)
+        }
+    }
+
+    /// Keeps one timer at or before the next deadline; it runs `tick`, whose
+    /// reply arms the next one. Harmless when another instance ticks first.
+    func arm(at next: Timestamp?) {
+        host.arm(at: next) { [weak self] in await self?.catchUp() }
+    }
+
+    /// Emits what the notice reports, as `Pipeline` does for its own changes.
+    private func emitEvents(_ notice: PipelineNotice) {
+        guard let events, events.isRecording else { return }
+        for e in notice.events {
+            let subject: EventSubject =
+                e.type == "delivered"
+                ? .delivery(PipelineDelivery(handing: e.item, payload: e.item.payload))
+                : .pipelineItem(e.item, reason: e.reason)
+            events.emit(ResourceEvent.Draft(kind: "pipeline", name: name, type: e.type, subject: subject))
+        }
+        for (type, n) in [("redelivered", notice.redelivered), ("dead-lettered", notice.deadLettered)] where n > 0 {
+            events.emit(ResourceEvent.Draft(kind: "pipeline", name: name, type: type, subject: .count(n)))
+        }
+        if let u = notice.updated {
+            let changes = Pipeline.configChanges(from: u.before, paused: u.wasPaused, to: u.after, paused: u.paused)
+            events.emitUpdated(kind: "pipeline", name: name, changes)
+        }
+    }
+}

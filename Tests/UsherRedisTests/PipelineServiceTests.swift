@@ -1,0 +1,155 @@
+import Foundation
+import RedisClient
+import RedisTestServer
+import Testing
+
+@testable import UsherCore
+@testable import UsherRedis
+
+/// `PipelineService` on both backends with a `ManualClock`: the same calls,
+/// the same answers, the same events, the same waits.
+@Suite struct PipelineServiceTests {
+    enum Backend: String, CaseIterable, Sendable { case memory, redis }
+
+    /// A pipeline on one backend, its clock and the events it emitted.
+    final class Rig: Sendable {
+        let clock: ManualClock
+        let events: EventLog
+        let pipeline: any PipelineService
+        private let redis: (server: RedisServer, backend: RedisBackend)?
+
+        init(_ backend: Backend, config: PipelineConfig) async throws {
+            let clock = ManualClock()
+            let events = EventLog(clock: clock)
+            events.subscribe(after: nil, start: { _ in }, deliver: { _ in })
+            self.clock = clock
+            self.events = events
+            switch backend {
+            case .memory:
+                pipeline = Pipeline(name: "p", config: config, clock: clock, events: events)
+                redis = nil
+            case .redis:
+                let server = try await RedisServer()
+                let shared = try RedisBackend(
+                    settings: RedisSettings(url: "redis://127.0.0.1:\(server.port)"), time: .clock(clock), clock: clock)
+                try shared.start { _ in }
+                let made = RedisPipeline(name: "p", backend: shared, events: events)
+                _ = try await made.create(config)
+                made.listen()
+                // Notices are heard once the subscriber is in.
+                let subscribed = await poll {
+                    let reply = try? await shared.command(["PUBSUB", "NUMSUB", shared.channel])
+                    return (reply?.array?.last?.int ?? 0) > 0
+                }
+                #expect(subscribed)
+                pipeline = made
+                redis = (server, shared)
+            }
+        }
+
+        func stop() async {
+            guard let redis else { return }
+            await redis.backend.stop()
+            redis.server.stop()
+        }
+
+        /// The types of the events emitted so far.
+        var eventTypes: [String] { events.buffered().map(\.type) }
+    }
+
+    @Test(arguments: Backend.allCases)
+    func pushTakeConsumeEmitTheSameEvents(_ backend: Backend) async throws {
+        let rig = try await Rig(backend, config: PipelineConfig(maxInFlight: 2, ackSeconds: 5, maxDeliveries: 1))
+        let p = rig.pipeline
+        _ = try await p.pushItem(PipelinePushRequest(id: "a", payload: .object([("n", .int(1))]))).value()
+        _ = try await p.pushItems([PipelinePushRequest(id: "b", payload: .int(2))]).value()
+        let taken = try await p.takeItems(max: 2, ackSeconds: nil).value()
+        #expect(taken.map(\.id) == ["a", "b"])
+        _ = try await p.consumeItem("a", fence: taken[0].fence).value()
+        _ = try await p.extendItem("b", ackSeconds: 2, fence: nil).value()
+        rig.clock.advance(by: 5)
+        #expect(await poll { (try? await p.readState(limit: 0, after: nil).value().dead) == 1 })
+        _ = try await p.applyPatch(PipelinePatch(capacity: 9)).value()
+        #expect(
+            await poll {
+                rig.eventTypes == [
+                    "pushed", "pushed", "delivered", "delivered", "consumed", "extended", "dead-lettered", "updated",
+                ]
+            }, "\(rig.eventTypes)")
+        let dead = try await p.readDead(limit: 10, after: nil).value()
+        #expect(dead.items.map(\.id) == ["b"] && dead.dead == 1)
+        #expect(try await p.redriveDead().value() == (moved: 1, dead: 0))
+        await rig.stop()
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aParkedTakeIsWokenByAPush(_ backend: Backend) async throws {
+        let rig = try await Rig(backend, config: PipelineConfig())
+        let p = rig.pipeline
+        let deadline = rig.clock.now().adding(seconds: 30)
+        let waiting = Task { try await p.parkTake(max: 1, ackSeconds: nil, until: deadline) }
+        #expect(await poll { (try? await p.readState(limit: 0, after: nil).value().waitingConsumers) == 1 })
+        _ = try await p.pushItem(PipelinePushRequest(id: "x", payload: .int(1))).value()
+        let items = try await waiting.value
+        #expect(items.map(\.id) == ["x"])
+        await rig.stop()
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aParkedPushGetsRoomWhenAnItemLeaves(_ backend: Backend) async throws {
+        let rig = try await Rig(backend, config: PipelineConfig(capacity: 1))
+        let p = rig.pipeline
+        _ = try await p.pushItem(PipelinePushRequest(id: "a", payload: .int(1))).value()
+        await #expect(throws: PipelineError.full(retryAfterSeconds: 1)) {
+            try await p.pushItem(PipelinePushRequest(id: "b", payload: .int(2))).value()
+        }
+        let deadline = rig.clock.now().adding(seconds: 30)
+        let waiting = Task { try await p.parkPush(PipelinePushRequest(id: "b", payload: .int(2)), until: deadline) }
+        #expect(await poll { (try? await p.readState(limit: 0, after: nil).value().waitingProducers) == 1 })
+        _ = try await p.cancelItem("a").value()
+        let pushed = try await waiting.value
+        #expect(pushed.item.id == "b" && pushed.created)
+        await rig.stop()
+    }
+
+    @Test(arguments: Backend.allCases)
+    func aParkedTakeAnswersEmptyAtItsDeadline(_ backend: Backend) async throws {
+        let rig = try await Rig(backend, config: PipelineConfig())
+        let p = rig.pipeline
+        let deadline = rig.clock.now().adding(seconds: 2)
+        let waiting = Task { try await p.parkTake(max: 1, ackSeconds: nil, until: deadline) }
+        #expect(await poll { (try? await p.readState(limit: 0, after: nil).value().waitingConsumers) == 1 })
+        rig.clock.advance(by: 2)
+        #expect(try await waiting.value.isEmpty)
+        await rig.stop()
+    }
+
+    @Test(arguments: Backend.allCases)
+    func filtersAndUndeliverWorkThroughTheService(_ backend: Backend) async throws {
+        let rig = try await Rig(backend, config: PipelineConfig(maxInFlight: 5))
+        let p = rig.pipeline
+        let drop = PipelineFilter(when: .init(field: .init(tokens: ["t"]), test: .equals(.string("hb"))), action: .drop)
+        #expect(try await p.storeFilter(name: "hb", drop).value())
+        _ = try await p.pushItems([
+            PipelinePushRequest(id: "h", payload: .object([("t", .string("hb"))])),
+            PipelinePushRequest(id: "j", payload: .object([("t", .string("job"))])),
+        ]).value()
+        let taken = try await p.takeItems(max: 5, ackSeconds: nil).value()
+        #expect(taken.map(\.id) == ["j"])
+        p.undeliverItems([(id: "j", fence: taken[0].fence)])
+        #expect(await poll { (try? await p.readItem("j").value().status) == .ready })
+        #expect(try await p.readFilters().value().count == 1)
+        try await p.dropFilter(name: "hb").value()
+        let state = try await p.readState(limit: 10, after: nil).value()
+        #expect(state.counts.filteredTotal == 1 && state.filters.isEmpty && state.items.map(\.id) == ["j"])
+        await rig.stop()
+    }
+}
+
+private func poll(_ condition: () async -> Bool) async -> Bool {
+    for _ in 0..<1000 {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return await condition()
+}
