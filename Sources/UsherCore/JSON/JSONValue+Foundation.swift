@@ -31,13 +31,16 @@ extension JSONValue {
                 message: "JSON nested deeper than \(maxDepth) levels (max_json_depth)", isTooDeep: true)
         }
         try StrictJSON.check(data, parsed: value)
-        if value.containsDouble, let inexact = data.withUnsafeBytes({ ExactNumbers.firstInexact($0) }) {
+        guard value.containsDouble else { return value }
+        if let inexact = data.withUnsafeBytes({ ExactNumbers.firstInexact($0) }) {
             throw JSONSyntaxError(
                 message:
                     "\(inexact.field): the number \(inexact.text) cannot be kept exactly (at most a 64-bit integer, or a number a double holds without change)",
                 field: inexact.field)
         }
-        return value
+        // The parser reads negative integers of 19 digits as doubles: they are put back.
+        let wide = data.withUnsafeBytes { ExactNumbers.wideIntegers($0) }
+        return wide.isEmpty ? value : value.restoringIntegers(wide)
     }
 
     /// Parses JSON text given as a string.
@@ -69,9 +72,8 @@ extension JSONValue {
             case UInt8(ascii: "c"), UInt8(ascii: "B"):
                 self = .bool(n.boolValue)
             case UInt8(ascii: "d"), UInt8(ascii: "f"):
-                // The parser reads -9223372036854775808 (Int.min) as a double.
-                let d = n.doubleValue
-                self = d == -0x1p63 ? .int(Int.min) : .double(d)
+                // Also some integers (`parse` puts those back).
+                self = .double(n.doubleValue)
             case UInt8(ascii: "Q"):
                 let u = n.uint64Value
                 self = u <= UInt64(Int.max) ? .int(Int(u)) : .double(n.doubleValue)
