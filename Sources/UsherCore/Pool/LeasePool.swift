@@ -248,15 +248,7 @@ package actor LeasePool: EngineHost {
 
     /// A fetch, extend or PATCH may ask for a shorter lease than the pool's, never a longer one.
     func checkLease(_ seconds: Double?) throws(PoolError) {
-        guard let s = seconds else { return }
-        guard Durations.isAllowed(s) else {
-            throw .invalid(field: "lease_seconds", message: Durations.range())
-        }
-        if let problem = HoldPolicy.excess(
-            s, limit: config.leaseSeconds, resource: "pool", holds: "leases", field: "lease_seconds")
-        {
-            throw .invalid(field: "lease_seconds", message: problem)
-        }
+        if let problem = Self.leaseProblem(seconds, limit: config.leaseSeconds) { throw problem }
     }
 
     func exhausted() -> PoolError { .exhausted(nextExpiryAt: engine.nextDeadline) }
