@@ -36,17 +36,24 @@ final class BackendLiveServer: Sendable {
             self.redis = server
             var config = try Self.object(configJSON)
             config["redis"] = ["url": "redis://127.0.0.1:\(server.port)"]
-            if let queues = config["queues"] as? [String: Any] {
-                config["queues"] = queues.mapValues { Self.withBackend($0, .redis) }
+            for kind in Self.sharedKinds {
+                if let resources = config[kind] as? [String: Any] {
+                    config[kind] = resources.mapValues { Self.withBackend($0, .redis) }
+                }
             }
             live = try LiveServer(try Self.text(config))
-            // Queues of the config file are declared in Redis in the background.
-            for name in (config["queues"] as? [String: Any] ?? [:]).keys {
-                let found = await poll(5) { (try? await self.call("GET", "/v1/queues/\(name)").status) == 200 }
-                #expect(found, "queue \(name) was not declared in Redis")
+            // Resources of the config file are declared in Redis in the background.
+            for kind in Self.sharedKinds {
+                for name in (config[kind] as? [String: Any] ?? [:]).keys {
+                    let found = await poll(5) { (try? await self.call("GET", "/v1/\(kind)/\(name)").status) == 200 }
+                    #expect(found, "\(kind) \(name) was not declared in Redis")
+                }
             }
         }
     }
+
+    /// The kinds whose config file declarations go to Redis on `.redis`.
+    static let sharedKinds = ["queues", "pools"]
 
     /// A `PUT` body for this backend (`"backend"` added on Redis).
     func put(_ json: String) -> String {

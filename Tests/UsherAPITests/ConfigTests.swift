@@ -166,7 +166,8 @@ import Testing
              "queues": {"mem": {"capacity": 1, "backend": "memory"}, "shared": {"capacity": 2, "backend": "redis"},
                         "plain": {"capacity": 3}, "empty": null},
              "machines": {"m": {"definition": "player", "backend": "redis"}, "n": {"definition": "player"}},
-             "pools": {"p": {"backend": "redis", "elements": ["a"]}}}
+             "pools": {"p": {"backend": "redis", "elements": ["a"]}, "o": {"elements": ["b"]}},
+             "windows": {"w": {"backend": "redis"}}}
             """
         let c = try load(text)
         #expect(c.defaultBackend == .memory)
@@ -181,21 +182,24 @@ import Testing
             ])
         #expect(c.declared[.machines]?.map(\.backend) == [.redis, .memory])
         #expect(c.declared[.machines]?[0].config == (try JSONValue.parse(#"{"definition": "player"}"#)))
-        #expect(c.declared[.pools]?[0].config == (try JSONValue.parse(#"{"elements": ["a"]}"#)))
-        // Only queues and machines are kept in Redis: other kinds that name it stop start-up, naming the field.
+        #expect(c.declared[.pools]?.map(\.backend) == [.memory, .redis])
+        #expect(c.declared[.pools]?[1].config == (try JSONValue.parse(#"{"elements": ["a"]}"#)))
+        // Only some kinds are kept in Redis: other kinds that name it stop start-up, naming the field.
+        #expect(UsherApp.sharedKindNames.hasPrefix("queues, ") && UsherApp.sharedKindNames.contains("pools"))
         #expect {
             try UsherApp(config: c, logger: Logger(level: .error))
         } throws: { error in
-            (error as? APIError)?.detail == "pools.p.backend: only queues and machines can be kept in Redis"
+            (error as? APIError)?.detail
+                == "windows.w.backend: only \(UsherApp.sharedKindNames) can be kept in Redis"
         }
         // Each kind's reader, which refuses unknown members, accepts what is handed on. The Redis-backed
-        // queue and machine are created once Redis answers (serving), not here.
+        // queue, machine and pool are created once Redis answers (serving), not here.
         var memoryOnly = c
-        memoryOnly.declared[.pools]?[0].backend = .memory
+        memoryOnly.declared[.windows]?[0].backend = .memory
         let app = try UsherApp(config: memoryOnly, logger: Logger(level: .error))
         #expect(app.registry.list(.queues).count == 3)
         #expect(app.registry.list(.machines).map(\.name) == ["n"])
-        #expect(app.registry.list(.pools).count == 1)
+        #expect(app.registry.list(.pools).map(\.name) == ["o"])
     }
 
     @Test func defaultBackendFillsInWhatIsNotNamed() throws {

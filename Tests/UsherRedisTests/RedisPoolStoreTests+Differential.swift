@@ -36,9 +36,14 @@ extension LeasePool {
         return leaseNow(v.id)
     }
 
-    /// The wait ended: out of the line (nil), or the lease it was given.
-    func withdrawFetch(_ id: String) throws(PoolError) -> Lease? {
-        try run(id) { (e, now) throws(QueueError) in try e.withdraw(id: id, now: now) }.map { _ in leaseNow(id) }
+    /// The wait ended: the lease it was given, or `exhausted` (out of the line, or not there).
+    func withdrawFetch(_ id: String) throws(PoolError) -> Lease {
+        do throws(PoolError) {
+            guard try run(id, { (e, now) throws(QueueError) in try e.withdraw(id: id, now: now) }) != nil else {
+                throw exhausted()
+            }
+        } catch .notFound { throw exhausted() }
+        return leaseNow(id)
     }
 }
 
@@ -114,11 +119,11 @@ struct PoolDifferentialRun {
                 let a = mem { p throws(PoolError) in try p.withdrawFetch(leaseID) }
                 let b = await Self.redis { () async throws(PoolError) in try await store.withdraw(id: leaseID) }
                 switch a {
-                case .success(nil): withdrawn += 1
-                case .success(let l?) where l.status == .active: waitedAndGranted += 1
+                case .failure(.exhausted): withdrawn += 1
+                case .success(let l) where l.status == .active: waitedAndGranted += 1
                 default: break
                 }
-                try same(a.map { $0.map { [$0] } ?? [] }, b.map { $0.map { [$0] } ?? [] }, label, step)
+                try same(a, b, label, step)
             case 6, 7:
                 label = "recycle \(leaseID)"
                 try same(

@@ -169,9 +169,10 @@ struct PoolRig {
         _ = try await rig.created(PoolConfig(elements: PoolRig.elements(1)))
         _ = try await rig.store.fetch(FetchRequest(id: "a"))
         _ = try await rig.store.fetch(FetchRequest(id: "w"), waiting: true)
-        #expect(try await rig.store.withdraw(id: "w") == nil)
+        let exhausted = PoolError.exhausted(nextExpiryAt: rig.clock.now().adding(seconds: 60))
+        await #expect(throws: exhausted) { try await rig.store.withdraw(id: "w") }
         await #expect(throws: PoolError.notFound("lease \"w\"")) { try await rig.store.lease(id: "w") }
-        await #expect(throws: PoolError.notFound("lease \"w\"")) { try await rig.store.withdraw(id: "w") }
+        await #expect(throws: exhausted) { try await rig.store.withdraw(id: "w") }
         let state = try await rig.store.state(limit: 10)
         #expect(state.waiting == 0 && state.waitingLeases.isEmpty)
         // The id is free again.
@@ -275,7 +276,7 @@ struct PoolRig {
         _ = try await rig.store.fetch(FetchRequest(id: "w"), waiting: true)
         notice = try #require(await nextNotice())
         #expect(notice.changed.map(\.lease.status) == [.waiting])
-        _ = try await rig.store.withdraw(id: "w")
+        _ = try? await rig.store.withdraw(id: "w")
         notice = try #require(await nextNotice())
         #expect(notice.changed.isEmpty && notice.withdrawn.map(\.id) == ["w"])
         _ = try await rig.store.apply(PoolPatch(maxWaiting: 5))

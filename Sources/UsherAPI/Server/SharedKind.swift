@@ -24,6 +24,14 @@ extension UsherApp {
     static func sharedKind(_ kind: ResourceKind) -> (any SharedKind.Type)? {
         kinds.first { $0.kind == kind } as? any SharedKind.Type
     }
+
+    /// The kinds that can be kept in Redis, for messages: "queues, pools and machines".
+    static var sharedKindNames: String {
+        var names: [String] = []
+        for kind in kinds where kind is any SharedKind.Type { names.append(kind.kind.rawValue) }
+        guard names.count > 1 else { return names.joined() }
+        return names.dropLast().joined(separator: ", ") + " and " + names[names.count - 1]
+    }
 }
 
 extension UsherApp {

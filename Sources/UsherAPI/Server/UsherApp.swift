@@ -94,7 +94,7 @@ package final class UsherApp: HTTPHandler {
                 do throws(FieldError) {
                     guard let shared = kind as? any SharedKind.Type else {
                         throw FieldError(
-                            field: "\(path).backend", message: "only queues and machines can be kept in Redis")
+                            field: "\(path).backend", message: "only \(Self.sharedKindNames) can be kept in Redis")
                     }
                     declaredShared.append(
                         try shared.prepareShared(name: name, config: value, path: path, settings: config))

@@ -225,13 +225,7 @@ package actor LeasePool: EngineHost {
         let before = config
         config = patch.applied(to: config)
         try grow(forWaiters: 0)
-        var changes = ConfigChanges()
-        changes.compare("lease_seconds", before.leaseSeconds, config.leaseSeconds, ConfigChanges.seconds)
-        changes.compare("max_waiting", before.maxWaiting, config.maxWaiting, JSONValue.int)
-        changes.compare("grow", before.grow, config.grow) { grow in
-            grow.map { .object([("max_size", .int($0.maxSize)), ("prefix", .string($0.prefix))]) } ?? .null
-        }
-        events?.emitUpdated(kind: Self.eventKind, name: name, changes)
+        events?.emitUpdated(kind: Self.eventKind, name: name, PoolConfig.changes(from: before, to: config))
         return config
     }
 

@@ -91,10 +91,10 @@ package struct RedisPoolStore: Sendable {
     }
 
     /// A waiting fetch whose wait ended leaves the line as if it had never
-    /// come (nil); one that was given an element by now keeps it.
-    package func withdraw(id: String) async throws(PoolError) -> Lease? {
-        let reply = try await run("withdraw", [id], lease: nil, leaseID: id)
-        return reply.isEmpty ? nil : try lease(reply.first)
+    /// come (`exhausted`, as when it is not there); one that was given an
+    /// element by now keeps it.
+    package func withdraw(id: String) async throws(PoolError) -> Lease {
+        try lease(try await run("withdraw", [id], lease: nil, leaseID: id).first)
     }
 
     package func recycle(lease id: String) async throws(PoolError) -> Lease {

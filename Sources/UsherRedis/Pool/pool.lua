@@ -273,10 +273,11 @@ if OP == 'fetch' then
 end
 
 if OP == 'withdraw' then
-  -- A waiting fetch whose wait ended leaves as if it had never come; one
-  -- granted by now stays. Answers nothing when withdrawn.
-  local r, err = P.need(A[5])
-  if not r then return err end
+  -- A waiting fetch whose wait ended leaves as if it had never come, and
+  -- is refused `exhausted` (also when another request withdrew it first);
+  -- one granted by now stays.
+  local r = rec_get(A[5])
+  if not r then return P.refuse('exhausted', next_deadline()) end
   if r.st ~= 'waiting' then return P.done({ P.lease_view(r) }) end
   local last = P.lease_view(r)
   unlink_waiting(r)
@@ -289,7 +290,9 @@ if OP == 'withdraw' then
       break
     end
   end
-  return P.done({}, { withdrawn = { last } })
+  flush()
+  P.publish({ withdrawn = { last } })
+  return fail('exhausted', next_deadline())
 end
 
 if OP == 'recycle' or OP == 'recycle_element' then
