@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 import RedisClient
 import UsherCore
 
@@ -16,6 +17,8 @@ package struct RedisPoolStore: Sendable {
     let channel: String
     let onDeadline: @Sendable (Timestamp?) -> Void
     let keyList: [String]
+    /// The declared elements, decoded once: every state and config answer carries them.
+    let declared = DeclaredElements()
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
@@ -39,7 +42,7 @@ package struct RedisPoolStore: Sendable {
         arguments.append(Self.elementsText(config.elements))
         for e in config.elements { arguments += [e.id, e.data.map(RedisQueueStore.jsonText) ?? ""] }
         let reply = try await run("create", arguments)
-        return (try Self.config(reply.dropFirst()), reply.first?.string == "1")
+        return (try Self.config(reply.dropFirst(), declared: declared), reply.first?.string == "1")
     }
 
     /// Removes every key of the pool; true when it existed.
@@ -48,7 +51,7 @@ package struct RedisPoolStore: Sendable {
     }
 
     package func config() async throws(PoolError) -> PoolConfig {
-        try Self.config(try await run("config", [])[...])
+        try Self.config(try await run("config", [])[...], declared: declared)
     }
 
     /// `PATCH`: the config after the change (the notice carries what changed).
@@ -60,7 +63,7 @@ package struct RedisPoolStore: Sendable {
         } else {
             arguments += ["0", "", ""]
         }
-        return try Self.config(try await run("patch", arguments)[...])
+        return try Self.config(try await run("patch", arguments)[...], declared: declared)
     }
 
     /// Elements, free and leased elements, and fetchers waiting (the list route's summary).
@@ -149,7 +152,8 @@ package struct RedisPoolStore: Sendable {
         var waiting: [Lease] = []
         for item in reply[(configEnd + Int(elementCount))...] { waiting.append(try lease(item)) }
         var state = PoolState(
-            name: keys.name, config: try Self.config(reply[header..<configEnd]), size: n[0]!, available: n[1]!,
+            name: keys.name, config: try Self.config(reply[header..<configEnd], declared: declared), size: n[0]!,
+            available: n[1]!,
             leased: n[2]!, waiting: n[3]!, nextExpiryAt: reply[7].int.map(Timestamp.init(micros:)),
             elements: elements.map(\.element),
             counts: PoolCounts(fetched: n[5]!, recycled: n[6]!, expired: n[7]!, revoked: n[8]!, grown: n[9]!))
@@ -262,16 +266,15 @@ package struct RedisPoolStore: Sendable {
     // MARK: - Decoding
 
     /// max_waiting, lease seconds, grow max ('' none), grow prefix, elements.
-    static func config(_ fields: ArraySlice<RedisReply>) throws(PoolError) -> PoolConfig {
+    static func config(_ fields: ArraySlice<RedisReply>, declared: DeclaredElements? = nil) throws(PoolError)
+        -> PoolConfig
+    {
         let f = fields.map { $0.string ?? "" }
-        guard f.count == 5, let maxWaiting = Int(f[0]), let lease = Double(f[1]),
-            case .array(let list)? = try? JSONValue.parse(f[4])
-        else { throw .backendUnavailable("unexpected config") }
-        var elements: [PoolElementSpec] = []
-        for item in list {
-            guard case .string(let id)? = item["id"] else { throw .backendUnavailable("unexpected config") }
-            elements.append(PoolElementSpec(id: id, data: item["data"]))
+        guard f.count == 5, let maxWaiting = Int(f[0]), let lease = Double(f[1]) else {
+            throw .backendUnavailable("unexpected config")
         }
+        let elements: [PoolElementSpec]
+        if let declared { elements = try declared.elements(f[4]) } else { elements = try DeclaredElements.decode(f[4]) }
         let grow = Int(f[2]).map { PoolGrow(maxSize: $0, prefix: f[3]) }
         return PoolConfig(elements: elements, leaseSeconds: lease, maxWaiting: maxWaiting, grow: grow)
     }
@@ -367,6 +370,31 @@ package struct RedisPoolStore: Sendable {
             notice.updated = (b, a)
         }
         return notice
+    }
+}
+
+/// A pool's declared elements as stored (JSON text, never changed after the
+/// pool's creation), and the last text decoded.
+final class DeclaredElements: Sendable {
+    private let last = Locked<(text: String, elements: [PoolElementSpec])?>(nil)
+
+    func elements(_ text: String) throws(PoolError) -> [PoolElementSpec] {
+        if let last = last.withLock({ $0 }), last.text == text { return last.elements }
+        let elements = try Self.decode(text)
+        last.withLock { $0 = (text, elements) }
+        return elements
+    }
+
+    static func decode(_ text: String) throws(PoolError) -> [PoolElementSpec] {
+        guard case .array(let list)? = try? JSONValue.parse(text) else {
+            throw .backendUnavailable("unexpected config")
+        }
+        var elements: [PoolElementSpec] = []
+        for item in list {
+            guard case .string(let id)? = item["id"] else { throw .backendUnavailable("unexpected config") }
+            elements.append(PoolElementSpec(id: id, data: item["data"]))
+        }
+        return elements
     }
 }
 
