@@ -124,7 +124,8 @@ final class PoolLoad: Sendable {
                     impatient.disconnect()
                     continue
                 }
-                let path = action == 1 ? base + "/fetch" : base + "/fetch?wait=2"
+                // Most waits outlast a holder; short ones often end pool_exhausted.
+                let path = action == 1 ? base + "/fetch" : base + "/fetch?wait=" + (action == 2 ? "0.2" : "2")
                 guard let got = try? clients[home].request("POST", path, body: body) else {
                     count("fetch failed")
                     note(id) { $0.gaveUp = true }
