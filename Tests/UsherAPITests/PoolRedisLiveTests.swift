@@ -154,6 +154,27 @@ import Testing
     }
 }
 
+extension PoolRedisLiveTests {
+    /// A fetch whose wait ends while Redis is paused answers 503 and still
+    /// leaves the line once Redis answers again: no element goes to it later.
+    @Test func aWaitEndedByAPausedRedisLeavesTheLineAfterwards() async throws {
+        let (redis, a, b) = try await Self.pair()
+        defer { redis.stop() }
+        _ = try await a.send("PUT", "/v1/pools/p", #"{"elements": ["e"], "backend": "redis"}"#)
+        _ = try await a.send("POST", "/v1/pools/p/fetch", #"{"id": "held"}"#)
+        async let parked = a.send("POST", "/v1/pools/p/fetch?wait=0.5", #"{"id": "w"}"#)
+        #expect(await poll(5) { (try? await b.send("GET", "/v1/pools/p"))?.json["waiting"] as? Int == 1 })
+        redis.signal(SIGSTOP)
+        let answer = try await parked
+        redis.signal(SIGCONT)
+        #expect(answer.code == "backend_unavailable", "\(answer.text)")
+        #expect(try await poll(5) { try await b.send("GET", "/v1/pools/p").json["waiting"] as? Int == 0 })
+        #expect(try await b.send("POST", "/v1/pools/p/recycle", #"{"lease": "held"}"#).status == 200)
+        #expect(try await b.send("GET", "/v1/pools/p/leases/w").status == 404)
+        #expect(try await b.send("GET", "/v1/pools/p").json["available"] as? Int == 1)
+    }
+}
+
 extension LiveServer {
     /// One request from async code, its blocking client on a thread of its own.
     fileprivate func send(_ method: String, _ path: String, _ body: String? = nil) async throws

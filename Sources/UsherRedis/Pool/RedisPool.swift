@@ -58,9 +58,13 @@ package final class RedisPool: PoolService, NoticeListener {
             case .failure(.gone): throw .gone
             case .success(let lease) where lease.status != .waiting: return lease
             // Not found: another request with the same id stopped waiting first and withdrew it.
-            case .success, .failure(.notFound): return try await store.withdraw(id: id)
+            case .success, .failure(.notFound):
+                do throws(PoolError) { return try await store.withdraw(id: id) } catch {
+                    if case .backendUnavailable = error { abandon(id) }
+                    throw error
+                }
             case .failure(let error):
-                _ = try? await store.withdraw(id: id)
+                abandon(id)
                 throw error
             }
         }
@@ -211,6 +215,27 @@ package final class RedisPool: PoolService, NoticeListener {
                 return .failure(error)
             }
             await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
+        }
+    }
+
+    /// A waiting fetch whose caller got an error instead of a lease leaves
+    /// the line, retried for a minute while Redis does not answer; a lease it
+    /// was granted meanwhile is recycled (`undelivered`), as nobody has it.
+    private func abandon(_ id: String) {
+        let store = store
+        Task {
+            for _ in 0..<60 {
+                do throws(PoolError) {
+                    let lease = try await store.withdraw(id: id)
+                    if lease.status == .active, let fence = lease.fence {
+                        _ = try? await store.recycleUndelivered(lease: id, fence: fence)
+                    }
+                    return
+                } catch {
+                    guard case .backendUnavailable = error else { return }
+                }
+                try? await Task.sleep(for: .seconds(1))
+            }
         }
     }
 
