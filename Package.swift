@@ -61,6 +61,7 @@ let package = Package(
             resources: [
                 .embedInCode("Support/common.lua"), .embedInCode("Line/line.lua"), .embedInCode("Queue/queue.lua"),
                 .embedInCode("Machine/machine.lua"),
+                .embedInCode("Window/window.lua"),
                 .embedInCode("Pool/pool.lua"),
             ]),
         // The managers (actors) and their value-type engines. No HTTP, no C.

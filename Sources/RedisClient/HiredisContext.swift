@@ -59,12 +59,15 @@ final class HiredisContext {
         for arguments in commands { try append(arguments) }
         var replies: [RedisReply] = []
         replies.reserveCapacity(commands.count)
-        for _ in commands {
-            var reply: UnsafeMutableRawPointer?
-            guard redisGetReply(raw, &reply) == REDIS_OK, let reply else { throw .unavailable(errorMessage) }
-            replies.append(RedisReply.take(reply))
-        }
+        for _ in commands { replies.append(try reply()) }
         return replies
+    }
+
+    /// The next reply: from the buffer, else written what is pending and read (blocking).
+    func reply() throws(RedisError) -> RedisReply {
+        var reply: UnsafeMutableRawPointer?
+        guard redisGetReply(raw, &reply) == REDIS_OK, let reply else { throw .unavailable(errorMessage) }
+        return RedisReply.take(reply)
     }
 
     /// Adds a command to the output buffer without sending it.

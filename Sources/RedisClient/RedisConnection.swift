@@ -1,18 +1,43 @@
 import Dispatch
+import Locking
 
 /// One connection to Redis. Its blocking hiredis calls run on a serial
 /// dispatch queue of its own, never on Swift's cooperative threads, which a
-/// blocking read would starve. Callers `await` the reply.
+/// blocking read would starve. Callers `await` the reply, which is handed
+/// over straight from that queue.
 ///
-/// A connection that an I/O error or timeout killed is replaced on the next
-/// command; the commands that were queued behind the one that failed fail
-/// with it, at once. When connecting fails, commands fail fast until a
-/// back-off (50 ms doubling to 2 s) has passed, then the next one tries again.
+/// Commands sent while a round trip is in flight wait, then go out together:
+/// one write for all of them, then their replies read in order (a batch). A
+/// connection that an I/O error or timeout killed is replaced on the next
+/// command; the commands behind the one that failed (in its batch, or
+/// queued while it waited) fail with it, at once. When connecting fails,
+/// commands fail fast until a back-off (50 ms doubling to 2 s) has passed,
+/// then the next one tries again.
 package final class RedisConnection: @unchecked Sendable {
+    /// What a request's sender is told: the replies of its commands, in order, or why not.
+    package typealias Answer = @Sendable (Result<[RedisReply], RedisError>) -> Void
+
+    /// Commands written in one batch at most (a request is never split).
+    static let batchLimit = 256
+
+    private struct Request {
+        let commands: [[[UInt8]]]
+        let queuedAt: ContinuousClock.Instant
+        let answer: Answer
+    }
+
+    private struct Waiting {
+        var requests: [Request] = []
+        /// A drain is scheduled or running on `queue`: it takes what is added.
+        var draining = false
+        var batches = 0
+    }
+
     private let endpoint: RedisEndpoint
     private let connectTimeout: Double
     private let commandTimeout: Double
     private let queue: DispatchQueue
+    private let waiting = Locked(Waiting())
 
     // Touched on `queue` only.
     private var context: HiredisContext?
@@ -41,7 +66,7 @@ package final class RedisConnection: @unchecked Sendable {
     /// there is no connection or it died meanwhile (the command may or may
     /// not have run then).
     package func command(_ arguments: [[UInt8]]) async throws(RedisError) -> RedisReply {
-        try await onQueue { context throws(RedisError) in try context.command(arguments) }
+        try await pipeline([arguments])[0]
     }
 
     /// `command` with text arguments.
@@ -51,7 +76,11 @@ package final class RedisConnection: @unchecked Sendable {
 
     /// Sends every command in one write, then reads all the replies, in order.
     package func pipeline(_ commands: [[[UInt8]]]) async throws(RedisError) -> [RedisReply] {
-        try await onQueue { context throws(RedisError) in try context.pipeline(commands) }
+        guard !commands.isEmpty else { return [] }
+        let result: Result<[RedisReply], RedisError> = await withUnsafeContinuation { done in
+            send(commands) { done.resume(returning: $0) }
+        }
+        return try result.get()
     }
 
     /// `pipeline` with text arguments.
@@ -59,10 +88,27 @@ package final class RedisConnection: @unchecked Sendable {
         try await pipeline(commands.map { $0.map { Array($0.utf8) } })
     }
 
+    /// Queues `commands` (at least one) behind those already sent; `answer`
+    /// is called once, on the connection's queue (it must be quick), with
+    /// their replies or the reason there are none.
+    package func send(_ commands: [[[UInt8]]], answer: @escaping Answer) {
+        precondition(!commands.isEmpty, "a request needs a command")
+        let request = Request(commands: commands, queuedAt: .now, answer: answer)
+        let start = waiting.withLock { w in
+            w.requests.append(request)
+            defer { w.draining = true }
+            return !w.draining
+        }
+        if start { queue.async { self.drain() } }
+    }
+
     /// How many times it has connected (1 after the first command, more after reconnects).
     package var connectCount: Int {
         get async { await withCheckedContinuation { done in queue.async { done.resume(returning: self.connects) } } }
     }
+
+    /// How many batches it has written (for tests).
+    var batchCount: Int { waiting.withLock { $0.batches } }
 
     /// Closes the socket; the next command connects again.
     package func close() async {
@@ -74,32 +120,69 @@ package final class RedisConnection: @unchecked Sendable {
         }
     }
 
-    /// Runs `body` on the queue with a live context, connecting first when needed.
-    private func onQueue<R: Sendable>(
-        _ body: @escaping @Sendable (HiredisContext) throws(RedisError) -> R
-    ) async throws(RedisError) -> R {
-        let queuedAt = ContinuousClock.now
-        let result: Result<R, RedisError> = await withCheckedContinuation { done in
-            queue.async {
-                done.resume(
-                    returning: Result { () throws(RedisError) -> R in
-                        // It waited behind a command that failed: it fails too, at once, rather
-                        // than wait out its own timeout (a stalled server would hold each in turn).
-                        if let failedAt = self.failedAt, queuedAt < failedAt {
-                            throw .unavailable("\(self.lastError.message) (on this connection, while it waited)")
-                        }
-                        let context = try self.liveContext()
-                        do throws(RedisError) { return try body(context) } catch {
-                            // Dead, or with requests whose replies were not read: unusable.
-                            self.context = nil
-                            self.lastError = error
-                            self.failedAt = .now
-                            throw error
-                        }
-                    })
+    /// Sends what is waiting, batch after batch, until nothing is; on `queue`.
+    private func drain() {
+        while true {
+            let batch = waiting.withLock { w -> ArraySlice<Request> in
+                var commands = 0
+                var taken = 0
+                for request in w.requests {
+                    if taken > 0, commands + request.commands.count > Self.batchLimit { break }
+                    commands += request.commands.count
+                    taken += 1
+                }
+                if taken == 0 {
+                    w.draining = false
+                    return []
+                }
+                w.batches += 1
+                defer { w.requests.removeFirst(taken) }
+                return w.requests[0..<taken]
+            }
+            if batch.isEmpty { return }
+            run(batch)
+        }
+    }
+
+    /// Writes the batch's commands at once and answers each request as its replies are read.
+    private func run(_ batch: ArraySlice<Request>) {
+        var live: [Request] = []
+        live.reserveCapacity(batch.count)
+        for request in batch {
+            // It waited behind a command that failed: it fails too, at once, rather
+            // than wait out its own timeout (a stalled server would hold each in turn).
+            if let failedAt, request.queuedAt < failedAt {
+                request.answer(.failure(.unavailable("\(lastError.message) (on this connection, while it waited)")))
+            } else {
+                live.append(request)
             }
         }
-        return try result.get()
+        guard !live.isEmpty else { return }
+        let context: HiredisContext
+        do throws(RedisError) { context = try liveContext() } catch {
+            for request in live { request.answer(.failure(error)) }
+            return
+        }
+        var answered = 0
+        do throws(RedisError) {
+            for request in live {
+                for arguments in request.commands { try context.append(arguments) }
+            }
+            try context.flush()
+            for request in live {
+                var replies: [RedisReply] = []
+                replies.reserveCapacity(request.commands.count)
+                for _ in request.commands { replies.append(try context.reply()) }
+                answered += 1
+                request.answer(.success(replies))
+            }
+        } catch {
+            // Dead, or with requests whose replies were not read: unusable.
+            self.context = nil
+            lastError = error
+            failedAt = .now
+            for request in live[answered...] { request.answer(.failure(error)) }
+        }
     }
 
     /// The current context, or a new one; on `queue`.

@@ -13,18 +13,33 @@ package struct RedisScript: Sendable {
 
     /// Runs the script with `keys` (`KEYS[i]`) and `arguments` (`ARGV[i]`).
     /// Error replies other than `NOSCRIPT` come back as `.error`.
+    /// On a cluster each node has a script cache of its own: `NOSCRIPT` is per node.
     package func run(
-        on connection: RedisConnection, keys: [[UInt8]], arguments: [[UInt8]]
+        on route: RedisRoute, keys: [[UInt8]], arguments: [[UInt8]]
     ) async throws(RedisError) -> RedisReply {
         let tail = [Array(String(keys.count).utf8)] + keys + arguments
-        let reply = try await connection.command([Array("EVALSHA".utf8), Array(sha1.utf8)] + tail)
+        let reply = try await route.command([Array("EVALSHA".utf8), Array(sha1.utf8)] + tail)
         if let message = reply.errorMessage, message.hasPrefix("NOSCRIPT") {
-            return try await connection.command([Array("EVAL".utf8), Array(source.utf8)] + tail)
+            return try await route.command([Array("EVAL".utf8), Array(source.utf8)] + tail)
         }
         return reply
     }
 
+    /// `run` on one connection.
+    package func run(
+        on connection: RedisConnection, keys: [[UInt8]], arguments: [[UInt8]]
+    ) async throws(RedisError) -> RedisReply {
+        try await run(on: RedisRoute(connection), keys: keys, arguments: arguments)
+    }
+
     /// `run` with text keys and arguments.
+    package func run(
+        on route: RedisRoute, keys: [String] = [], arguments: [String] = []
+    ) async throws(RedisError) -> RedisReply {
+        try await run(on: route, keys: keys.map { Array($0.utf8) }, arguments: arguments.map { Array($0.utf8) })
+    }
+
+    /// `run` on one connection with text keys and arguments.
     package func run(
         on connection: RedisConnection, keys: [String] = [], arguments: [String] = []
     ) async throws(RedisError) -> RedisReply {

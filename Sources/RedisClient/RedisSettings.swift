@@ -96,6 +96,9 @@ package struct RedisSettings: Sendable, Equatable {
     package var commandTimeoutSeconds: Double
     /// Prefixed to every key Usher writes, so several deployments can share a server.
     package var keyPrefix: String
+    /// The URL names one node (the seed) of a Redis Cluster: commands go to
+    /// the master of their keys' slot. Database 0 only, as Cluster has no other.
+    package var cluster: Bool
 
     package static let timeoutRange: ClosedRange<Double> = 0.001...3600
     package static let defaultConnectTimeoutSeconds = 2.0
@@ -105,7 +108,8 @@ package struct RedisSettings: Sendable, Equatable {
     package init(
         url: String, password: String? = nil, passwordEnv: String? = nil,
         connectTimeoutSeconds: Double = defaultConnectTimeoutSeconds,
-        commandTimeoutSeconds: Double = defaultCommandTimeoutSeconds, keyPrefix: String = defaultKeyPrefix
+        commandTimeoutSeconds: Double = defaultCommandTimeoutSeconds, keyPrefix: String = defaultKeyPrefix,
+        cluster: Bool = false
     ) {
         self.url = url
         self.password = password
@@ -113,10 +117,11 @@ package struct RedisSettings: Sendable, Equatable {
         self.connectTimeoutSeconds = connectTimeoutSeconds
         self.commandTimeoutSeconds = commandTimeoutSeconds
         self.keyPrefix = keyPrefix
+        self.cluster = cluster
     }
 
     /// Reads a `redis` object: `url` (required), `password_env`,
-    /// `connect_timeout_seconds`, `command_timeout_seconds`, `key_prefix`.
+    /// `connect_timeout_seconds`, `command_timeout_seconds`, `key_prefix`, `cluster`.
     /// Errors name the field (`redis.url`); the URL is checked here too.
     package init(json value: JSONValue?, path: String = "redis") throws(FieldError) {
         var reader = try FieldReader(value, path: path)
@@ -136,12 +141,22 @@ package struct RedisSettings: Sendable, Equatable {
         if let prefix, prefix.utf8.count > 64 {
             throw FieldError(field: reader.fieldPath("key_prefix"), message: "must be at most 64 bytes")
         }
+        let cluster = try reader.bool("cluster") ?? false
+        if cluster, let problem = Self.clusterProblem(url: url) {
+            throw FieldError(field: reader.fieldPath("cluster"), message: problem)
+        }
         try reader.finish()
         self.init(
             url: url, passwordEnv: passwordEnv,
             connectTimeoutSeconds: connect ?? Self.defaultConnectTimeoutSeconds,
             commandTimeoutSeconds: command ?? Self.defaultCommandTimeoutSeconds,
-            keyPrefix: prefix ?? Self.defaultKeyPrefix)
+            keyPrefix: prefix ?? Self.defaultKeyPrefix, cluster: cluster)
+    }
+
+    /// Why `url` cannot name a cluster node (a database other than 0), or nil.
+    package static func clusterProblem(url: String) -> String? {
+        guard let endpoint = try? RedisEndpoint(url: url), endpoint.database != 0 else { return nil }
+        return "a Redis Cluster has only database 0; the URL names database \(endpoint.database)"
     }
 
     /// The endpoint to connect to: the URL's, with `password` in place of the URL's when set.

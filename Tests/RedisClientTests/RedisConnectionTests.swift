@@ -179,6 +179,28 @@ import Testing
         #expect(await received.next() == .message(channel: "c2", payload: Array("again".utf8)))
     }
 
+    @Test func subscriberHearsPatternsAfterItsChannelsAndAfterAKill() async throws {
+        let server = try await RedisServer()
+        let events = AsyncStream<RedisSubscriber.Event>.makeStream()
+        let subscriber = try RedisSubscriber(
+            endpoint: server.endpoint, connectTimeoutSeconds: 1, channels: ["n"], patterns: ["n:*"]
+        ) { events.continuation.yield($0) }
+        defer { subscriber.stop() }
+        var received = events.stream.makeAsyncIterator()
+        let publisher = server.connection()
+        for _ in 0..<2 {
+            #expect(await received.next() == .subscribed(channel: "n"))
+            #expect(await received.next() == .subscribed(channel: "n:*"))
+            #expect(try await publisher.command(["PUBLISH", "n:queue:q", "own"]) == .integer(1))
+            #expect(await received.next() == .message(channel: "n:queue:q", payload: Array("own".utf8)))
+            #expect(try await publisher.command(["PUBLISH", "n", "shared"]) == .integer(1))
+            #expect(await received.next() == .message(channel: "n", payload: Array("shared".utf8)))
+            #expect(try await publisher.command(["PUBLISH", "m:queue:q", "other"]) == .integer(0))
+            #expect(try await publisher.command(["CLIENT", "KILL", "TYPE", "pubsub"]) == .integer(1))
+            if case .disconnected = await received.next() {} else { Issue.record("no disconnect") }
+        }
+    }
+
     @Test func subscriberNoticesAStoppedServerAndRecovers() async throws {
         let server = try await RedisServer()
         let events = AsyncStream<RedisSubscriber.Event>.makeStream()

@@ -40,6 +40,14 @@ import UsherCore
                     keyPrefix: "x:"))
     }
 
+    @Test func clusterIsReadAndNeedsDatabaseZero() throws {
+        #expect(try RedisSettings(json: try JSONValue.parse(#"{"url": "redis://h"}"#)).cluster == false)
+        let cluster = try RedisSettings(json: try JSONValue.parse(#"{"url": "redis://h:7000/0", "cluster": true}"#))
+        #expect(cluster == RedisSettings(url: "redis://h:7000/0", cluster: true))
+        #expect(RedisSettings.clusterProblem(url: "redis://h:7000") == nil)
+        #expect(RedisSettings.clusterProblem(url: "redis://h:7000/1")?.contains("database 1") == true)
+    }
+
     @Test func jsonErrorsNameTheField() throws {
         let cases: [(String, String)] = [
             (#"{}"#, "redis.url"),
@@ -47,6 +55,8 @@ import UsherCore
             (#"{"url": "redis://h", "command_timeout_seconds": 0}"#, "redis.command_timeout_seconds"),
             (#"{"url": "redis://h", "connect_timeout_seconds": "1"}"#, "redis.connect_timeout_seconds"),
             (#"{"url": "redis://h", "pasword_env": "X"}"#, "redis.pasword_env"),
+            (#"{"url": "redis://h/2", "cluster": true}"#, "redis.cluster"),
+            (#"{"url": "redis://h", "cluster": "yes"}"#, "redis.cluster"),
         ]
         for (text, field) in cases {
             let value = try JSONValue.parse(text)

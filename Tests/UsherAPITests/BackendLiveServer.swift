@@ -13,9 +13,10 @@ enum TestBackend: String, CustomStringConvertible, Sendable {
     var description: String { rawValue }
 }
 
-/// A live server whose queues are kept on `backend`: on Redis, the config
-/// gains a `redis` block for a redis-server of the test's own, and every
-/// queue of the config file and of `put` bodies gains `"backend": "redis"`;
+/// A live server whose queues, windows and pools are kept on `backend`: on
+/// Redis, the config gains a `redis` block for a redis-server of the test's
+/// own, and every queue, window and pool of the config file and of `put` bodies gains
+/// `"backend": "redis"`;
 /// on memory the config is used as given. Calls run on threads of their
 /// own, so no cooperative thread waits on a socket while a Redis answer
 /// needs one.
@@ -23,6 +24,8 @@ final class BackendLiveServer: Sendable {
     let backend: TestBackend
     let live: LiveServer
     let redis: RedisServer?
+    /// The config file sections whose resources are kept on `backend`.
+    static let sharedKinds = ["queues", "windows", "pools"]
 
     init(_ backend: TestBackend, _ configJSON: String = "{}", redis: RedisServer? = nil) async throws {
         self.backend = backend
@@ -37,8 +40,8 @@ final class BackendLiveServer: Sendable {
             var config = try Self.object(configJSON)
             config["redis"] = ["url": "redis://127.0.0.1:\(server.port)"]
             for kind in Self.sharedKinds {
-                if let resources = config[kind] as? [String: Any] {
-                    config[kind] = resources.mapValues { Self.withBackend($0, .redis) }
+                if let declared = config[kind] as? [String: Any] {
+                    config[kind] = declared.mapValues { Self.withBackend($0, .redis) }
                 }
             }
             live = try LiveServer(try Self.text(config))
@@ -51,9 +54,6 @@ final class BackendLiveServer: Sendable {
             }
         }
     }
-
-    /// The kinds whose config file declarations go to Redis on `.redis`.
-    static let sharedKinds = ["queues", "pools"]
 
     /// A `PUT` body for this backend (`"backend"` added on Redis).
     func put(_ json: String) -> String {

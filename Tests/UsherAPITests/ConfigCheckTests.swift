@@ -58,6 +58,10 @@ import Testing
             "rediss", #"{"redis": {"url": "rediss://cache:6379"}}"#,
             "redis.url: invalid Redis configuration: rediss:// (TLS) is not supported"
         ),
+        (
+            "cluster", #"{"redis": {"url": "redis://node-1:7000/2", "cluster": true}}"#,
+            "redis.cluster: a Redis Cluster has only database 0; the URL names database 2"
+        ),
     ]
 
     @Test func sharedLoadRejectsWhatStartUpRejects() throws {

@@ -221,7 +221,7 @@ import Testing
             #"{"redis": {"url": "redis://:first-secret@127.0.0.1:1"}, "queues": {"q": {"capacity": 2}, "r": {"backend": "redis"}}}"#
         )
         let recreated = reloader.reload(file.load)
-        #expect(recreated.failed == [] && recreated.created == ["queues/r"])
+        #expect(recreated.failed == [] && recreated.inRedis == ["queues/r"])
     }
 
     @Test(.enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))

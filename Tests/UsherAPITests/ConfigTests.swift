@@ -167,7 +167,7 @@ import Testing
                         "plain": {"capacity": 3}, "empty": null},
              "machines": {"m": {"definition": "player", "backend": "redis"}, "n": {"definition": "player"}},
              "pools": {"p": {"backend": "redis", "elements": ["a"]}, "o": {"elements": ["b"]}},
-             "windows": {"w": {"backend": "redis"}}}
+             "pipelines": {"pl": {"backend": "redis"}}}
             """
         let c = try load(text)
         #expect(c.defaultBackend == .memory)
@@ -185,17 +185,17 @@ import Testing
         #expect(c.declared[.pools]?.map(\.backend) == [.memory, .redis])
         #expect(c.declared[.pools]?[1].config == (try JSONValue.parse(#"{"elements": ["a"]}"#)))
         // Only some kinds are kept in Redis: other kinds that name it stop start-up, naming the field.
-        #expect(UsherApp.sharedKindNames.hasPrefix("queues, ") && UsherApp.sharedKindNames.contains("pools"))
+        #expect(UsherApp.sharedKindNames == "queues, windows, pools and machines")
         #expect {
             try UsherApp(config: c, logger: Logger(level: .error))
         } throws: { error in
             (error as? APIError)?.detail
-                == "windows.w.backend: only \(UsherApp.sharedKindNames) can be kept in Redis"
+                == "pipelines.pl.backend: only \(UsherApp.sharedKindNames) can be kept in Redis"
         }
         // Each kind's reader, which refuses unknown members, accepts what is handed on. The Redis-backed
         // queue, machine and pool are created once Redis answers (serving), not here.
         var memoryOnly = c
-        memoryOnly.declared[.windows]?[0].backend = .memory
+        memoryOnly.declared[.pipelines]?[0].backend = .memory
         let app = try UsherApp(config: memoryOnly, logger: Logger(level: .error))
         #expect(app.registry.list(.queues).count == 3)
         #expect(app.registry.list(.machines).map(\.name) == ["n"])

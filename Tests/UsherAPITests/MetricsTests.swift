@@ -254,11 +254,17 @@ import Testing
         #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": 1}"#).status == 201)
         let push = s.inBackground { try s.call("POST", "/v1/pipelines/p/items?wait=10", #"{"payload": 2}"#) }
         s.untilParked(1)
-        let text = try s.call("GET", "/metrics").text
-        let samples = Self.parse(text)
+        // The connection parks before the push's task reaches the pipeline: scrape until it has.
+        var text = ""
+        var samples: [Sample] = []
         func value(_ name: String) -> Double? {
             samples.first { $0.name == name && $0.labels == ["kind": "pipelines", "name": "p"] }?.value
         }
+        let deadline = Date().addingTimeInterval(5)
+        repeat {
+            text = try s.call("GET", "/metrics").text
+            samples = Self.parse(text)
+        } while value("usher_pipeline_waiting_producers") != 1 && Date() < deadline
         #expect(value("usher_pipeline_waiting_consumers") == 0)
         #expect(value("usher_pipeline_waiting_producers") == 1)
         let help = text.split(separator: "\n").first { $0.hasPrefix("# HELP usher_pipeline_waiting_consumers ") }

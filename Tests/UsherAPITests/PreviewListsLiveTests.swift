@@ -61,10 +61,15 @@ import Testing
         let s = try LiveServer(#"{"pools": {"p": {"elements": ["a"]}}}"#)
         #expect(try s.call("GET", "/v1/pools/p").json["waiting_leases"] as? [Any] != nil)
         _ = try s.call("POST", "/v1/pools/p/fetch", #"{"id": "held", "holder": "first"}"#)
+        // A parked fetch enters the line in its own task, after the connection parks:
+        // the second starts once the first is in line.
+        func untilWaiting(_ n: Int) {
+            for _ in 0..<500 where (try? s.call("GET", "/v1/pools/p").json["waiting"] as? Int) != n { usleep(5000) }
+        }
         let one = s.inBackground { try s.call("POST", "/v1/pools/p/fetch?wait=10", #"{"id": "w1", "holder": "ci-7"}"#) }
-        s.untilParked(1)
+        untilWaiting(1)
         let two = s.inBackground { try s.call("POST", "/v1/pools/p/fetch?wait=10", #"{"id": "w2"}"#) }
-        s.untilParked(2)
+        untilWaiting(2)
 
         let state = try s.call("GET", "/v1/pools/p").json
         #expect(state["waiting"] as? Int == 2)

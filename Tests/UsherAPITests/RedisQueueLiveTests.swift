@@ -85,22 +85,45 @@ import Testing
             return streak >= 4
         }
         #expect(recovered)
-        // What Redis held is lost, "shared" too (declared in the config file,
-        // it is not declared again): this instance forgets it within seconds,
-        // and the list and a new PUT of the name work.
+        // What Redis held is lost; "shared", declared in the config file, is
+        // made again (a new run_id says Redis restarted), empty, and the list
+        // and a new PUT of another name work.
         var shared: TestHTTPClient.Response?
-        let forgotten = await poll(5) {
+        let redeclared = await poll(10) {
             shared = try? await s.call("GET", "/v1/queues/shared")
-            return shared?.status == 404
+            return shared?.status == 200 && (shared?.json["holding"] as? [Any])?.isEmpty == true
         }
-        #expect(forgotten, "\(shared?.text ?? "")")
+        #expect(redeclared, "\(shared?.text ?? "")")
+        let index = try await redis.connection().command(["HKEYS", "usher:resources"])
+        #expect(index.array?.compactMap(\.string) == ["queue:shared"])
         let list = try await s.call("GET", "/v1/queues")
         #expect(list.status == 200)
-        #expect((list.json["queues"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["local"])
-        #expect(try await s.call("PUT", "/v1/queues/shared", s.put(#"{"capacity": 1}"#)).status == 201)
+        #expect((list.json["queues"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["local", "shared"])
         #expect(try await s.call("PUT", "/v1/queues/again", s.put("{}")).status == 201)
         #expect(try await s.call("POST", "/v1/queues/again/visitors", "{}").status == 201)
         #expect(try await s.call("POST", "/v1/queues/local/visitors", "{}").status == 201)
+    }
+
+    @Test func metricsSayWhetherRedisIsHeardWithoutAskingIt() async throws {
+        let s = try await BackendLiveServer(.redis, #"{"queues": {"shared": {"capacity": 1}}}"#)
+        let redis = try #require(s.redis)
+        func sample(_ line: String) async throws -> Double? {
+            let text = try await s.call("GET", "/metrics").text
+            return text.split(separator: "\n").first { $0.hasPrefix(line + " ") }.flatMap {
+                Double($0.split(separator: " ").last ?? "")
+            }
+        }
+        #expect(try await poll(5) { try await sample("usher_redis_up") == 1 })
+        #expect(try await sample(#"usher_redis_resources{kind="queues"}"#) == 1)
+        #expect(try await sample(#"usher_redis_resources{kind="machines"}"#) == 0)
+        let heard = try #require(try await sample("usher_redis_notices_total"))
+        #expect(try await s.call("POST", "/v1/queues/shared/visitors", "{}").status == 201)
+        #expect(try await poll(5) { try await sample("usher_redis_notices_total") ?? 0 > heard })
+
+        redis.stop()
+        #expect(try await poll(5) { try await sample("usher_redis_up") == 0 })
+        try await redis.start()
+        #expect(try await poll(10) { try await sample("usher_redis_up") == 1 })
     }
 
     @Test func badBackendsInPutBodiesLoseNothing() async throws {

@@ -261,6 +261,9 @@ package struct UsherConfig: Sendable {
                 throw FieldError(field: "USHER_REDIS_URL", message: error.description)
             }
             if redis == nil { redis = RedisSettings(url: url) } else { redis?.url = url }
+            if redis?.cluster == true, let problem = RedisSettings.clusterProblem(url: url) {
+                throw FieldError(field: "USHER_REDIS_URL", message: problem)
+            }
         }
         if let name = redis?.passwordEnv {
             guard let password = environment[name], !password.isEmpty else {

@@ -15,6 +15,7 @@ enum MetricsRoute {
         }
         ResourceMetrics.write(samples, counts: app.registry.counts(), now: app.clock.now(), to: &out)
         writeStorage(app.storage, to: &out)
+        writeRedis(app, to: &out)
         writeProcess(to: &out)
         return HTTPResponse(status: 200, contentType: PrometheusText.contentType, text: out.text)
     }
@@ -25,6 +26,22 @@ enum MetricsRoute {
         out.sample("usher_stored_bytes", [:], Double(budget.usedBytes))
         out.family("usher_stored_bytes_limit", "gauge", "max_stored_bytes.")
         out.sample("usher_stored_bytes_limit", [:], Double(budget.limit))
+    }
+
+    /// With a `redis` block: whether notices reach this instance, how many
+    /// came, and how many Redis-backed resources it knows. No round trip:
+    /// a scrape answers while Redis is down.
+    static func writeRedis(_ app: UsherApp, to out: inout PrometheusText) {
+        guard let redis = app.redis else { return }
+        out.family("usher_redis_up", "gauge", "1 while the Redis subscriber connection is up and subscribed.")
+        out.sample("usher_redis_up", [:], redis.isSubscribed ? 1 : 0)
+        out.family("usher_redis_notices_total", "counter", "Notices heard from Redis, from every instance.")
+        out.sample("usher_redis_notices_total", [:], Double(redis.noticesHeard))
+        out.family("usher_redis_resources", "gauge", "Redis-backed resources this instance knows, by kind.")
+        for kind in ResourceKind.allCases {
+            let shared = app.registry.list(kind).count { $0 is any SharedResource }
+            out.sample("usher_redis_resources", ["kind": kind.rawValue], Double(shared))
+        }
     }
 
     /// `process_resident_memory_bytes` (from /proc/self/status) and

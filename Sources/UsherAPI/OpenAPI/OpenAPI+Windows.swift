@@ -9,22 +9,31 @@ extension OpenAPIDocument {
         let dedup = Schema.enumeration(
             DedupMode.allCases.map(\.rawValue), "how a new item merges into a queued one with its key")
         let item = Schema.ref("WindowItem")
-        return [
+        let configFields: [(String, JSONValue)] = [
             (
-                "WindowConfigRequest",
+                "max_waiting",
+                Schema.integer(L.maxWaiting, "more queued (and delayed) items: 429 queue_full; default 1000")
+            ),
+            (
+                "display_seconds",
+                Schema.seconds(L.seconds, "auto-dismiss after this long; 0 = until dismissed; default 0")
+            ),
+            ("dedup", dedup),
+        ]
+        return [
+            ("WindowConfigRequest", Schema.request(configFields, "a window's config; every field optional")),
+            (
+                "WindowCreateRequest",
                 Schema.request(
-                    [
+                    configFields + [
                         (
-                            "max_waiting",
-                            Schema.integer(
-                                L.maxWaiting, "more queued (and delayed) items: 429 queue_full; default 1000")
-                        ),
-                        (
-                            "display_seconds",
-                            Schema.seconds(L.seconds, "auto-dismiss after this long; 0 = until dismissed; default 0")
-                        ),
-                        ("dedup", dedup),
-                    ], "a window's config; every field optional")
+                            "backend",
+                            Schema.enumeration(
+                                Backend.allCases.map(\.rawValue),
+                                "where the window lives: this process's memory, or Redis (shared by every Usher on it; needs a redis block); default default_backend"
+                            )
+                        )
+                    ], "a window's config and backend; every field optional")
             ),
             (
                 "WindowConfig",
@@ -35,11 +44,13 @@ extension OpenAPIDocument {
             ),
             (
                 "WindowSummary",
-                Schema.object([
-                    ("name", Schema.name()),
-                    ("showing", Schema.nullable(Schema.name("the id of the item shown"))),
-                    ("queued", Schema.count),
-                ])
+                Schema.object(
+                    [
+                        ("name", Schema.name()),
+                        ("showing", Schema.nullable(Schema.name("the id of the item shown"))),
+                        ("queued", Schema.count),
+                        ("backend", Schema.enumeration(["redis"], "present for a window kept in Redis")),
+                    ], optional: ["backend"])
             ),
             (
                 "ShowRequest",
@@ -130,7 +141,9 @@ extension OpenAPIDocument {
                         "PUT", "createWindow", "Create a window",
                         description:
                             "201 when created; the same config again (after defaults): 200; a different one: 409.",
-                        body: configBody,
+                        body: RequestBody(
+                            schema: Schema.ref("WindowCreateRequest"), required: false,
+                            example: .object([("display_seconds", .int(0))])),
                         responses: [
                             Response.json(201, "created", state),
                             Response.json(200, "exists with the same config", state),

@@ -18,10 +18,7 @@ extension WindowSlot: ManagedResource {
 }
 
 /// `/v1/windows`: lifecycle, show, dismiss and the showing long-poll (SPEC §3).
-enum WindowRoutes: IsolatedKind {
-    typealias Manager = WindowSlot
-    typealias State = WindowState
-    typealias Failure = WindowError
+enum WindowRoutes: ConfiguredKind {
     static let kind = ResourceKind.windows
     static let defaultLimit = 100
     static let limitRange = 0...10_000
@@ -40,14 +37,22 @@ enum WindowRoutes: IsolatedKind {
         return c
     }
 
-    static func state(of window: isolated WindowSlot, limit: Int, after cursor: QueueCursor?) throws(WindowError)
-        -> WindowState
-    {
-        try window.state(limit: limit, after: cursor)
+    static func manager(from resource: any ManagedResource) -> (any WindowService)? {
+        // The memory window (always, without Redis) without a dynamic cast.
+        if ObjectIdentifier(type(of: resource)) == ObjectIdentifier(WindowSlot.self) {
+            return unsafeDowncast(resource, to: WindowSlot.self)
+        }
+        return resource as? any WindowService
     }
 
-    static func apply(_ patch: WindowPatch, to window: isolated WindowSlot) throws(WindowError) {
-        _ = try window.apply(patch)
+    static func readState(of window: any WindowService, limit: Int, after cursor: QueueCursor?) -> Pending<
+        WindowState, WindowError
+    > {
+        window.readState(limit: limit, after: cursor)
+    }
+
+    static func applyPatch(_ patch: WindowPatch, to window: any WindowService) -> Pending<Void, WindowError> {
+        window.applyPatch(patch).map { _ in () }
     }
 
     static func apiError(_ error: WindowError) -> APIError { APIError(error) }
@@ -60,15 +65,24 @@ enum WindowRoutes: IsolatedKind {
         try reader.finish()
         return DeclaredResource(kind: kind, name: name) { app in
             guard let window = try? app.registry.lookup(.windows, name, as: WindowSlot.self) else {
-                return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
+                return .creating { () throws(APIError) in
+                    _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
+                }
             }
-            let patch = WindowPatch(
-                maxWaiting: wanted.maxWaiting, displaySeconds: wanted.displaySeconds, dedup: wanted.dedup)
             return .patching(current: { window.withIsolation { $0.config } }, wanted: wanted, fixed: "") {
                 () throws(APIError) in
-                _ = try run(window) { w throws(WindowError) in try w.apply(patch) }
+                do throws(WindowError) {
+                    _ = try window.withIsolation { w throws(WindowError) in try w.apply(patch(to: wanted)) }
+                } catch {
+                    throw APIError(error)
+                }
             }
         }
+    }
+
+    /// The patch that brings a window to `config`.
+    static func patch(to config: WindowConfig) -> WindowPatch {
+        WindowPatch(maxWaiting: config.maxWaiting, displaySeconds: config.displaySeconds, dedup: config.dedup)
     }
 
     static func add(to router: inout Router<Route>) {
@@ -79,15 +93,24 @@ enum WindowRoutes: IsolatedKind {
         router.add("GET", "/v1/windows/{name}/items/{id}", getItem)
     }
 
-    /// Creates a window (PUT and the config file share this).
-    static func create(name: String, config: WindowConfig, in app: UsherApp) throws(APIError) -> (WindowSlot, Bool) {
-        try app.registry.create(
-            .windows, name,
-            make: { WindowSlot(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage) },
-            matches: { existing in existing.withIsolation { $0.config } == config })
+    /// Creates a window in memory or in Redis, or finds the one there with
+    /// the same config (PUT and the config file share this).
+    static func creating(name: String, config: WindowConfig, backend: Backend, in app: UsherApp) -> Pending<
+        Created<any WindowService>, APIError
+    > {
+        guard backend == .memory else { return creatingShared(name: name, config: config, in: app) }
+        return .now { () throws(APIError) in
+            let (window, created) = try app.registry.create(
+                .windows, name,
+                make: {
+                    WindowSlot(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
+                },
+                matches: { existing in existing.withIsolation { $0.config } == config })
+            return Created(manager: window, created: created)
+        }
     }
 
-    private static func window(_ call: Call) throws(APIError) -> WindowSlot {
+    private static func window(_ call: Call) throws(APIError) -> any WindowService {
         try LifecycleRoutes<Self>.manager(call)
     }
 
@@ -104,16 +127,19 @@ enum WindowRoutes: IsolatedKind {
         _ = try call.query(allowing: [])
         let window = try window(call)
         let request: ShowRequest = try call.readBody { body throws(FieldError) in try ShowRequest.parse(&body) }
-        let (item, created) = try run(window) { w throws(WindowError) in try w.show(request) }
-        return .respond(Reply.encoded(WindowItemBody(item), status: created && item.status != .merged ? 201 : 200))
+        return try LifecycleRoutes<Self>.answer(call, window.showItem(request)) { outcome in
+            Reply.encoded(
+                WindowItemBody(outcome.item), status: outcome.created && outcome.item.status != .merged ? 201 : 200)
+        }
     }
 
     private static func dismiss(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let window = try window(call)
         let id: String? = try call.readBody { body throws(FieldError) in try body.name("id") }
-        let dismissal = try run(window) { w throws(WindowError) in try w.dismiss(id: id) }
-        return .respond(Reply.encoded(DismissalBody(dismissed: dismissal.dismissed, showing: dismissal.showing)))
+        return try LifecycleRoutes<Self>.answer(call, window.dismissItem(id: id)) { dismissal in
+            Reply.encoded(DismissalBody(dismissed: dismissal.dismissed, showing: dismissal.showing))
+        }
     }
 
     private static func showing(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -124,28 +150,42 @@ enum WindowRoutes: IsolatedKind {
             throw APIError.badRequest("after: '\(after)' is not a valid item id", field: "after")
         }
         let window = try window(call)
-        let now = try run(window) { w throws(WindowError) in try w.showing() }
-        guard let wait, now?.id == after else { return .respond(reply(now)) }
         let app = call.app
+        let read = window.readShowing()
+        guard case .ready(let result) = read else {
+            // Redis: the read, then perhaps the wait, both later.
+            let deadline = wait.map { app.deadline(after: $0) }
+            let pending = read.flatMap { now -> Pending<WindowItem?, WindowError> in
+                guard let deadline, now?.id == after else { return .ready(.success(now)) }
+                return .async { () async throws(WindowError) -> WindowItem? in
+                    try await window.parkUntilShowing(after: after, until: deadline).item()
+                }
+            }
+            return try LifecycleRoutes<Self>.answer(call, pending, reply)
+        }
+        // Memory: answered now, or parked with nothing but the wait in its task.
+        let now: WindowItem?
+        do throws(WindowError) { now = try result.get() } catch { throw APIError(error) }
+        guard let wait, now?.id == after else { return .respond(reply(now)) }
         let deadline = app.deadline(after: wait)
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(WindowError) {
-                return reply(try await window.parkForShowing(after: after, until: deadline).item())
+                return reply(try await window.parkUntilShowing(after: after, until: deadline).item())
             } catch { throw APIError(error) }
         }
     }
 
     private static func getItem(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         try LifecycleRoutes<Self>.readOne(
-            call, read: isolatedRead { w, id throws(WindowError) in try w.item(id: id) },
+            call, read: { w, id in w.readItem(id) },
             liveStatus: { $0.status.isFinished ? nil : $0.status },
             park: { w, id, status, deadline async throws(WindowError) in
-                try await w.parkForChange(id: id, from: status, until: deadline).item()
+                try await w.parkUntilChange(id: id, from: status, until: deadline).item()
             },
             reply: { Reply.encoded(WindowItemBody($0)) })
     }
 
-    private static func reply(_ showing: WindowItem?) -> HTTPResponse {
+    @Sendable private static func reply(_ showing: WindowItem?) -> HTTPResponse {
         Reply.encoded(DismissalBody(dismissed: nil, showing: showing))
     }
 }

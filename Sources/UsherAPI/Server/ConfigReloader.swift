@@ -6,7 +6,9 @@ import UsherCore
 /// through the API are left alone. Server keys (`redis` and `default_backend`
 /// among them) need a restart and are only reported. A resource's backend
 /// cannot change in place: such a declaration fails until the resource is
-/// deleted. A file that does not validate changes nothing.
+/// deleted. Resources kept in Redis are created, changed and deleted there,
+/// for every instance, in the background (the log says when each is done).
+/// A file that does not validate changes nothing.
 package final class ConfigReloader {
     /// What one reload did, by `kind/name` (and key, for `needsRestart`).
     package struct Report: Sendable, Equatable {
@@ -16,6 +18,8 @@ package final class ConfigReloader {
         /// Changed as far as a `PATCH` can; the rest needs re-creating.
         var partlyChanged: [String] = []
         package var failed: [String] = []
+        /// Kept in Redis: being created, changed or deleted there in the background.
+        package var inRedis: [String] = []
         /// Server keys whose new value is not in force until a restart.
         var needsRestart: [String] = []
         /// Why the file was refused (nothing changed), or nil.
@@ -39,9 +43,11 @@ package final class ConfigReloader {
         let config: UsherConfig
         let prepared: [(resource: DeclaredResource, before: JSONValue?, after: JSONValue)]
         let newlyDeclared: [ResourceKind: [(name: String, config: JSONValue, backend: Backend)]]
+        let shared: [SharedDeclaration]
         do throws(FieldError) {
             config = try load()
             (prepared, newlyDeclared) = try prepare(config)
+            shared = try UsherApp.sharedDeclarations(newlyDeclared, settings: config)
         } catch {
             report.error = error.description
             logger.error("config reload refused; the running config is kept", [("detail", .string(error.description))])
@@ -55,7 +61,15 @@ package final class ConfigReloader {
         }
         for kind in ResourceKind.allCases {
             let kept = Set((config.declared[kind] ?? []).map(\.name))
-            for (name, _, _) in declared[kind] ?? [] where !kept.contains(name) {
+            for (name, _, backend) in declared[kind] ?? [] where !kept.contains(name) {
+                if backend == .redis {
+                    app.deleteDeclaredShared(kind, name)
+                    report.inRedis.append("\(kind.rawValue)/\(name)")
+                    logger.info(
+                        "declared resource being deleted in redis",
+                        [("kind", .string(kind.rawValue)), ("name", .string(name))])
+                    continue
+                }
                 // One already deleted through the API is not there to delete.
                 do throws(APIError) { try app.registry.remove(kind, name) } catch { continue }
                 report.deleted.append("\(kind.rawValue)/\(name)")
@@ -83,6 +97,9 @@ package final class ConfigReloader {
                 report.partlyChanged.append(id)
                 fields.append(("detail", .string(detail)))
                 logger.warn("declared resource changed in part", fields)
+            case .inRedis:
+                report.inRedis.append(id)
+                logger.info("declared resource being applied in redis", fields)
             case .failed(let detail):
                 report.failed.append(id)
                 fields.append(("detail", .string(detail)))
@@ -90,6 +107,7 @@ package final class ConfigReloader {
             }
         }
         declared = newlyDeclared
+        app.replaceDeclaredShared(shared)
         logger.info(
             "config reloaded",
             [
@@ -128,8 +146,18 @@ package final class ConfigReloader {
                     continue
                 }
                 guard old?.config != value || old?.backend != backend else { continue }
-                let resource = try kind.prepareDeclared(
-                    name: name, config: value, path: "\(kind.kind.rawValue).\(name)", in: app)
+                let path = "\(kind.kind.rawValue).\(name)"
+                let resource: DeclaredResource
+                if backend == .redis {
+                    let shared = try UsherApp.sharedDeclarations(
+                        [kind.kind: [(name, value, backend)]], settings: config)
+                    resource = DeclaredResource(kind: kind.kind, name: name) { app in
+                        app.declareShared(shared)
+                        return .inRedis
+                    }
+                } else {
+                    resource = try kind.prepareDeclared(name: name, config: value, path: path, in: app)
+                }
                 prepared.append((resource, old?.config, value))
             }
         }

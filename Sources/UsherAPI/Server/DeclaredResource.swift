@@ -17,6 +17,8 @@ enum DeclaredOutcome: Equatable {
     case unchanged
     /// What a `PATCH` can change was changed; the rest cannot change in place.
     case partlyChanged(String)
+    /// Kept in Redis: applied there in the background.
+    case inRedis
     case failed(String)
 
     /// Creates the resource.

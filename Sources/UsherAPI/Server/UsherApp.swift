@@ -43,8 +43,12 @@ package final class UsherApp: HTTPHandler {
     package let storage: StorageBudget
     /// The Redis side, when the config has a `redis` block (connects once serving starts).
     package let redis: RedisBackend?
-    /// Resources the config file keeps in Redis: created there once Redis answers.
-    private let declaredShared: [SharedDeclaration]
+    /// Resources the config file (as last applied) keeps in Redis: created
+    /// there once Redis answers, and again should Redis lose them.
+    private let declaredShared: Mutex<[SharedDeclaration]>
+    /// The `run_id` of the Redis server last heard of: a new one means Redis
+    /// restarted (or failed over) and may have lost resources.
+    private let redisRunID = Mutex<String?>(nil)
     /// Returns freed memory to the system after a resource is deleted.
     let trimmer = MemoryTrimmer()
     private let stopping = Atomic<Bool>(false)
@@ -87,23 +91,11 @@ package final class UsherApp: HTTPHandler {
         for kind in Self.kinds { kind.add(to: &router) }
         self.router = router
         self.httpMetrics = HTTPMetrics(routes: router.routes)
-        var declaredShared: [SharedDeclaration] = []
-        for kind in Self.kinds {
-            for (name, value, backend) in config.declared[kind.kind] ?? [] where backend == .redis {
-                let path = "\(kind.kind.rawValue).\(name)"
-                do throws(FieldError) {
-                    guard let shared = kind as? any SharedKind.Type else {
-                        throw FieldError(
-                            field: "\(path).backend", message: "only \(Self.sharedKindNames) can be kept in Redis")
-                    }
-                    declaredShared.append(
-                        try shared.prepareShared(name: name, config: value, path: path, settings: config))
-                } catch {
-                    throw APIError(error)
-                }
-            }
+        do throws(FieldError) {
+            self.declaredShared = Mutex(try Self.sharedDeclarations(config.declared, settings: config))
+        } catch {
+            throw APIError(error)
         }
-        self.declaredShared = declaredShared
         for kind in Self.kinds {
             for (name, value, backend) in config.declared[kind.kind] ?? [] where backend == .memory {
                 do throws(FieldError) {
@@ -129,32 +121,81 @@ package final class UsherApp: HTTPHandler {
         createDeclaredShared()
     }
 
-    /// Creates the declared Redis-backed resources, retrying every 2 s while
-    /// Redis does not answer; a queue that exists with another config is
-    /// patched to the declared one (as a memory queue is).
-    private func createDeclaredShared() {
-        guard !declaredShared.isEmpty else { return }
-        let declared = declaredShared
-        let logger = logger
-        Task { [weak self] in
-            var left = declared
-            while !left.isEmpty, let app = self, !app.isStopping {
-                var failed: [SharedDeclaration] = []
-                for declaration in left {
-                    do throws(APIError) {
-                        try await declaration.declare(app)
-                    } catch {
-                        if error.code != "backend_unavailable" {
-                            logger.error(
-                                "declared \(declaration.kind.noun)",
-                                [(declaration.kind.noun, .string(declaration.name)), ("detail", .string(error.detail))])
-                        } else {
-                            failed.append(declaration)
-                        }
-                    }
+    /// Reads the declarations kept in Redis (`backend` redis); errors name the field.
+    static func sharedDeclarations(
+        _ declared: [ResourceKind: [(name: String, config: JSONValue, backend: Backend)]], settings: UsherConfig
+    ) throws(FieldError) -> [SharedDeclaration] {
+        var declarations: [SharedDeclaration] = []
+        for kind in kinds {
+            for (name, value, backend) in declared[kind.kind] ?? [] where backend == .redis {
+                let path = "\(kind.kind.rawValue).\(name)"
+                guard let shared = kind as? any SharedKind.Type else {
+                    throw FieldError(
+                        field: "\(path).backend", message: "only \(sharedKindNames) can be kept in Redis")
                 }
-                left = failed
-                if !left.isEmpty { try? await Task.sleep(for: .seconds(2)) }
+                declarations.append(try shared.prepareShared(name: name, config: value, path: path, settings: settings))
+            }
+        }
+        return declarations
+    }
+
+    /// Creates the declared Redis-backed resources.
+    private func createDeclaredShared() {
+        declareShared(declaredShared.withLock { $0 })
+    }
+
+    /// A reload's declarations kept in Redis: the ones re-created should Redis lose them.
+    func replaceDeclaredShared(_ declarations: [SharedDeclaration]) {
+        declaredShared.withLock { $0 = declarations }
+    }
+
+    /// Brings each declared resource in Redis to its declaration (creating it,
+    /// or patching the one there, as for memory), in the background.
+    func declareShared(_ declarations: [SharedDeclaration]) {
+        for declaration in declarations {
+            let fields: [(String, JSONValue)] = [
+                ("kind", .string(declaration.kind.rawValue)), ("name", .string(declaration.name)),
+            ]
+            whileRedisAnswers(declaration.kind, declaration.name) { app async throws(APIError) in
+                try await declaration.declare(app)
+                app.logger.info("declared resource applied in redis", fields)
+            }
+        }
+    }
+
+    /// Deletes, in Redis, a resource the reloaded file no longer declares (every instance hears it).
+    func deleteDeclaredShared(_ kind: ResourceKind, _ name: String) {
+        whileRedisAnswers(kind, name) { app async throws(APIError) in
+            guard let shared = app.adoptShared(kind, name) as? any SharedResource else { return }
+            do throws(APIError) { try await shared.deleteShared().value() } catch  where error.status == 404 {}
+            app.registry.forget(kind, name)
+            app.logger.info(
+                "declared resource deleted in redis", [("kind", .string(kind.rawValue)), ("name", .string(name))])
+        }
+    }
+
+    /// Runs `work` in the background, again every 2 s while Redis does not
+    /// answer (until shutdown); another failure is logged.
+    private func whileRedisAnswers(
+        _ kind: ResourceKind, _ name: String, _ work: @escaping @Sendable (UsherApp) async throws(APIError) -> Void
+    ) {
+        guard redis != nil else { return }
+        Task { [weak self] in
+            while let app = self, !app.isStopping {
+                do throws(APIError) {
+                    try await work(app)
+                    return
+                } catch  where error.code == "backend_unavailable" {
+                    try? await Task.sleep(for: .seconds(2))
+                } catch {
+                    app.logger.error(
+                        "declared resource in redis",
+                        [
+                            ("kind", .string(kind.rawValue)), ("name", .string(name)),
+                            ("detail", .string(error.detail)),
+                        ])
+                    return
+                }
             }
         }
     }
@@ -203,17 +244,28 @@ package final class UsherApp: HTTPHandler {
             if let shared = adoptShared(kind, name) as? any SharedResource { await shared.catchUp() }
         }
         for (kind, name) in before where !known.contains("\(kind.noun):\(name)") { registry.forget(kind, name) }
+        // Redis restarted or failed over: what the file declares and Redis lost is made again.
+        guard let runID = try? await redis.serverRunID() else { return }
+        let previous = redisRunID.withLock { id in
+            defer { id = runID }
+            return id
+        }
+        guard let previous, previous != runID else { return }
+        let lost = declaredShared.withLock { $0 }.filter { !known.contains("\($0.kind.noun):\($0.name)") }
+        if !lost.isEmpty {
+            logger.warn(
+                "redis restarted: declared resources it lost are made again",
+                [("resources", .array(lost.map { .string("\($0.kind.rawValue)/\($0.name)") }))])
+            declareShared(lost)
+        }
     }
 
     /// A resource this process does not know may have been created through
     /// another instance a moment ago: looks it up in Redis's index.
     func discoverShared(_ kind: ResourceKind, _ name: String) async -> Bool {
         guard let redis, Self.sharedKind(kind) != nil,
-            let exists = try? await redis.command([
-                "HEXISTS", "\(redis.settings.keyPrefix)resources", "\(kind.noun):\(name)",
-            ])
+            (try? await redis.isIndexed(kind: kind.noun, name: name)) == true
         else { return false }
-        guard exists.int == 1 else { return false }
         return adoptShared(kind, name) != nil
     }
 

@@ -48,7 +48,7 @@ package struct ShowRequest: Sendable, Equatable {
 
     /// The same request as a queue visitor: no action, the display time as
     /// its hold, and what to show packed into the visitor's payload.
-    var visitorRequest: VisitorRequest {
+    package var visitorRequest: VisitorRequest {
         VisitorRequest(
             id: id, key: key, action: nil,
             payload: WindowContent(title: title, message: message, payload: payload).stored,

@@ -22,9 +22,18 @@ package struct WindowConfig: Sendable, Equatable {
         try WindowPatch.parse(&reader).applied(to: WindowConfig())
     }
 
+    /// What a `PATCH` from `before` to `after` changed, as its `updated` event tells it.
+    package static func changes(from before: WindowConfig, to after: WindowConfig) -> ConfigChanges {
+        var changes = ConfigChanges()
+        changes.compare("max_waiting", before.maxWaiting, after.maxWaiting, JSONValue.int)
+        changes.compare("display_seconds", before.displaySeconds, after.displaySeconds, ConfigChanges.seconds)
+        changes.compare("dedup", before.dedup, after.dedup) { .string($0.rawValue) }
+        return changes
+    }
+
     /// The queue engine's config for this window: one slot, the display time
     /// as the hold, no opposites.
-    var queueConfig: QueueConfig {
+    package var queueConfig: QueueConfig {
         QueueConfig(
             capacity: 1, maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup,
             opposites: [], history: WindowSlot.history)
@@ -72,7 +81,7 @@ package struct WindowPatch: Sendable, Equatable {
     }
 
     /// The same change in the queue engine's terms.
-    var queuePatch: QueuePatch {
+    package var queuePatch: QueuePatch {
         QueuePatch(maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup)
     }
 }

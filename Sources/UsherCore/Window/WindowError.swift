@@ -19,7 +19,7 @@ package enum WindowError: Error, Sendable, Equatable, CustomStringConvertible {
     case backendUnavailable(String)
 
     /// The same error in a window's words (`item` for `visitor`, `display_seconds` for `hold_seconds`).
-    init(_ error: QueueError, item id: String?) {
+    package init(_ error: QueueError, item id: String?) {
         switch error {
         case .notFound(let what): self = .notFound(id.map { "item \"\($0)\"" } ?? what)
         case .notGranted: self = .nothingShowing

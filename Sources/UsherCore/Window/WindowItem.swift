@@ -19,7 +19,7 @@ package enum WindowItemStatus: String, Sendable, Equatable, CaseIterable {
 
     /// The engine's status of a live item; nil for a finished one (those
     /// stand for several).
-    var liveStatus: VisitorStatus? {
+    package var liveStatus: VisitorStatus? {
         switch self {
         case .delayed: .delayed
         case .queued: .waiting
@@ -70,7 +70,7 @@ package struct WindowItem: Sendable, Equatable {
     package var mergedInto: String?
 
     /// The item a queue visitor of a window stands for.
-    init(_ v: VisitorView, window: String) {
+    package init(_ v: VisitorView, window: String) {
         let content = WindowContent(stored: v.payload)
         id = v.id
         self.window = window
@@ -113,7 +113,7 @@ package struct WindowCounts: Sendable, Equatable {
     package var mergedTotal = 0
 
     /// The window's names for the queue engine's counts.
-    init(_ c: QueueCounts) {
+    package init(_ c: QueueCounts) {
         showing = c.holding
         queued = c.waiting
         delayed = c.delayed
@@ -141,6 +141,16 @@ package struct WindowState: Sendable, Equatable {
     package var more = false
     /// Where the next page starts (`next_cursor`), or nil on the last page.
     package var nextCursor: String?
+
+    package init(
+        name: String, config: WindowConfig, showing: WindowItem?, queued: [WindowItem], counts: WindowCounts
+    ) {
+        self.name = name
+        self.config = config
+        self.showing = showing
+        self.queued = queued
+        self.counts = counts
+    }
 }
 
 /// The answer to `POST …/dismiss`: the item dismissed, and the one shown now.
@@ -149,4 +159,9 @@ package struct Dismissal: Sendable, Equatable {
     package var dismissed: WindowItem
     /// The item shown now (the next one, shown in the same step), or nil.
     package var showing: WindowItem?
+
+    package init(dismissed: WindowItem, showing: WindowItem?) {
+        self.dismissed = dismissed
+        self.showing = showing
+    }
 }

@@ -15,7 +15,7 @@
 /// showing long-poll parks on the engine's first holder.
 package actor WindowSlot: EngineHost {
     /// Finished items kept visible (and their client ids remembered).
-    static let history = 1000
+    package static let history = 1000
 
     /// The executor the actor runs on; `withIsolation` takes its lock.
     package nonisolated let executor: ResourceExecutor
@@ -27,7 +27,7 @@ package actor WindowSlot: EngineHost {
     let clock: any UsherClock
     /// Where state changes are emitted (nil: nowhere).
     package nonisolated let events: EventLog?
-    static let eventKind = "window"
+    package static let eventKind = "window"
     /// Events carry the item; their type is its new status (`queued`,
     /// `dismissed`, `expired`, `merged`), `shown` when it is showing.
     func event(for v: VisitorView) -> (type: String, subject: EventSubject) {
@@ -122,11 +122,7 @@ package actor WindowSlot: EngineHost {
         _ = try run(nil) { (e, now) in e.apply(patch.queuePatch, now: now) }
         let before = config
         config = patch.applied(to: config)
-        var changes = ConfigChanges()
-        changes.compare("max_waiting", before.maxWaiting, config.maxWaiting, JSONValue.int)
-        changes.compare("display_seconds", before.displaySeconds, config.displaySeconds, ConfigChanges.seconds)
-        changes.compare("dedup", before.dedup, config.dedup) { .string($0.rawValue) }
-        events?.emitUpdated(kind: Self.eventKind, name: name, changes)
+        events?.emitUpdated(kind: Self.eventKind, name: name, WindowConfig.changes(from: before, to: config))
         return config
     }
 

@@ -27,8 +27,45 @@ local HOLD_WINDOW = 100
 
 local function num(text) return tonumber(text) end
 
+-- An integer as exact decimal text ('%d' is C's integer formatting: much
+-- cheaper than common.lua's '%.0f', and the same text for integers).
+local function int_text(n) return string.format('%d', n) end
+
+-- meta, read once per script by load_config (HGETALL). The line's counters
+-- change here and are written back in one HSET by `meta_flush` (at the end
+-- of begin and by flush): a kind's script that reads a field the line
+-- changes calls meta_flush first, or reads `meta` itself.
+local meta, meta_dirty = {}, {}
+-- Before load_config found the line (a kind's create), counters go straight to Redis.
+local meta_loaded = false
+
+local function meta_set(field, text)
+  meta[field] = text
+  meta_dirty[field] = true
+end
+
+local function meta_flush()
+  local args = {}
+  for field in pairs(meta_dirty) do
+    args[#args + 1] = field
+    args[#args + 1] = meta[field]
+  end
+  if #args > 0 then redis.call('HSET', K_META, unpack(args)) end
+  meta_dirty = {}
+end
+
+-- next_after_time on a meta field: max(last + 1, now in µs).
+local function meta_next_after(field)
+  if not meta_loaded then return next_after_time(K_META, field) end
+  local value = math.max(num(meta[field] or '0') + 1, NOW)
+  meta_set(field, int_text(value))
+  return value
+end
+
 -- Records: loaded once per script, written back by `flush`.
 local cache, dirty, dirty_list = {}, {}, {}
+-- Views already encoded by this script (id -> JSON text), until the record changes.
+local view_texts = {}
 
 local function rec_get(id)
   local r = cache[id]
@@ -45,6 +82,7 @@ end
 
 local function rec_put(r)
   cache[r.id] = r
+  view_texts[r.id] = nil
   if not dirty[r.id] then
     dirty[r.id] = true
     dirty_list[#dirty_list + 1] = r.id
@@ -58,26 +96,38 @@ local function rec_drop(id)
 end
 
 local function flush()
+  local args = {}
   for _, id in ipairs(dirty_list) do
-    if dirty[id] and cache[id] then redis.call('HSET', K_VIS, id, cjson.encode(cache[id])) end
+    if dirty[id] and cache[id] then
+      args[#args + 1] = id
+      args[#args + 1] = cjson.encode(cache[id])
+    end
   end
+  if #args > 0 then redis.call('HSET', K_VIS, unpack(args)) end
   dirty, dirty_list = {}, {}
+  meta_flush()
 end
 
--- Config, read once.
+-- Config, read with the rest of meta (again after a change); false when the line does not exist.
 local cfg = {}
 local function load_config()
-  local f = redis.call('HMGET', K_META, 'capacity', 'max_waiting', 'hold_seconds', 'hold_us', 'dedup',
-    'opposites', 'history')
-  cfg.capacity = num(f[1])
-  cfg.max_waiting = num(f[2])
-  cfg.hold_seconds = f[3]
-  cfg.hold_us = num(f[4])
-  cfg.dedup = f[5]
-  cfg.opposites_text = f[6]
-  cfg.history = num(f[7])
+  local all = redis.call('HGETALL', K_META)
+  if #all == 0 then return false end
+  meta_loaded = true
+  for i = 1, #all, 2 do
+    if not meta_dirty[all[i]] then meta[all[i]] = all[i + 1] end
+  end
+  cfg.capacity = num(meta.capacity)
+  cfg.max_waiting = num(meta.max_waiting)
+  cfg.hold_seconds = meta.hold_seconds
+  cfg.hold_us = num(meta.hold_us)
+  cfg.dedup = meta.dedup
+  cfg.opposites_text = meta.opposites
+  cfg.history = num(meta.history)
   cfg.opposite_of = {}
-  for _, pair in ipairs(cjson.decode(f[6])) do
+  local pairs_list = {}
+  if meta.opposites ~= '[]' then pairs_list = cjson.decode(meta.opposites) end
+  for _, pair in ipairs(pairs_list) do
     if #pair == 2 then
       local a, b = pair[1], pair[2]
       cfg.opposite_of[a] = cfg.opposite_of[a] or {}
@@ -86,6 +136,7 @@ local function load_config()
       table.insert(cfg.opposite_of[b], a)
     end
   end
+  return true
 end
 
 local function config_fields()
@@ -106,11 +157,19 @@ local touched = false
 -- µs each visitor granted by this operation waited in the line (the wait histogram).
 local waits = {}
 
--- (+ 0 turns -0, which HINCRBY refuses, into 0.)
-local function incr(field, by) redis.call('HINCRBY', K_META, field, int_text((by or 1) + 0)) end
+local function incr(field, by)
+  if not meta_loaded then
+    redis.call('HINCRBY', K_META, field, int_text((by or 1) + 0))
+    return
+  end
+  meta_set(field, int_text(num(meta[field] or '0') + (by or 1) + 0))
+end
 
 local function next_counter(field)
-  return redis.call('HINCRBY', K_META, field, 1) - 1
+  if not meta_loaded then return redis.call('HINCRBY', K_META, field, 1) - 1 end
+  local value = num(meta[field] or '0')
+  meta_set(field, int_text(value + 1))
+  return value
 end
 
 -- Lists -----------------------------------------------------------------
@@ -135,11 +194,11 @@ local function renumber_line()
     redis.call('ZADD', K_WAIT, (PRIORITY_BIAS - num(r.pri)) * SEQ_SPAN + i - 1, id)
     rec_put(r)
   end
-  redis.call('HSET', K_META, 'seq', int_text(#ids))
+  meta_set('seq', int_text(#ids))
 end
 
 local function link_waiting(r)
-  if num(redis.call('HGET', K_META, 'seq')) >= SEQ_SPAN then renumber_line() end
+  if num(meta.seq) >= SEQ_SPAN then renumber_line() end
   local seq = next_counter('seq')
   r.seq = int_text(seq)
   redis.call('ZADD', K_WAIT, wait_score(r), r.id)
@@ -197,18 +256,18 @@ local function unlink_waiting(r)
   rec_put(r)
 end
 
-local function exp_member(r) return string.format('%020.0f', num(r.fence)) .. ':' .. r.id end
+local function exp_member(r) return string.format('%020d', num(r.fence)) .. ':' .. r.id end
 
 local function unlink_holder(r)
   redis.call('ZREM', K_HOLD, r.id)
-  redis.call('ZREM', K_EXP, exp_member(r))
+  -- A holder with a deadline (dl) is in exp, one without is not.
+  if r.dl then redis.call('ZREM', K_EXP, exp_member(r)) end
 end
 
 local function record_hold(micros)
   local d = math.max(0, micros)
-  redis.call('RPUSH', K_HOLDS, int_text(d))
   incr('hsum', d)
-  if redis.call('LLEN', K_HOLDS) > HOLD_WINDOW then
+  if redis.call('RPUSH', K_HOLDS, int_text(d)) > HOLD_WINDOW then
     incr('hsum', -num(redis.call('LPOP', K_HOLDS)))
   end
 end
@@ -216,7 +275,7 @@ end
 local function mean_hold()
   local n = redis.call('LLEN', K_HOLDS)
   if n == 0 then return nil end
-  return num(redis.call('HGET', K_META, 'hsum')) / n
+  return num(meta.hsum) / n
 end
 
 -- Endings ---------------------------------------------------------------
@@ -302,15 +361,19 @@ local function enter_line(r, t, outcome, other)
   end
 end
 
+-- The hold a grant gives in µs (0 = no limit): the queue's rule, or with
+-- LINE.own_overrides (windows) the visitor's own hold whenever it asked one.
 local function effective_hold(r)
   local own = num(r.hold)
+  if LINE.own_overrides and own >= 0 then return own end
   if cfg.hold_us == 0 then return math.max(0, own) end
   if own > 0 then return math.min(own, cfg.hold_us) end
   return cfg.hold_us
 end
 
 local function grant_free()
-  while redis.call('ZCARD', K_HOLD) < cfg.capacity do
+  local holding = redis.call('ZCARD', K_HOLD)
+  while holding < cfg.capacity do
     local id = redis.call('ZRANGE', K_WAIT, 0, 0)[1]
     if not id then return end
     local r = rec_get(id)
@@ -318,7 +381,7 @@ local function grant_free()
     waits[#waits + 1] = int_text(NOW - num(r.dl))  -- while waiting, dl is the line entry
     r.st = 'granted'
     r.gat = int_text(NOW)
-    local fence = next_after_time(K_META, 'fence')
+    local fence = meta_next_after('fence')
     r.fence = int_text(fence)
     local hold = effective_hold(r)
     if hold > 0 then
@@ -328,6 +391,7 @@ local function grant_free()
       r.dl = nil
     end
     redis.call('ZADD', K_HOLD, fence, id)
+    holding = holding + 1
     incr('granted_total')
     rec_put(r)
     note(id)
@@ -345,11 +409,18 @@ end
 -- Forgets finished visitors beyond `history`, then applies every delay end
 -- and hold expiry due by NOW, one instant at a time, granting after each.
 local function begin()
-  load_config()
+  if not cfg.capacity then load_config() end
   local excess = redis.call('ZCARD', K_FIN) - cfg.history
   if excess > 0 then
     local popped = redis.call('ZPOPMIN', K_FIN, excess)
-    for i = 1, #popped, 2 do rec_drop(popped[i]) end
+    local ids = {}
+    for i = 1, #popped, 2 do
+      local id = popped[i]
+      cache[id] = false
+      dirty[id] = nil
+      ids[#ids + 1] = id
+    end
+    redis.call('HDEL', K_VIS, unpack(ids))
   end
   while true do
     local d, e = first_score(K_DELAYED), first_score(K_EXP)
@@ -374,6 +445,7 @@ local function begin()
     end
     grant_free()
   end
+  meta_flush()
 end
 
 local function next_deadline()
@@ -412,8 +484,10 @@ local function estimated_wait(position)
   return micros
 end
 
--- A view (VisitorView) as JSON text with every number as text.
+-- A view (VisitorView) as JSON text with every number as text; encoded once
+-- per script unless the record changes (the reply and the notice share it).
 local function view(r, position)
+  if not position and view_texts[r.id] then return view_texts[r.id] end
   local v = {
     id = r.id, key = r.key, action = r.action, payload = r.payload, priority = r.pri, status = r.st,
     enqueued_at = r.enq, reason = r.rs,
@@ -433,15 +507,18 @@ local function view(r, position)
   v.finished_at = r.fat
   if r.st == 'merged' then v.merged_into = r.rel end
   if r.rs == 'opposite' then v.cancelled_with = r.rel end
-  return cjson.encode(v)
+  local text = cjson.encode(v)
+  if not position then view_texts[r.id] = text end
+  return text
 end
 
-local function publish_changes(extra)
+-- `nd`: next_deadline(), when the caller has it already.
+local function publish_changes(extra, nd)
   if #changed == 0 and not touched and not extra then return end
   local views = {}
   for i, id in ipairs(changed) do views[i] = view(cache[id]) end
   local notice = { kind = LINE.kind, name = ARGV[4], time = int_text(NOW), changed = views, waits = waits }
-  local nd = next_deadline()
+  nd = nd or next_deadline()
   if nd ~= '' then notice.next = nd end
   if extra then
     for k, v in pairs(extra) do notice[k] = v end
@@ -455,8 +532,9 @@ end
 -- Ends an operation: writes records back, tells every instance.
 local function done(reply, extra)
   flush()
-  publish_changes(extra)
-  table.insert(reply, 1, next_deadline())
+  local nd = next_deadline()
+  publish_changes(extra, nd)
+  table.insert(reply, 1, nd)
   return reply
 end
 
@@ -468,13 +546,14 @@ local function refuse(code, detail)
 end
 
 local function count_fields()
-  local m = redis.call('HMGET', K_META, 'enqueued_total', 'granted_total', 'completed_total', 'released_total',
-    'expired_total', 'cancelled_total', 'merged_total', 'timed_out_total')
   local out = {
     int_text(redis.call('ZCARD', K_WAIT)), int_text(redis.call('ZCARD', K_HOLD)),
     int_text(redis.call('ZCARD', K_DELAYED)),
   }
-  for _, x in ipairs(m) do out[#out + 1] = x or '0' end
+  for _, field in ipairs({ 'enqueued_total', 'granted_total', 'completed_total', 'released_total', 'expired_total',
+    'cancelled_total', 'merged_total', 'timed_out_total' }) do
+    out[#out + 1] = meta[field] or '0'
+  end
   return out
 end
 

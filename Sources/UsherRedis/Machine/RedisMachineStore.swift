@@ -35,6 +35,8 @@ package struct RedisMachineStore: Sendable {
     private let time: ScriptTime
     private let channel: String
     private let onDeadline: @Sendable (Timestamp?) -> Void
+    /// The keys `machine.lua` reads, in its `KEYS` order.
+    private var keyList: [String] { [keys.key("meta"), keys.key("history")] }
     /// The last definition decoded, by its text: it is fixed at creation.
     private let definitions = DefinitionCache()
 
@@ -149,8 +151,8 @@ package struct RedisMachineStore: Sendable {
         let reply: RedisReply
         do {
             reply = try await Self.script.run(
-                operation, keys: [keys.key("meta"), keys.key("history")], time: time, channel: channel,
-                arguments: arguments, on: connections.next())
+                operation, keys: keyList, time: time, channel: channel, arguments: arguments,
+                on: connections.route(keys: keyList))
         } catch {
             throw Self.error(error)
         }

@@ -201,7 +201,7 @@ package struct RedisPoolStore: Sendable {
         do {
             reply = try await Self.script.run(
                 operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
-                on: connections.next())
+                on: connections.route(keys: keyList))
         } catch {
             if case .refused("exhausted", let detail) = error {
                 onDeadline(Int64(detail).map(Timestamp.init(micros:)))

@@ -13,7 +13,8 @@
 -- line's fields; it has no payload.
 -- meta (beside the line's): grow_max ('' = no grow), grow_prefix, elements
 -- (the declared elements as the config's JSON text), grown_total, grown_ids,
--- orders, tickets.
+-- orders, tickets; read and changed through the line's `meta` table (one
+-- HGETALL, written back by flush), like the line's own fields.
 
 LINE.kind = 'pool'
 
@@ -33,7 +34,7 @@ end
 function P.el_put(id, e) redis.call('HSET', K_EL, id, cjson.encode(e)) end
 
 function P.push_free(id)
-  redis.call('ZADD', K_FREE, redis.call('HINCRBY', K_META, 'tickets', 1), id)
+  redis.call('ZADD', K_FREE, next_counter('tickets') + 1, id)
 end
 
 function P.count() return redis.call('ZCARD', K_ORDER) end
@@ -41,7 +42,7 @@ function P.available() return redis.call('ZCARD', K_FREE) end
 
 -- A free element at the end of the order; `data` is JSON text or nil.
 function P.append(id, data)
-  local order = redis.call('HINCRBY', K_META, 'orders', 1)
+  local order = next_counter('orders') + 1
   P.el_put(id, { d = data, t = 0, n = 0, o = order })
   redis.call('ZADD', K_ORDER, order, id)
   P.push_free(id)
@@ -84,7 +85,7 @@ end
 -- fetchers at once; lowering it takes no lease away.
 function P.sync_capacity()
   local n = P.count()
-  redis.call('HSET', K_META, 'capacity', int_text(n))
+  meta_set('capacity', int_text(n))
   cfg.capacity = n
   grant_free()
   P.assign()
@@ -93,13 +94,13 @@ end
 -- With grow: creates elements while none is free and someone needs one
 -- (`extra` fetchers beside those waiting), up to max_size.
 function P.grow(extra)
-  local g = redis.call('HMGET', K_META, 'grow_max', 'grow_prefix')
+  local g = { meta.grow_max, meta.grow_prefix }
   if not g[1] or g[1] == '' then return end
   local limit = math.min(num(g[1]), ELEMENT_LIMIT)
   while P.available() == 0 and redis.call('ZCARD', K_WAIT) + extra > 0 and P.count() < limit do
     local id
     repeat
-      id = g[2] .. int_text(redis.call('HINCRBY', K_META, 'grown_ids', 1))
+      id = g[2] .. int_text(next_counter('grown_ids') + 1)
     until redis.call('HEXISTS', K_EL, id) == 0
     P.append(id, nil)
     incr('grown_total')
@@ -134,9 +135,9 @@ function P.element_view(id, e)
   return cjson.encode(v)
 end
 
+-- From meta as the line read it, with this script's changes.
 function P.config_fields()
-  local f = redis.call('HMGET', K_META, 'max_waiting', 'hold_seconds', 'grow_max', 'grow_prefix', 'elements')
-  return { f[1], f[2], f[3] or '', f[4] or '', f[5] }
+  return { meta.max_waiting, meta.hold_seconds, meta.grow_max or '', meta.grow_prefix or '', meta.elements }
 end
 
 -- Ends an operation: writes records back, tells every instance what
@@ -188,7 +189,7 @@ end
 if OP == 'create' then
   -- ARGV: max_waiting, lease seconds, lease µs, grow max ('' none), grow
   -- prefix, elements (config JSON text), then id and data ('' none) per element.
-  if redis.call('EXISTS', K_META) == 1 then
+  if load_config() then
     local reply = P.config_fields()
     table.insert(reply, 1, '0')
     table.insert(reply, 1, next_deadline())
@@ -204,6 +205,7 @@ if OP == 'create' then
     if data == '' then data = nil end
     P.append(A[i], data)
   end
+  load_config()
   local reply = P.config_fields()
   table.insert(reply, 1, '1')
   table.insert(reply, 1, '')
@@ -217,7 +219,7 @@ if OP == 'delete' then
   return { '', int_text(existed) }
 end
 
-if redis.call('EXISTS', K_META) == 0 then return fail('gone', '') end
+if not load_config() then return fail('gone', '') end
 
 begin()
 P.assign()
@@ -260,7 +262,7 @@ if OP == 'fetch' then
   end
   if not id then
     repeat
-      id = string.format('%016.0f', next_after_time(K_META, 'lastid'))
+      id = string.format('%016d', meta_next_after('lastid'))
     until redis.call('HEXISTS', K_VIS, id) == 0
   end
   local r = { id = id, holder = holder, pri = '0', enq = int_text(NOW), hold = A[7], st = 'waiting' }
@@ -366,11 +368,13 @@ if OP == 'state' then
     for i, id in ipairs(redis.call('ZRANGE', K_WAIT, 0, limit - 1)) do waiting[i] = P.lease_view(rec_get(id)) end
   end
   local n, free = P.count(), P.available()
-  local m = redis.call('HMGET', K_META, 'granted_total', 'completed_total', 'expired_total', 'released_total',
-    'grown_total')
+  local m = {}
+  for _, field in ipairs({ 'granted_total', 'completed_total', 'expired_total', 'released_total', 'grown_total' }) do
+    m[#m + 1] = meta[field] or '0'
+  end
   local out = { #ids > limit and '1' or '0', int_text(#elements), int_text(#waiting), int_text(n), int_text(free),
     int_text(n - free), int_text(redis.call('ZCARD', K_WAIT)), next_deadline() }
-  for _, x in ipairs(m) do out[#out + 1] = x or '0' end
+  for _, x in ipairs(m) do out[#out + 1] = x end
   for _, list in ipairs({ P.config_fields(), elements, waiting }) do
     for _, x in ipairs(list) do out[#out + 1] = x end
   end
@@ -381,9 +385,15 @@ if OP == 'patch' then
   -- ARGV: max_waiting, lease seconds, lease µs ('' = unchanged), grow given
   -- ('1'), grow max, grow prefix.
   local before = P.config_fields()
-  if A[5] ~= '' then redis.call('HSET', K_META, 'max_waiting', A[5]) end
-  if A[6] ~= '' then redis.call('HSET', K_META, 'hold_seconds', A[6], 'hold_us', A[7]) end
-  if A[8] == '1' then redis.call('HSET', K_META, 'grow_max', A[9], 'grow_prefix', A[10]) end
+  if A[5] ~= '' then meta_set('max_waiting', A[5]) end
+  if A[6] ~= '' then
+    meta_set('hold_seconds', A[6])
+    meta_set('hold_us', A[7])
+  end
+  if A[8] == '1' then
+    meta_set('grow_max', A[9])
+    meta_set('grow_prefix', A[10])
+  end
   load_config()
   P.grow(0)
   local after = P.config_fields()

@@ -26,9 +26,10 @@ package final class RedisQueue: QueueService, NoticeListener {
         // The store reports each reply's next deadline; the timer holds a weak
         // reference through this box, set once `self` exists.
         let deadlines = WeakBox<RedisQueue>()
+        let keys = backend.keys(kind: "queue", name: name)
         self.store = RedisQueueStore(
-            keys: backend.keys(kind: "queue", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
+            keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
+            deletionChannel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
         deadlines.value = self
     }
 
@@ -133,12 +134,14 @@ package final class RedisQueue: QueueService, NoticeListener {
 
     // MARK: NoticeListener
 
+    /// Notices wake long-polls parked here and feed event subscribers here;
+    /// with neither, they are not read (the timer is armed by this process's
+    /// own answers, and every operation applies what is due first).
+    package var wantsNotices: Bool {
+        board.openCount > 0 || (events?.isRecording ?? false)
+    }
+
     package func receive(_ object: [String: Any], payload: [UInt8]) {
-        // Most notices interest nobody here but the timer: only the deadline is read then.
-        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
-            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
-            return
-        }
         guard let notice = RedisQueueStore.decodeNotice(object) else { return }
         if notice.deleted {
             close()

@@ -13,18 +13,22 @@ package struct RedisQueueStore: Sendable {
     let keys: ResourceKeys
     let connections: RedisConnectionPool
     let time: ScriptTime
+    /// Where operations publish their notices.
     let channel: String
+    /// Where `delete` publishes (every instance must hear it).
+    let deletionChannel: String
     let onDeadline: @Sendable (Timestamp?) -> Void
     let keyList: [String]
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void
+        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void
     ) {
         self.keys = keys
         self.connections = connections
         self.time = time
         self.channel = channel
+        self.deletionChannel = deletionChannel ?? channel
         self.onDeadline = onDeadline
         self.keyList = Self.parts.map(keys.key)
     }
@@ -39,7 +43,7 @@ package struct RedisQueueStore: Sendable {
 
     /// Removes every key of the queue; true when it existed.
     package func delete() async throws(QueueError) -> Bool {
-        try await run("delete", []).first?.string == "1"
+        try await run("delete", [], channel: deletionChannel).first?.string == "1"
     }
 
     package func config() async throws(QueueError) -> QueueConfig {
@@ -173,14 +177,15 @@ package struct RedisQueueStore: Sendable {
 
     /// Runs `operation`; reports the next deadline; maps refusals to `QueueError`.
     /// `hold` is the hold the caller asked for (for the message of a too long one).
-    private func run(_ operation: String, _ arguments: [String], hold: Double? = nil) async throws(QueueError)
-        -> [RedisReply]
-    {
+    private func run(
+        _ operation: String, _ arguments: [String], hold: Double? = nil, channel: String? = nil
+    ) async throws(QueueError) -> [RedisReply] {
         let reply: RedisReply
         do {
             reply = try await Self.script.run(
-                operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
-                on: connections.next())
+                operation, keys: keyList, time: time, channel: channel ?? self.channel,
+                arguments: [keys.name] + arguments,
+                on: connections.route(keys: keyList))
         } catch {
             throw Self.error(error, hold: hold)
         }

@@ -26,7 +26,7 @@ if OP == 'delete' then
   return { '', int_text(existed) }
 end
 
-if redis.call('EXISTS', K_META) == 0 then return fail('gone', '') end
+if not load_config() then return fail('gone', '') end
 
 begin()
 
@@ -96,7 +96,7 @@ if OP == 'enqueue' then
     end
     if not id then
       repeat
-        id = string.format('%016.0f', next_after_time(K_META, 'lastid'))
+        id = string.format('%016d', meta_next_after('lastid'))
       until redis.call('HEXISTS', K_VIS, id) == 0
     end
     r = { id = id, key = key, action = action, payload = payload, pri = A[9], enq = int_text(NOW), hold = A[10] }
@@ -105,7 +105,7 @@ if OP == 'enqueue' then
     if delay > 0 then
       r.st = 'delayed'
       r.dl = int_text(NOW + delay)
-      r.dm = string.format('%016.0f', next_counter('dseq')) .. ':' .. id
+      r.dm = string.format('%016d', next_counter('dseq')) .. ':' .. id
       redis.call('ZADD', K_DELAYED, NOW + delay, r.dm)
       rec_put(r)
       note(id)

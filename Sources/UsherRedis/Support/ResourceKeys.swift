@@ -19,4 +19,7 @@ package struct ResourceKeys: Sendable, Equatable {
 
     /// The channel every instance subscribes to for notices (one per process).
     package static func noticeChannel(prefix: String) -> String { "\(prefix)notices" }
+
+    /// The channel of one resource's own notices: `<prefix>notices:<kind>:<name>`.
+    package var noticeChannel: String { "\(Self.noticeChannel(prefix: prefix)):\(kind):\(name)" }
 }

@@ -13,15 +13,16 @@ package struct ResourceScript: Sendable {
         script = RedisScript(sources.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n"))
     }
 
-    /// Runs `operation` on the resource's `keys` at `time`, publishing notices on `channel`.
+    /// Runs `operation` on the resource's `keys` at `time`, publishing notices
+    /// on `channel`, sent where `route` says (`connections.route(keys:)`).
     package func run(
         _ operation: String, keys: [String], time: ScriptTime, channel: String, arguments: [String] = [],
-        on connection: RedisConnection
+        on route: RedisRoute
     ) async throws(ScriptFailure) -> RedisReply {
         let reply: RedisReply
         do {
             reply = try await script.run(
-                on: connection, keys: keys, arguments: [operation, time.argument, channel] + arguments)
+                on: route, keys: keys, arguments: [operation, time.argument, channel] + arguments)
         } catch {
             throw .unavailable(error.description)
         }
@@ -29,6 +30,15 @@ package struct ResourceScript: Sendable {
             throw ScriptFailure(errorReply: message)
         }
         return reply
+    }
+
+    /// `run` on one connection.
+    package func run(
+        _ operation: String, keys: [String], time: ScriptTime, channel: String, arguments: [String] = [],
+        on connection: RedisConnection
+    ) async throws(ScriptFailure) -> RedisReply {
+        try await run(
+            operation, keys: keys, time: time, channel: channel, arguments: arguments, on: RedisRoute(connection))
     }
 }
 

@@ -11,8 +11,8 @@ import Testing
 /// (`QueueHistoryChecker`) on what survived, and prints what it measured
 /// (lines starting `[shared-redis]`).
 ///
-/// Only queues are Redis-backed so far; the pipeline, pool and machine
-/// scenarios will start the same `SharedRedisCluster` and drive it likewise.
+/// The other kinds' scenarios start the same `SharedRedisCluster` and drive
+/// it likewise (`SharedMachineDrillTests`, …).
 @Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
 struct SharedQueueDrillTests {
     static let queue = "shared"

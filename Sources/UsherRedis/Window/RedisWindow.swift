@@ -1,0 +1,235 @@
+import RedisClient
+import UsherCore
+
+/// A window kept in Redis and shared by every Usher that uses the same
+/// Redis: `WindowService` over `RedisWindowStore`. Every answer comes later
+/// (one script call). This object holds no window state of its own, only
+/// what this process does about it: long-polls parked here, the timer at the
+/// window's next deadline (a display time's end, a delay's), events for this
+/// process's subscribers.
+package final class RedisWindow: WindowService, NoticeListener {
+    package let name: String
+    let store: RedisWindowStore
+    private let backend: RedisBackend
+    private let events: EventLog?
+    /// Where long-polls parked in this process wait for notices: item ids,
+    /// and `showingSubject` for the showing long-poll.
+    var board: NoticeBoard { host.board }
+    /// Phase, timer and long-polls in this process.
+    private let host: LocalHost
+    /// Any change may change what is shown: showing waits park on this subject.
+    private static let showingSubject = "\u{0}showing"
+
+    package init(name: String, backend: RedisBackend, events: EventLog?) {
+        self.name = name
+        self.backend = backend
+        self.events = events
+        self.host = LocalHost(kind: WindowSlot.eventKind, name: name, backend: backend)
+        // The store reports each reply's next deadline; the timer holds a weak
+        // reference through this box, set once `self` exists.
+        let deadlines = WeakBox<RedisWindow>()
+        self.store = RedisWindowStore(
+            keys: backend.keys(kind: WindowSlot.eventKind, name: name), connections: backend.connections,
+            time: backend.time, channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
+        deadlines.value = self
+    }
+
+    /// Starts hearing notices about this window (once it is the one registered here).
+    package func listen() {
+        host.listen(self)
+    }
+
+    // MARK: WindowService
+
+    package func readConfig() -> Pending<WindowConfig, WindowError> {
+        call { store async throws(WindowError) in try await store.config() }
+    }
+
+    package func showItem(_ r: ShowRequest) -> Pending<ShowOutcome, WindowError> {
+        call { store async throws(WindowError) in
+            let (item, created) = try await store.show(r)
+            return ShowOutcome(item: item, created: created)
+        }
+    }
+
+    package func dismissItem(id: String?) -> Pending<Dismissal, WindowError> {
+        call { store async throws(WindowError) in try await store.dismiss(id: id) }
+    }
+
+    package func readShowing() -> Pending<WindowItem?, WindowError> {
+        call { store async throws(WindowError) in try await store.showing() }
+    }
+
+    package func readItem(_ id: String) -> Pending<WindowItem, WindowError> {
+        call { store async throws(WindowError) in try await store.item(id: id) }
+    }
+
+    package func readState(limit: Int, after cursor: QueueCursor?) -> Pending<WindowState, WindowError> {
+        call { store async throws(WindowError) in try await store.state(limit: limit, after: cursor) }
+    }
+
+    package func applyPatch(_ patch: WindowPatch) -> Pending<WindowConfig, WindowError> {
+        call { store async throws(WindowError) in try await store.apply(patch) }
+    }
+
+    package func parkUntilShowing(after: String?, until deadline: Timestamp) async -> ShowingWait {
+        let result = await park(Self.showingSubject, until: deadline) { store async throws(WindowError) in
+            try await store.showingView()
+        } met: {
+            $0?.id != after
+        }
+        return ShowingWait(result, window: name)
+    }
+
+    package func parkUntilChange(id: String, from status: WindowItemStatus, until deadline: Timestamp) async
+        -> ItemWait
+    {
+        // A finished item never changes again: any status differs from `delayed`, so it answers at once.
+        let from = status.liveStatus ?? .delayed
+        let result = await park(id, until: deadline) { store async throws(WindowError) in
+            try await store.itemView(id: id)
+        } met: {
+            $0.status != from
+        }
+        return ItemWait(result, id: id, window: name)
+    }
+
+    // MARK: Lifecycle
+
+    /// Deletes the window in Redis (every instance hears it and closes its
+    /// copy) and from the index; false when it was not there.
+    package func delete() async throws(WindowError) -> Bool {
+        let existed = try await store.delete()
+        do throws(ScriptFailure) { try await backend.announceDeleted(kind: WindowSlot.eventKind, name: name) } catch {
+            throw .backendUnavailable("\(error)")
+        }
+        return existed
+    }
+
+    /// Counts and totals, and the id of the item shown (for the list route's summary).
+    package func counts() async throws(WindowError) -> (counts: WindowCounts, showing: String?) {
+        try await store.counts()
+    }
+
+    /// Creates the window in Redis, or answers the config of the one there.
+    package func create(_ config: WindowConfig) async throws(WindowError) -> (config: WindowConfig, created: Bool) {
+        try await store.create(config)
+    }
+
+    /// Applies what is due now (after a start or a reconnect: deadlines other
+    /// instances armed are armed here too).
+    package func catchUp() async {
+        try? await store.tick()
+    }
+
+    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
+    package func close() { host.close() }
+
+    /// The server is stopping: waiters here are answered `shuttingDown`.
+    package func shutdown() { host.shutdown() }
+
+    // MARK: NoticeListener
+
+    package func receive(_ object: [String: Any], payload: [UInt8]) {
+        // Most notices interest nobody here but the timer: only the deadline is read then.
+        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
+            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
+            return
+        }
+        guard let notice = RedisWindowStore.decodeNotice(object) else { return }
+        if notice.deleted {
+            close()
+            return
+        }
+        arm(at: notice.next)
+        emitEvents(notice)
+        for item in notice.changed { board.post(item.id) }
+        if !notice.changed.isEmpty { board.post(Self.showingSubject) }
+    }
+
+    package func resynchronize() {
+        board.postAll()
+        Task { await catchUp() }
+    }
+
+    // MARK: Internals
+
+    /// One store call, later, refused once the window is closed.
+    private func call<T: Sendable>(_ body: @escaping @Sendable (RedisWindowStore) async throws(WindowError) -> T)
+        -> Pending<T, WindowError>
+    {
+        .async { [self] () async throws(WindowError) -> T in
+            guard host.phase != .closed else { throw .gone }
+            return try await body(store)
+        }
+    }
+
+    /// Reads with `read` until `met` holds for what it answers, `deadline`
+    /// passes, or the task is cancelled; re-reads at every notice about
+    /// `subject` and at least every `RedisQueue.pollSeconds`. Redis
+    /// unreachable until the deadline: `backendUnavailable`. Failures in the
+    /// line's words, as the memory window's waits hold them.
+    private func park<T: Sendable>(
+        _ subject: String, until deadline: Timestamp,
+        read: (RedisWindowStore) async throws(WindowError) -> T, met: (T) -> Bool
+    ) async -> Result<T, QueueError> {
+        let clock = backend.clock
+        while true {
+            switch host.phase {
+            case .closed: return .failure(.gone)
+            case .shuttingDown: return .failure(.shuttingDown)
+            case .open: break
+            }
+            let ticket = board.open(subject)
+            let answer: Result<T, WindowError>
+            do throws(WindowError) { answer = .success(try await read(store)) } catch { answer = .failure(error) }
+            let now = clock.now()
+            switch answer {
+            case .success(let value):
+                if met(value) || now >= deadline || Task.isCancelled {
+                    board.close(ticket)
+                    return .success(value)
+                }
+            case .failure(.backendUnavailable(let why)):
+                // A cancelled wait would not sleep again: it ends rather than spin.
+                if now >= deadline || Task.isCancelled {
+                    board.close(ticket)
+                    return .failure(.backendUnavailable(why))
+                }
+            case .failure(let error):
+                board.close(ticket)
+                return .failure(Self.lineError(error))
+            }
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: RedisQueue.pollSeconds)))
+        }
+    }
+
+    /// A read's failure as the line's error (what `ShowingWait`/`ItemWait` hold;
+    /// they put it back in the window's words).
+    private static func lineError(_ error: WindowError) -> QueueError {
+        switch error {
+        case .notFound(let what): .notFound(what)
+        case .gone: .gone
+        case .shuttingDown: .shuttingDown
+        case .backendUnavailable(let why): .backendUnavailable(why)
+        case .nothingShowing, .full, .invalid, .storageFull: .backendUnavailable(error.description)
+        }
+    }
+
+    /// Keeps one timer at or before the next deadline; it runs `tick`, whose
+    /// reply arms the next one. Harmless when another instance ticks first.
+    func arm(at next: Timestamp?) {
+        host.arm(at: next) { [weak self] in await self?.catchUp() }
+    }
+
+    /// Emits what the notice reports, as `WindowSlot` does for its own changes.
+    private func emitEvents(_ notice: WindowNotice) {
+        guard let events, events.isRecording else { return }
+        for item in notice.changed {
+            let type = item.status == .showing ? "shown" : item.status.rawValue
+            events.emit(
+                ResourceEvent.Draft(kind: WindowSlot.eventKind, name: name, type: type, subject: .windowItem(item)))
+        }
+        if let updated = notice.updated { events.emitUpdated(kind: WindowSlot.eventKind, name: name, updated) }
+    }
+}

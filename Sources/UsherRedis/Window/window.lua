@@ -1,0 +1,178 @@
+-- The window kind: WindowSlot's operations (Sources/UsherCore/Window), one
+-- EVALSHA each, on the line of line.lua with capacity 1: the holder is the
+-- item shown, its hold is the display time, its expiry the auto-dismiss.
+-- KEYS are the line's 11; a window keeps nothing else. Config in meta: the
+-- line's fields (capacity 1, no opposites, history 1000) with hold_seconds
+-- standing for display_seconds.
+
+LINE.kind = 'window'
+-- An item's own display_seconds replaces the window's, 0 (pinned) included.
+LINE.own_overrides = true
+
+local A = ARGV
+
+-- max_waiting, display_seconds, dedup.
+local function window_config()
+  return { int_text(cfg.max_waiting), cfg.hold_seconds, cfg.dedup }
+end
+
+if OP == 'create' then
+  -- ARGV: max_waiting, display seconds, display µs, dedup, history.
+  if redis.call('EXISTS', K_META) == 1 then
+    load_config()
+    local reply = window_config()
+    table.insert(reply, 1, '0')
+    table.insert(reply, 1, next_deadline())
+    return reply
+  end
+  redis.call('HSET', K_META, 'capacity', '1', 'max_waiting', A[5], 'hold_seconds', A[6], 'hold_us', A[7],
+    'dedup', A[8], 'opposites', '[]', 'history', A[9], 'created', int_text(NOW), 'fence', int_text(NOW - 1),
+    'lastid', int_text(NOW), 'seq', '0', 'dseq', '0', 'fseq', '0', 'hsum', '0')
+  return { '', '1', A[5], A[6], A[8] }
+end
+
+if OP == 'delete' then
+  local existed = redis.call('EXISTS', K_META)
+  redis.call('UNLINK', unpack(KEYS))
+  if existed == 1 then publish({ kind = LINE.kind, name = A[4], time = int_text(NOW), deleted = true }) end
+  return { '', int_text(existed) }
+end
+
+if redis.call('EXISTS', K_META) == 0 then return fail('gone', '') end
+
+begin()
+
+-- The item shown now as a view, or '' when none.
+local function showing_view()
+  local id = redis.call('ZRANGE', K_HOLD, 0, 0)[1]
+  if not id then return '' end
+  return view(rec_get(id))
+end
+
+if OP == 'tick' then
+  return done({})
+end
+
+if OP == 'config' then
+  return done(window_config())
+end
+
+if OP == 'counts' then
+  -- Counts, then the id of the item shown ('' none).
+  local reply = count_fields()
+  reply[#reply + 1] = redis.call('ZRANGE', K_HOLD, 0, 0)[1] or ''
+  return done(reply)
+end
+
+if OP == 'patch' then
+  -- ARGV: max_waiting, display seconds, display µs, dedup ('' = unchanged).
+  local before = window_config()
+  local names = { 'max_waiting', 'hold_seconds', 'hold_us', 'dedup' }
+  for i, field in ipairs(names) do
+    if A[4 + i] ~= '' then redis.call('HSET', K_META, field, A[4 + i]) end
+  end
+  load_config()
+  local after = window_config()
+  return done(after, { config_before = before, config = after })
+end
+
+if OP == 'show' then
+  -- ARGV: id, key, payload (the shown content), priority, display µs (-1 none),
+  -- delay µs, problem field, problem message.
+  local id, key, payload = A[5], A[6], A[7]
+  if id == '' then id = nil end
+  if key == '' then key = nil end
+  local r
+  if id then r = rec_get(id) end
+  local created = '0'
+  if not r then
+    if A[11] ~= '' then return refuse('invalid', A[11] .. ' ' .. A[12]) end
+    local delay = num(A[10])
+    local waiting_count = redis.call('ZCARD', K_WAIT) + redis.call('ZCARD', K_DELAYED)
+    local outcome, other
+    if delay > 0 then
+      if waiting_count >= cfg.max_waiting then return full() end
+    else
+      outcome, other = dedup(key, nil)
+      if outcome == 'enter' and redis.call('ZCARD', K_HOLD) >= cfg.capacity and waiting_count >= cfg.max_waiting then
+        return full()
+      end
+    end
+    if not id then
+      repeat
+        id = string.format('%016.0f', next_after_time(K_META, 'lastid'))
+      until redis.call('HEXISTS', K_VIS, id) == 0
+    end
+    r = { id = id, key = key, payload = payload, pri = A[8], enq = int_text(NOW), hold = A[9] }
+    incr('enqueued_total')
+    created = '1'
+    if delay > 0 then
+      r.st = 'delayed'
+      r.dl = int_text(NOW + delay)
+      r.dm = string.format('%016.0f', next_counter('dseq')) .. ':' .. id
+      redis.call('ZADD', K_DELAYED, NOW + delay, r.dm)
+      rec_put(r)
+      note(id)
+    else
+      r.st = 'waiting'
+      enter_line(r, NOW, outcome, other)
+      grant_free()
+      if r.st == 'waiting' then note(id) end
+    end
+  end
+  return done({ view(r), created })
+end
+
+if OP == 'dismiss' then
+  -- ARGV: id ('' = the item shown). Reply: the item dismissed, the one shown after ('' none).
+  local r
+  if A[5] ~= '' then
+    r = rec_get(A[5])
+    if not r then return refuse('not_found', A[5]) end
+    if r.st == 'delayed' or r.st == 'waiting' then
+      finish(r, 'cancelled', NOW, 'client')
+    elseif r.st == 'granted' then
+      finish(r, 'released', NOW, nil)
+    end
+  else
+    local id = redis.call('ZRANGE', K_HOLD, 0, 0)[1]
+    if not id then return refuse('nothing_showing', '') end
+    r = rec_get(id)
+    finish(r, 'released', NOW, nil)
+  end
+  grant_free()
+  return done({ view(r), showing_view() })
+end
+
+if OP == 'showing' then
+  return done({ showing_view() })
+end
+
+if OP == 'item' then
+  local r = rec_get(A[5])
+  if not r then return refuse('not_found', A[5]) end
+  return done({ view(r) })
+end
+
+if OP == 'state' then
+  -- ARGV: limit, after ('' = the front, else priority and seq of a queued
+  -- item). Reply: more, count of queued, counts, config, the item shown
+  -- ('' none), the queued items.
+  local limit = num(A[5])
+  local from = '-inf'
+  if A[6] ~= '' then
+    from = '(' .. string.format('%.0f', (PRIORITY_BIAS - num(A[6])) * SEQ_SPAN + num(A[7]))
+  end
+  local ids = redis.call('ZRANGEBYSCORE', K_WAIT, from, '+inf', 'LIMIT', 0, limit + 1)
+  local first = 1
+  if ids[1] then first = redis.call('ZRANK', K_WAIT, ids[1]) + 1 end
+  local queued = {}
+  for i = 1, math.min(limit, #ids) do queued[i] = view(rec_get(ids[i]), first + i - 1) end
+  local out = { #ids > limit and '1' or '0', int_text(#queued) }
+  for _, list in ipairs({ count_fields(), window_config(), { showing_view() }, queued }) do
+    for _, x in ipairs(list) do out[#out + 1] = x end
+  end
+  return done(out)
+end
+
+return fail('bad_operation', OP)
