@@ -133,7 +133,7 @@ import Testing
             (withRedis, "/v1/queues/q", #"{"backend": "disk"}"#, 400, "backend"),
             (withRedis, "/v1/queues/q", #"{"backend": 1}"#, 400, "backend"),
             (memoryOnly, "/v1/queues/q", #"{"backend": "redis"}"#, 400, "backend"),
-            (withRedis, "/v1/windows/w", #"{"backend": "redis"}"#, 400, "windows"),
+            (withRedis, "/v1/pipelines/pl", #"{"backend": "redis"}"#, 400, "pipelines"),
             (memoryOnly, "/v1/pools/p", #"{"elements": ["a"], "backend": "redis"}"#, 400, "backend"),
         ]
         for (s, path, body, status, mention) in cases {
@@ -144,7 +144,7 @@ import Testing
         for s in [withRedis, memoryOnly] {
             #expect(try await s.call("GET", "/v1/queues/q").status == 404)
             #expect(try await s.call("GET", "/v1/pools/p").status == 404)
-            #expect(try await s.call("GET", "/v1/windows/w").status == 404)
+            #expect(try await s.call("GET", "/v1/pipelines/pl").status == 404)
             #expect((try await s.call("GET", "/v1/queues").json["queues"] as? [[String: Any]])?.isEmpty == true)
         }
     }
