@@ -62,6 +62,7 @@ let package = Package(
                 .embedInCode("Support/common.lua"), .embedInCode("Line/line.lua"), .embedInCode("Queue/queue.lua"),
                 .embedInCode("Machine/machine.lua"), .embedInCode("Pipeline/pipeline.lua"),
                 .embedInCode("Window/window.lua"),
+                .embedInCode("Pool/pool.lua"),
             ]),
         // The managers (actors) and their value-type engines. No HTTP, no C.
         .target(name: "UsherCore", dependencies: ["Locking"], exclude: ["Concurrency/README.md"]),

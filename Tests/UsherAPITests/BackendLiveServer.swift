@@ -13,9 +13,9 @@ enum TestBackend: String, CustomStringConvertible, Sendable {
     var description: String { rawValue }
 }
 
-/// A live server whose queues, windows and pipelines are kept on `backend`:
-/// on Redis, the config gains a `redis` block for a redis-server of the
-/// test's own, and every queue, window and pipeline of the config file and of `put` bodies gains
+/// A live server whose queues, windows, pools and pipelines are kept on
+/// `backend`: on Redis, the config gains a `redis` block for a redis-server
+/// of the test's own, and every such resource of the config file and of `put` bodies gains
 /// `"backend": "redis"`;
 /// on memory the config is used as given. Calls run on threads of their
 /// own, so no cooperative thread waits on a socket while a Redis answer
@@ -25,7 +25,7 @@ final class BackendLiveServer: Sendable {
     let live: LiveServer
     let redis: RedisServer?
     /// The config file sections whose resources are kept on `backend`.
-    static let sharedKinds = ["queues", "windows", "pipelines"]
+    static let sharedKinds = ["queues", "windows", "pools", "pipelines"]
 
     init(_ backend: TestBackend, _ configJSON: String = "{}", redis: RedisServer? = nil) async throws {
         self.backend = backend

@@ -133,12 +133,6 @@ import Testing
         // Set but empty: as if unset.
         #expect(try load(file, environment: ["USHER_REDIS_URL": ""]).redis?.url == "redis://file-host:6379")
         #expect(try load("{}", environment: ["USHER_REDIS_URL": ""]).redis == nil)
-        // A cluster has database 0 only, whichever URL names it.
-        let cluster = #"{"redis": {"url": "redis://node-1:7000", "cluster": true}}"#
-        #expect(try load(cluster, environment: ["USHER_REDIS_URL": "redis://node-2:7000"]).redis?.cluster == true)
-        #expect(throws: FieldError.self) {
-            try load(cluster, environment: ["USHER_REDIS_URL": "redis://node-2:7000/3"])
-        }
         let bad = loadError(file, environment: ["USHER_REDIS_URL": "rediss://user:hunter2@env-host"])
         #expect(bad?.field == "USHER_REDIS_URL")
         #expect(bad?.message.contains("rediss://") == true)
@@ -172,7 +166,8 @@ import Testing
              "queues": {"mem": {"capacity": 1, "backend": "memory"}, "shared": {"capacity": 2, "backend": "redis"},
                         "plain": {"capacity": 3}, "empty": null},
              "machines": {"m": {"definition": "player", "backend": "redis"}, "n": {"definition": "player"}},
-             "pools": {"p": {"backend": "redis", "elements": ["a"]}}}
+             "pools": {"p": {"backend": "redis", "elements": ["a"]}, "o": {"elements": ["b"]}},
+             "pipelines": {"pl": {"backend": "redis"}}}
             """
         let c = try load(text)
         #expect(c.defaultBackend == .memory)
@@ -187,22 +182,15 @@ import Testing
             ])
         #expect(c.declared[.machines]?.map(\.backend) == [.redis, .memory])
         #expect(c.declared[.machines]?[0].config == (try JSONValue.parse(#"{"definition": "player"}"#)))
-        #expect(c.declared[.pools]?[0].config == (try JSONValue.parse(#"{"elements": ["a"]}"#)))
-        // Only queues, windows, pipelines and machines are kept in Redis: other kinds that name it stop start-up, naming the field.
-        #expect {
-            try UsherApp(config: c, logger: Logger(level: .error))
-        } throws: { error in
-            (error as? APIError)?.detail
-                == "pools.p.backend: only queues, windows, pipelines and machines can be kept in Redis"
-        }
+        #expect(c.declared[.pools]?.map(\.backend) == [.memory, .redis])
+        #expect(c.declared[.pools]?[1].config == (try JSONValue.parse(#"{"elements": ["a"]}"#)))
+        #expect(c.declared[.pipelines]?.map(\.backend) == [.redis])
         // Each kind's reader, which refuses unknown members, accepts what is handed on. The Redis-backed
-        // queue and machine are created once Redis answers (serving), not here.
-        var memoryOnly = c
-        memoryOnly.declared[.pools]?[0].backend = .memory
-        let app = try UsherApp(config: memoryOnly, logger: Logger(level: .error))
+        // queue, machine, pool and pipeline are created once Redis answers (serving), not here.
+        let app = try UsherApp(config: c, logger: Logger(level: .error))
         #expect(app.registry.list(.queues).count == 3)
         #expect(app.registry.list(.machines).map(\.name) == ["n"])
-        #expect(app.registry.list(.pools).count == 1)
+        #expect(app.registry.list(.pools).map(\.name) == ["o"])
     }
 
     @Test func defaultBackendFillsInWhatIsNotNamed() throws {

@@ -5,64 +5,70 @@ import Testing
 @testable import Locking
 @testable import UsherAPI
 
-/// Pools over HTTP: every route and error code (SPEC §4).
-@Suite struct PoolLiveTests {
-    /// Waits (at most 2 s) until `n` fetchers wait in the pool's line. Parked
+/// Pools over HTTP: every route and error code (SPEC §4), each test once
+/// with memory pools and once with pools kept in a redis-server of the
+/// test's own (`BackendLiveServer`).
+@Suite(.serialized) struct PoolLiveTests {
+    static let both: [TestBackend] = [.memory, .redis]
+
+    /// Waits (at most 5 s) until `n` fetchers wait in the pool's line. Parked
     /// is not yet in line: a wait joins the line on a task after its
     /// connection is parked.
+    static func untilWaiting(_ s: BackendLiveServer, _ pool: String, _ n: Int) async {
+        _ = await poll(5) { (try? await s.call("GET", "/v1/pools/\(pool)"))?.json["waiting"] as? Int == n }
+    }
+
     static func untilWaiting(_ s: LiveServer, _ pool: String, _ n: Int) {
         for _ in 0..<1000 where (try? s.call("GET", "/v1/pools/\(pool)"))?.json["waiting"] as? Int != n { usleep(2000) }
     }
 
     static let gpus = #"{"pools": {"gpus": {"elements": ["gpu-0", {"id": "gpu-1", "data": {"mem": 24}}]}}}"#
 
-    @Test func lifecycle() throws {
-        let s = try LiveServer()
-        let created = try s.call("PUT", "/v1/pools/seats", #"{"elements": ["s1", "s2"], "lease_seconds": 30}"#)
+    @Test(arguments: both) func lifecycle(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend)
+        let created = try await s.call(
+            "PUT", "/v1/pools/seats", s.put(#"{"elements": ["s1", "s2"], "lease_seconds": 30}"#))
         #expect(created.status == 201)
         #expect(created.json["size"] as? Int == 2 && created.json["available"] as? Int == 2)
         #expect((created.json["elements"] as? [[String: Any]])?.map { $0["status"] as? String } == ["free", "free"])
-        #expect(
-            try s.call(
-                "PUT", "/v1/pools/seats", #"{"elements": ["s1", "s2"], "lease_seconds": 30, "max_waiting": 1000}"#
-            ).status == 200)
+        let same = s.put(#"{"elements": ["s1", "s2"], "lease_seconds": 30, "max_waiting": 1000}"#)
+        #expect(try await s.call("PUT", "/v1/pools/seats", same).status == 200)
         // Elements added later do not count in the comparison.
-        #expect(try s.call("PUT", "/v1/pools/seats/elements/s3", "{}").status == 201)
-        #expect(try s.call("PUT", "/v1/pools/seats", #"{"elements": ["s1", "s2"], "lease_seconds": 30}"#).status == 200)
-        #expect(
-            try s.call("PUT", "/v1/pools/seats", #"{"elements": ["s1"], "lease_seconds": 30}"#).code == "already_exists"
-        )
-        let list = try s.call("GET", "/v1/pools")
+        #expect(try await s.call("PUT", "/v1/pools/seats/elements/s3", "{}").status == 201)
+        let again = s.put(#"{"elements": ["s1", "s2"], "lease_seconds": 30}"#)
+        #expect(try await s.call("PUT", "/v1/pools/seats", again).status == 200)
+        let other = s.put(#"{"elements": ["s1"], "lease_seconds": 30}"#)
+        #expect(try await s.call("PUT", "/v1/pools/seats", other).code == "already_exists")
+        let list = try await s.call("GET", "/v1/pools")
         #expect((list.json["pools"] as? [[String: Any]])?.first?["size"] as? Int == 3)
-        let patched = try s.call(
+        let patched = try await s.call(
             "PATCH", "/v1/pools/seats", #"{"lease_seconds": 10, "grow": {"max_size": 5, "prefix": "s-"}}"#)
         #expect((patched.json["config"] as? [String: Any])?["lease_seconds"] as? Int == 10)
-        let noElements = try s.call("PATCH", "/v1/pools/seats", #"{"elements": []}"#)
+        let noElements = try await s.call("PATCH", "/v1/pools/seats", #"{"elements": []}"#)
         #expect(noElements.status == 400 && (noElements.json["detail"] as? String)?.contains("elements/{id}") == true)
-        #expect(try s.call("DELETE", "/v1/pools/seats").status == 204)
-        #expect(try s.call("GET", "/v1/pools/seats").status == 404)
-        #expect(try s.call("POST", "/v1/pools/seats/fetch").status == 404)
+        #expect(try await s.call("DELETE", "/v1/pools/seats").status == 204)
+        #expect(try await s.call("GET", "/v1/pools/seats").status == 404)
+        #expect(try await s.call("POST", "/v1/pools/seats/fetch").status == 404)
     }
 
-    @Test func fetchRecycleAndState() throws {
-        let s = try LiveServer(Self.gpus)
-        let c = s.client()
-        let a = try c.request("POST", "/v1/pools/gpus/fetch", body: #"{"holder": "job-1"}"#)
+    @Test(arguments: both) func fetchRecycleAndState(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend, Self.gpus)
+        let a = try await s.call("POST", "/v1/pools/gpus/fetch", #"{"holder": "job-1"}"#)
         #expect(a.status == 200)
         let lease = try #require(a.json["lease"] as? [String: Any])
         #expect((lease["element"] as? [String: Any])?["id"] as? String == "gpu-0")
         #expect(lease["holder"] as? String == "job-1" && lease["fence"] is Int && lease["expires_at"] is String)
-        let b = try c.request("POST", "/v1/pools/gpus/fetch", body: #"{"id": "job-2", "lease_seconds": 5}"#)
+        let b = try await s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "job-2", "lease_seconds": 5}"#)
         let bLease = try #require(b.json["lease"] as? [String: Any])
         #expect(((bLease["element"] as? [String: Any])?["data"] as? [String: Any])?["mem"] as? Int == 24)
         #expect(
-            try c.request("POST", "/v1/pools/gpus/fetch", body: #"{"id": "job-2"}"#).json["lease"] as? NSDictionary
+            try await s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "job-2"}"#).json["lease"] as? NSDictionary
                 == bLease as NSDictionary)
-        let exhausted = try c.request("POST", "/v1/pools/gpus/fetch")
+        let exhausted = try await s.call("POST", "/v1/pools/gpus/fetch")
         #expect(exhausted.status == 409 && exhausted.code == "pool_exhausted")
         #expect(exhausted.json["next_expiry_at"] as? String == bLease["expires_at"] as? String)
 
-        let state = try c.request("GET", "/v1/pools/gpus")
+        let state = try await s.call("GET", "/v1/pools/gpus")
         #expect(
             state.json["leased"] as? Int == 2 && state.json["available"] as? Int == 0
                 && state.json["waiting"] as? Int == 0)
@@ -70,81 +76,81 @@ import Testing
         #expect(elements.map { $0["id"] as? String } == ["gpu-0", "gpu-1"])
         #expect((elements[1]["lease"] as? [String: Any])?["id"] as? String == "job-2")
 
-        let byLease = try c.request("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "job-2"}"#)
+        let byLease = try await s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "job-2"}"#)
         #expect(byLease.status == 200 && (byLease.json["lease"] as? [String: Any])?["status"] as? String == "recycled")
-        let again = try c.request("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "job-2"}"#)
+        let again = try await s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "job-2"}"#)
         #expect(
             again.status == 409 && again.code == "not_leased" && again.json["current_status"] as? String == "recycled")
-        let byElement = try c.request("POST", "/v1/pools/gpus/recycle", body: #"{"element": "gpu-0"}"#)
+        let byElement = try await s.call("POST", "/v1/pools/gpus/recycle", #"{"element": "gpu-0"}"#)
         #expect(byElement.status == 200)
-        #expect(try c.request("POST", "/v1/pools/gpus/recycle", body: #"{"element": "gpu-0"}"#).code == "not_leased")
-        #expect(try c.request("POST", "/v1/pools/gpus/recycle", body: #"{"element": "gpu-9"}"#).status == 404)
-        #expect(try c.request("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "nope"}"#).status == 404)
-        let counts = try #require(try c.request("GET", "/v1/pools/gpus").json["counts"] as? [String: Any])
+        #expect(try await s.call("POST", "/v1/pools/gpus/recycle", #"{"element": "gpu-0"}"#).code == "not_leased")
+        #expect(try await s.call("POST", "/v1/pools/gpus/recycle", #"{"element": "gpu-9"}"#).status == 404)
+        #expect(try await s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "nope"}"#).status == 404)
+        let counts = try #require(try await s.call("GET", "/v1/pools/gpus").json["counts"] as? [String: Any])
         #expect(counts["fetched_total"] as? Int == 2 && counts["recycled_total"] as? Int == 2)
         #expect(counts["expired_total"] as? Int == 0 && counts["grown_total"] as? Int == 0)
     }
 
-    @Test func extend() throws {
-        let s = try LiveServer(#"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
-        _ = try s.call("POST", "/v1/pools/p/fetch", #"{"id": "l", "lease_seconds": 10}"#)
-        let extended = try s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 50}"#)
+    @Test(arguments: both) func extend(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
+        _ = try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "l", "lease_seconds": 10}"#)
+        let extended = try await s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 50}"#)
         #expect(extended.status == 200 && (extended.json["lease"] as? [String: Any])?["status"] as? String == "active")
-        let tooLong = try s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 61}"#)
+        let tooLong = try await s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 61}"#)
         #expect(tooLong.status == 400 && tooLong.json["field"] as? String == "lease_seconds")
-        #expect(try s.call("POST", "/v1/pools/p/leases/nope/extend").status == 404)
-        _ = try s.call("POST", "/v1/pools/p/recycle", #"{"lease": "l"}"#)
-        #expect(try s.call("POST", "/v1/pools/p/leases/l/extend").code == "not_leased")
+        #expect(try await s.call("POST", "/v1/pools/p/leases/nope/extend").status == 404)
+        _ = try await s.call("POST", "/v1/pools/p/recycle", #"{"lease": "l"}"#)
+        #expect(try await s.call("POST", "/v1/pools/p/leases/l/extend").code == "not_leased")
     }
 
-    @Test func extendNeverShortensALease() throws {
-        let s = try LiveServer(#"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
-        let fetched = try s.call("POST", "/v1/pools/p/fetch", #"{"id": "l"}"#)
+    @Test(arguments: both) func extendNeverShortensALease(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
+        let fetched = try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "l"}"#)
         let expiresAt = try #require((fetched.json["lease"] as? [String: Any])?["expires_at"] as? String)
-        let shorter = try s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 1}"#)
+        let shorter = try await s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 1}"#)
         #expect(shorter.status == 200)
         #expect((shorter.json["lease"] as? [String: Any])?["expires_at"] as? String == expiresAt)
     }
 
-    @Test func elementsAtRunTime() throws {
-        let s = try LiveServer(Self.gpus)
-        let added = try s.call("PUT", "/v1/pools/gpus/elements/gpu-2", #"{"data": {"mem": 80}}"#)
+    @Test(arguments: both) func elementsAtRunTime(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend, Self.gpus)
+        let added = try await s.call("PUT", "/v1/pools/gpus/elements/gpu-2", #"{"data": {"mem": 80}}"#)
         #expect(added.status == 201 && (added.json["element"] as? [String: Any])?["status"] as? String == "free")
-        let replaced = try s.call("PUT", "/v1/pools/gpus/elements/gpu-2", #"{"data": {"mem": 40}}"#)
+        let replaced = try await s.call("PUT", "/v1/pools/gpus/elements/gpu-2", #"{"data": {"mem": 40}}"#)
         #expect(replaced.status == 200)
         #expect(((replaced.json["element"] as? [String: Any])?["data"] as? [String: Any])?["mem"] as? Int == 40)
-        _ = try s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "mine"}"#)
-        let leased = try s.call("DELETE", "/v1/pools/gpus/elements/gpu-0")
+        _ = try await s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "mine"}"#)
+        let leased = try await s.call("DELETE", "/v1/pools/gpus/elements/gpu-0")
         #expect(leased.status == 409 && leased.code == "element_leased" && leased.json["lease"] as? String == "mine")
-        let forced = try s.call("DELETE", "/v1/pools/gpus/elements/gpu-0?force=true")
+        let forced = try await s.call("DELETE", "/v1/pools/gpus/elements/gpu-0?force=true")
         #expect(forced.status == 200 && (forced.json["lease"] as? [String: Any])?["status"] as? String == "revoked")
-        let holder = try s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "mine"}"#)
+        let holder = try await s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "mine"}"#)
         #expect(
             holder.status == 409 && holder.code == "not_leased" && holder.json["current_status"] as? String == "revoked"
         )
-        let free = try s.call("DELETE", "/v1/pools/gpus/elements/gpu-1")
+        let free = try await s.call("DELETE", "/v1/pools/gpus/elements/gpu-1")
         #expect(free.status == 200 && free.json["lease"] is NSNull)
-        #expect(try s.call("DELETE", "/v1/pools/gpus/elements/gpu-1").status == 404)
-        #expect(try s.call("DELETE", "/v1/pools/gpus/elements/gpu-2?force=maybe").status == 400)
-        let state = try s.call("GET", "/v1/pools/gpus")
+        #expect(try await s.call("DELETE", "/v1/pools/gpus/elements/gpu-1").status == 404)
+        #expect(try await s.call("DELETE", "/v1/pools/gpus/elements/gpu-2?force=maybe").status == 400)
+        let state = try await s.call("GET", "/v1/pools/gpus")
         #expect((state.json["elements"] as? [[String: Any]])?.map { $0["id"] as? String } == ["gpu-2"])
         #expect((state.json["counts"] as? [String: Any])?["revoked_total"] as? Int == 1)
     }
 
-    @Test func growCreatesElementsUpToMaxSize() throws {
-        let s = try LiveServer(#"{"pools": {"p": {"grow": {"max_size": 2, "prefix": "el-"}}}}"#)
-        let ids = try (0..<2).map { _ in
-            (try s.call("POST", "/v1/pools/p/fetch").json["lease"] as? [String: Any]).flatMap {
-                ($0["element"] as? [String: Any])?["id"] as? String
-            }
+    @Test(arguments: both) func growCreatesElementsUpToMaxSize(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"grow": {"max_size": 2, "prefix": "el-"}}}}"#)
+        var ids: [String?] = []
+        for _ in 0..<2 {
+            let lease = try await s.call("POST", "/v1/pools/p/fetch").json["lease"] as? [String: Any]
+            ids.append((lease?["element"] as? [String: Any])?["id"] as? String)
         }
         #expect(ids == ["el-1", "el-2"])
-        #expect(try s.call("POST", "/v1/pools/p/fetch").code == "pool_exhausted")
-        #expect((try s.call("GET", "/v1/pools/p").json["counts"] as? [String: Any])?["grown_total"] as? Int == 2)
+        #expect(try await s.call("POST", "/v1/pools/p/fetch").code == "pool_exhausted")
+        #expect((try await s.call("GET", "/v1/pools/p").json["counts"] as? [String: Any])?["grown_total"] as? Int == 2)
     }
 
-    @Test func badInputIs400() throws {
-        let s = try LiveServer(Self.gpus)
+    @Test(arguments: both) func badInputIs400(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend, Self.gpus)
         let cases: [(String, String, String?, String)] = [
             ("POST", "/v1/pools/gpus/fetch", #"{"holdr": "x"}"#, "holdr"),
             ("POST", "/v1/pools/gpus/fetch", #"{"lease_seconds": 61}"#, "lease_seconds"),
@@ -157,75 +163,74 @@ import Testing
             ("PUT", "/v1/pools/new", #"{"grow": {"prefix": "x"}}"#, "max_size"),
         ]
         for (method, path, body, mention) in cases {
-            let r = try s.call(method, path, body)
+            let r = try await s.call(method, path, body)
             #expect(r.status == 400 && r.code == "bad_request", "\(method) \(path) \(body ?? "")")
             #expect((r.json["detail"] as? String)?.contains(mention) == true, "\(r.text) should mention \(mention)")
         }
     }
 
-    @Test func aWaitingFetchIsServedByARecycle() throws {
-        let s = try LiveServer(Self.gpus)
-        _ = try s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "a"}"#)
-        _ = try s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "b"}"#)
+    @Test(arguments: both) func aWaitingFetchIsServedByARecycle(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend, Self.gpus)
+        _ = try await s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "a"}"#)
+        _ = try await s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "b"}"#)
         let started = Date()
-        let waiting = s.inBackground {
-            try s.call("POST", "/v1/pools/gpus/fetch?wait=10", #"{"id": "w", "holder": "late"}"#)
-        }
-        Self.untilWaiting(s, "gpus", 1)
-        #expect((try s.call("GET", "/v1/pools/gpus")).json["waiting"] as? Int == 1)
-        #expect(try s.call("POST", "/v1/pools/gpus/recycle", #"{"element": "gpu-1"}"#).status == 200)
-        let r = try #require(waiting())
+        let waiting = s.start("POST", "/v1/pools/gpus/fetch?wait=10", #"{"id": "w", "holder": "late"}"#)
+        await Self.untilWaiting(s, "gpus", 1)
+        #expect((try await s.call("GET", "/v1/pools/gpus")).json["waiting"] as? Int == 1)
+        #expect(try await s.call("POST", "/v1/pools/gpus/recycle", #"{"element": "gpu-1"}"#).status == 200)
+        let r = try await waiting.value
         #expect(r.status == 200)
         let lease = try #require(r.json["lease"] as? [String: Any])
         #expect(lease["id"] as? String == "w" && (lease["element"] as? [String: Any])?["id"] as? String == "gpu-1")
         #expect(Date().timeIntervalSince(started) < 5)
     }
 
-    @Test func aWaitThatEndsIsPoolExhausted() throws {
-        let s = try LiveServer(#"{"pools": {"p": {"elements": ["a"]}}}"#)
-        _ = try s.call("POST", "/v1/pools/p/fetch")
+    @Test(arguments: both) func aWaitThatEndsIsPoolExhausted(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"elements": ["a"]}}}"#)
+        _ = try await s.call("POST", "/v1/pools/p/fetch")
         let started = Date()
-        let r = try s.call("POST", "/v1/pools/p/fetch?wait=0.3")
+        let r = try await s.call("POST", "/v1/pools/p/fetch?wait=0.3")
         #expect(r.status == 409 && r.code == "pool_exhausted" && r.json["next_expiry_at"] is String)
         #expect(Date().timeIntervalSince(started) >= 0.25)
-        #expect((try s.call("GET", "/v1/pools/p")).json["waiting"] as? Int == 0)
+        #expect((try await s.call("GET", "/v1/pools/p")).json["waiting"] as? Int == 0)
     }
 
-    @Test func moreWaitingFetchersThanMaxWaitingIs429() throws {
-        let s = try LiveServer(#"{"pools": {"p": {"elements": ["a"], "max_waiting": 1}}}"#)
-        _ = try s.call("POST", "/v1/pools/p/fetch", #"{"id": "held"}"#)
-        let first = s.inBackground { try s.call("POST", "/v1/pools/p/fetch?wait=20", #"{"id": "first"}"#) }
-        Self.untilWaiting(s, "p", 1)
-        let full = try s.call("POST", "/v1/pools/p/fetch?wait=5")
+    @Test(arguments: both) func moreWaitingFetchersThanMaxWaitingIs429(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"elements": ["a"], "max_waiting": 1}}}"#)
+        _ = try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "held"}"#)
+        let first = s.start("POST", "/v1/pools/p/fetch?wait=20", #"{"id": "first"}"#)
+        await Self.untilWaiting(s, "p", 1)
+        let full = try await s.call("POST", "/v1/pools/p/fetch?wait=5")
         #expect(full.status == 429 && full.code == "queue_full" && full.headers["retry-after"] != nil)
         // Without wait nothing would wait: pool_exhausted.
-        #expect(try s.call("POST", "/v1/pools/p/fetch").code == "pool_exhausted")
-        _ = try s.call("POST", "/v1/pools/p/recycle", #"{"lease": "held"}"#)
-        let r = try #require(first())
+        #expect(try await s.call("POST", "/v1/pools/p/fetch").code == "pool_exhausted")
+        _ = try await s.call("POST", "/v1/pools/p/recycle", #"{"lease": "held"}"#)
+        let r = try await first.value
         #expect(r.status == 200 && (r.json["lease"] as? [String: Any])?["id"] as? String == "first")
     }
 
-    @Test func anExpiredLeaseServesAWaitingFetcher() throws {
-        let s = try LiveServer(#"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
-        _ = try s.call("POST", "/v1/pools/p/fetch", #"{"lease_seconds": 0.2}"#)
-        let r = try s.call("POST", "/v1/pools/p/fetch?wait=5", #"{"id": "next"}"#)
+    @Test(arguments: both) func anExpiredLeaseServesAWaitingFetcher(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
+        _ = try await s.call("POST", "/v1/pools/p/fetch", #"{"lease_seconds": 0.2}"#)
+        let r = try await s.call("POST", "/v1/pools/p/fetch?wait=5", #"{"id": "next"}"#)
         #expect(r.status == 200 && (r.json["lease"] as? [String: Any])?["id"] as? String == "next")
-        let counts = try #require(try s.call("GET", "/v1/pools/p").json["counts"] as? [String: Any])
+        let counts = try #require(try await s.call("GET", "/v1/pools/p").json["counts"] as? [String: Any])
         #expect(counts["expired_total"] as? Int == 1 && counts["recycled_total"] as? Int == 0)
     }
 
-    @Test func waitersOfADeletedPoolGet410AndShutdown503() throws {
-        let s = try LiveServer(#"{"pools": {"p": {"elements": ["a"]}, "q": {"elements": ["a"]}}}"#)
-        _ = try s.call("POST", "/v1/pools/p/fetch")
-        _ = try s.call("POST", "/v1/pools/q/fetch")
-        let deleted = s.inBackground { try s.call("POST", "/v1/pools/p/fetch?wait=10") }
-        let stopping = s.inBackground { try s.call("POST", "/v1/pools/q/fetch?wait=10") }
-        s.untilParked(2)
-        #expect(try s.call("DELETE", "/v1/pools/p").status == 204)
-        let gone = try #require(deleted())
+    @Test(arguments: both) func waitersOfADeletedPoolGet410AndShutdown503(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(
+            backend, #"{"pools": {"p": {"elements": ["a"]}, "q": {"elements": ["a"]}}}"#)
+        _ = try await s.call("POST", "/v1/pools/p/fetch")
+        _ = try await s.call("POST", "/v1/pools/q/fetch")
+        let deleted = s.start("POST", "/v1/pools/p/fetch?wait=10")
+        let stopping = s.start("POST", "/v1/pools/q/fetch?wait=10")
+        await s.untilParked(2)
+        #expect(try await s.call("DELETE", "/v1/pools/p").status == 204)
+        let gone = try await deleted.value
         #expect(gone.status == 410 && gone.code == "gone")
-        #expect(s.shutdown())
-        let r = try #require(stopping())
+        #expect(s.live.shutdown())
+        let r = try await stopping.value
         #expect(r.status == 503 && r.code == "shutting_down")
     }
 

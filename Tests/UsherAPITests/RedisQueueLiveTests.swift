@@ -133,7 +133,11 @@ import Testing
             (withRedis, "/v1/queues/q", #"{"backend": "disk"}"#, 400, "backend"),
             (withRedis, "/v1/queues/q", #"{"backend": 1}"#, 400, "backend"),
             (memoryOnly, "/v1/queues/q", #"{"backend": "redis"}"#, 400, "backend"),
-            (withRedis, "/v1/pools/p", #"{"elements": ["a"], "backend": "redis"}"#, 400, "pools"),
+            (
+                withRedis, "/v1/pipelines/pl", #"{"backend": "redis", "source": {"kind": "file", "path": "a"}}"#, 400,
+                "source"
+            ),
+            (memoryOnly, "/v1/pools/p", #"{"elements": ["a"], "backend": "redis"}"#, 400, "backend"),
         ]
         for (s, path, body, status, mention) in cases {
             let r = try await s.call("PUT", path, body)
@@ -143,6 +147,7 @@ import Testing
         for s in [withRedis, memoryOnly] {
             #expect(try await s.call("GET", "/v1/queues/q").status == 404)
             #expect(try await s.call("GET", "/v1/pools/p").status == 404)
+            #expect(try await s.call("GET", "/v1/pipelines/pl").status == 404)
             #expect((try await s.call("GET", "/v1/queues").json["queues"] as? [[String: Any]])?.isEmpty == true)
         }
     }

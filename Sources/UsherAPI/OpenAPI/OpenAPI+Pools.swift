@@ -36,26 +36,28 @@ extension OpenAPIDocument {
             ),
         ]
         let elementRef = Schema.object([("id", Schema.name()), ("data", Schema.any())])
+        let configFields: [(String, JSONValue)] = [
+            (
+                "elements",
+                Schema.array(elementSpec, maxItems: L.elements.upperBound, "the elements (ids unique); default []")
+            ),
+            ("lease_seconds", Schema.seconds(L.seconds, "a lease not recycled by then expires; 0 = never; default 60")),
+            ("max_waiting", Schema.integer(L.maxWaiting, "more waiting fetchers: 429 queue_full; default 1000")),
+            ("grow", growRequest),
+        ]
         return [
             (
-                "PoolConfigRequest",
+                "PoolCreateRequest",
                 Schema.request(
-                    [
+                    configFields + [
                         (
-                            "elements",
-                            Schema.array(
-                                elementSpec, maxItems: L.elements.upperBound, "the elements (ids unique); default []")
-                        ),
-                        (
-                            "lease_seconds",
-                            Schema.seconds(L.seconds, "a lease not recycled by then expires; 0 = never; default 60")
-                        ),
-                        (
-                            "max_waiting",
-                            Schema.integer(L.maxWaiting, "more waiting fetchers: 429 queue_full; default 1000")
-                        ),
-                        ("grow", growRequest),
-                    ], "a pool's config; every field optional")
+                            "backend",
+                            Schema.enumeration(
+                                Backend.allCases.map(\.rawValue),
+                                "where the pool lives: this process's memory, or Redis (shared by every Usher on it; needs a redis block); default default_backend"
+                            )
+                        )
+                    ], "a pool's config and backend; every field optional")
             ),
             (
                 "PoolPatchRequest",
@@ -84,10 +86,12 @@ extension OpenAPIDocument {
             ),
             (
                 "PoolSummary",
-                Schema.object([
-                    ("name", Schema.name()), ("size", Schema.count), ("available", Schema.count),
-                    ("leased", Schema.count), ("waiting", Schema.count),
-                ])
+                Schema.object(
+                    [
+                        ("name", Schema.name()), ("size", Schema.count), ("available", Schema.count),
+                        ("leased", Schema.count), ("waiting", Schema.count),
+                        ("backend", Schema.enumeration(["redis"], "present for a pool kept in Redis")),
+                    ], optional: ["backend"])
             ),
             (
                 "Lease",
@@ -196,7 +200,7 @@ extension OpenAPIDocument {
                         description:
                             "201 when created; the same config again (after defaults): 200; a different one: 409.",
                         body: RequestBody(
-                            schema: Schema.ref("PoolConfigRequest"), required: false,
+                            schema: Schema.ref("PoolCreateRequest"), required: false,
                             example: .object([("elements", .array([.string("seat-1"), .string("seat-2")]))])),
                         responses: [
                             Response.json(201, "created", state),

@@ -46,65 +46,6 @@ struct Created<Manager: Sendable>: Sendable {
     let created: Bool
 }
 
-/// A kind whose manager is an actor in memory, reached synchronously through
-/// `withIsolation` (windows, pools, pipelines): its isolated operations are
-/// the `ConfiguredKind` ones, always ready at once.
-protocol IsolatedKind: ConfiguredKind where Manager: ManagedResource & LockIsolatedActor {
-    static func create(name: String, config: Config, in app: UsherApp) throws(APIError) -> (Manager, Bool)
-    static func state(of manager: isolated Manager, limit: Int, after cursor: Cursor?) throws(Failure) -> State
-    static func apply(_ patch: Patch, to manager: isolated Manager) throws(Failure)
-}
-
-extension IsolatedKind {
-    static func manager(from resource: any ManagedResource) -> Manager? {
-        // The exact class (always, in practice) without a dynamic cast.
-        if ObjectIdentifier(type(of: resource)) == ObjectIdentifier(Manager.self) {
-            return unsafeDowncast(resource, to: Manager.self)
-        }
-        return resource as? Manager
-    }
-
-    static func creating(name: String, config: Config, backend: Backend, in app: UsherApp) -> Pending<
-        Created<Manager>, APIError
-    > {
-        .now { () throws(APIError) in
-            guard backend == .memory else {
-                throw APIError.badRequest(
-                    "\(kind.rawValue) are kept in memory only for now: leave out backend, or use \"memory\"",
-                    field: "backend")
-            }
-            let (manager, created) = try create(name: name, config: config, in: app)
-            return Created(manager: manager, created: created)
-        }
-    }
-
-    static func readState(of manager: Manager, limit: Int, after cursor: Cursor?) -> Pending<State, Failure> {
-        .now { () throws(Failure) in
-            try manager.withIsolation { m throws(Failure) in try state(of: m, limit: limit, after: cursor) }
-        }
-    }
-
-    static func applyPatch(_ patch: Patch, to manager: Manager) -> Pending<Void, Failure> {
-        .now { () throws(Failure) in try manager.withIsolation { m throws(Failure) in try apply(patch, to: m) } }
-    }
-
-    /// An isolated read of one object by id, as `readOne` takes it.
-    static func isolatedRead<T: Sendable>(
-        _ body: @escaping @Sendable (isolated Manager, String) throws(Failure) -> T
-    ) -> @Sendable (Manager, String) -> Pending<T, Failure> {
-        { manager, id in
-            .now { () throws(Failure) in try manager.withIsolation { m throws(Failure) in try body(m, id) } }
-        }
-    }
-
-    /// Runs a synchronous operation isolated to the resource, mapping its error.
-    static func run<T: Sendable>(
-        _ manager: Manager, _ body: (isolated Manager) throws(Failure) -> T
-    ) throws(APIError) -> T {
-        do throws(Failure) { return try manager.withIsolation(body) } catch { throw apiError(error) }
-    }
-}
-
 /// `GET /v1/{kind}`, and `PUT`, `GET`, `PATCH`, `DELETE /v1/{kind}/{name}`.
 enum LifecycleRoutes<Kind: ConfiguredKind> {
     static func add(to router: inout Router<Route>) {

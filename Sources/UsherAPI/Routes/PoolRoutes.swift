@@ -1,5 +1,6 @@
 import HTTPServer
 import UsherCore
+import UsherRedis
 
 extension LeasePool: ManagedResource {
     package nonisolated func summary() -> JSONValue {
@@ -21,10 +22,7 @@ extension LeasePool: ManagedResource {
 
 /// `/v1/pools`: lifecycle, fetch (with the long-poll), recycle, extend and
 /// elements (SPEC §4).
-enum PoolRoutes: IsolatedKind {
-    typealias Manager = LeasePool
-    typealias State = PoolState
-    typealias Failure = PoolError
+enum PoolRoutes: ConfiguredKind {
     static let kind = ResourceKind.pools
     static let defaultLimit = 1000
     static let limitRange = 0...PoolConfig.Limits.elements.upperBound
@@ -36,12 +34,29 @@ enum PoolRoutes: IsolatedKind {
     static func parsePatch(_ body: inout FieldReader) throws(FieldError) -> PoolPatch { try PoolPatch.parse(&body) }
     static func cursor(_ raw: String) -> Int64? { LeasePool.elementCursor(raw) }
 
-    static func state(of pool: isolated LeasePool, limit: Int, after cursor: Int64?) throws(PoolError) -> PoolState {
-        try pool.state(limit: limit, after: cursor)
+    static func manager(from resource: any ManagedResource) -> (any PoolService)? {
+        // The memory pool (always, without Redis) without a dynamic cast.
+        if ObjectIdentifier(type(of: resource)) == ObjectIdentifier(LeasePool.self) {
+            return unsafeDowncast(resource, to: LeasePool.self)
+        }
+        return resource as? any PoolService
     }
 
-    static func apply(_ patch: PoolPatch, to pool: isolated LeasePool) throws(PoolError) { _ = try pool.apply(patch) }
+    static func readState(of pool: any PoolService, limit: Int, after cursor: Int64?) -> Pending<PoolState, PoolError> {
+        pool.readState(limit: limit, after: cursor)
+    }
+
+    static func applyPatch(_ patch: PoolPatch, to pool: any PoolService) -> Pending<Void, PoolError> {
+        pool.applyPatch(patch).map { _ in () }
+    }
+
     static func apiError(_ error: PoolError) -> APIError { APIError(error) }
+
+    /// What cannot change in place when a declaration differs from the pool there.
+    static func fixedFields(_ name: String) -> String {
+        "elements (and removing grow) cannot change in place: change elements through "
+            + "/v1/pools/\(name)/elements, or DELETE the pool and reload to re-create it"
+    }
 
     static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
         -> DeclaredResource
@@ -51,15 +66,18 @@ enum PoolRoutes: IsolatedKind {
         try reader.finish()
         return DeclaredResource(kind: kind, name: name) { app in
             guard let pool = try? app.registry.lookup(.pools, name, as: LeasePool.self) else {
-                return .creating { () throws(APIError) in _ = try create(name: name, config: wanted, in: app) }
+                return .creating { () throws(APIError) in
+                    _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
+                }
             }
             let patch = PoolPatch(leaseSeconds: wanted.leaseSeconds, maxWaiting: wanted.maxWaiting, grow: wanted.grow)
-            let fixed =
-                "elements (and removing grow) cannot change in place: change elements through "
-                + "/v1/pools/\(name)/elements, or DELETE the pool and reload to re-create it"
-            return .patching(current: { pool.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) {
+            return .patching(current: { pool.withIsolation { $0.config } }, wanted: wanted, fixed: fixedFields(name)) {
                 () throws(APIError) in
-                _ = try run(pool) { p throws(PoolError) in try p.apply(patch) }
+                do throws(PoolError) {
+                    _ = try pool.withIsolation { p throws(PoolError) in try p.apply(patch) }
+                } catch {
+                    throw APIError(error)
+                }
             }
         }
     }
@@ -76,14 +94,72 @@ enum PoolRoutes: IsolatedKind {
 
     /// Creates a pool (PUT and the config file share this). The same config
     /// again means the same declared elements and the current mutable fields.
-    static func create(name: String, config: PoolConfig, in app: UsherApp) throws(APIError) -> (LeasePool, Bool) {
-        try app.registry.create(
-            .pools, name,
-            make: { LeasePool(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage) },
-            matches: { existing in existing.withIsolation { $0.config } == config })
+    static func creating(name: String, config: PoolConfig, backend: Backend, in app: UsherApp) -> Pending<
+        Created<any PoolService>, APIError
+    > {
+        guard backend == .memory else { return creatingShared(name: name, config: config, in: app) }
+        return .now { () throws(APIError) in
+            let (pool, created) = try app.registry.create(
+                .pools, name,
+                make: {
+                    LeasePool(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
+                },
+                matches: { existing in existing.withIsolation { $0.config } == config })
+            return Created(manager: pool, created: created)
+        }
     }
 
-    private static func pool(_ call: Call) throws(APIError) -> LeasePool {
+    /// Creates a pool in Redis, or finds the one there with the same config
+    /// (created through any instance).
+    private static func creatingShared(name: String, config: PoolConfig, in app: UsherApp) -> Pending<
+        Created<any PoolService>, APIError
+    > {
+        guard let redis = app.redis else { return .ready(.failure(.noRedisBlock)) }
+        if let existing = try? app.registry.resource(.pools, name) {
+            guard let pool = existing as? RedisPool else { return .ready(.failure(.alreadyExists("pool", name))) }
+            return .async { () async throws(APIError) -> Created<any PoolService> in
+                let current: PoolConfig
+                do throws(PoolError) { current = try await pool.readConfig().value() } catch .gone {
+                    // Known here, gone from Redis (deleted, or lost in a restart): made anew.
+                    app.registry.forget(.pools, name)
+                    return try await creatingShared(name: name, config: config, in: app).value()
+                } catch { throw APIError(error) }
+                guard current == config else { throw APIError.alreadyExists("pool", name) }
+                return Created(manager: pool, created: false)
+            }
+        }
+        return .async { () async throws(APIError) -> Created<any PoolService> in
+            let made = RedisPool(name: name, backend: redis, events: app.events)
+            let shared = try await app.createShared(.pools, name, manager: made) { () async throws(APIError) in
+                do throws(PoolError) {
+                    let (current, created) = try await made.create(config)
+                    return (current, created)
+                } catch { throw APIError(error) }
+            }
+            guard let pool = shared.registered as? RedisPool, shared.value == config else {
+                throw APIError.alreadyExists("pool", name)
+            }
+            return Created(manager: pool, created: shared.created)
+        }
+    }
+
+    /// Brings a pool the config file keeps in Redis to its declared config:
+    /// the mutable fields are patched; other elements there stay (an error says so).
+    static func declareShared(name: String, config: PoolConfig, in app: UsherApp) async throws(APIError) {
+        do throws(APIError) {
+            _ = try await creatingShared(name: name, config: config, in: app).value()
+        } catch  where error.code == "already_exists" {
+            guard let pool = try app.registry.resource(.pools, name) as? RedisPool else { throw error }
+            let patch = PoolPatch(leaseSeconds: config.leaseSeconds, maxWaiting: config.maxWaiting, grow: config.grow)
+            let patched: PoolConfig
+            do throws(PoolError) { patched = try await pool.applyPatch(patch).value() } catch { throw APIError(error) }
+            guard patched == config else {
+                throw APIError.conflict("declaration_differs", "Declaration differs", fixedFields(name))
+            }
+        }
+    }
+
+    private static func pool(_ call: Call) throws(APIError) -> any PoolService {
         try LifecycleRoutes<Self>.manager(call)
     }
 
@@ -115,36 +191,23 @@ enum PoolRoutes: IsolatedKind {
         let undo = try query.onDisconnect() == .withdraw
         let pool = try pool(call)
         let request: FetchRequest = try call.readBody { body throws(FieldError) in try FetchRequest.parse(&body) }
-        guard let wait else {
-            return .respond(
-                leased(try run(pool) { p throws(PoolError) in try p.fetch(request) }, from: pool, undo: undo))
-        }
-        // Answer on the server thread when an element is free now; park only to wait.
-        do throws(PoolError) {
-            let lease = try pool.withIsolation { p throws(PoolError) in try p.fetch(request) }
-            return .respond(leased(lease, from: pool, undo: undo))
-        } catch {
-            guard case .exhausted = error else { throw APIError(error) }
-        }
-        let app = call.app
-        let deadline = app.deadline(after: wait)
-        return app.later { () async throws(APIError) -> HTTPResponse in
-            do throws(PoolError) {
-                return leased(try await pool.fetch(request, until: deadline), from: pool, undo: undo)
-            } catch { throw APIError(error) }
-        }
+        let pending =
+            if let wait {
+                pool.fetchLease(request, until: call.app.deadline(after: wait))
+            } else {
+                pool.fetchLease(request)
+            }
+        return try LifecycleRoutes<Self>.answer(call, pending) { leased($0, from: pool, undo: undo) }
     }
 
     /// The answer to a fetch; an active lease is recycled again (reason
     /// `undelivered`) when the server could not hand it to its client, if the
     /// client asked for that (`undo`).
-    private static func leased(_ lease: Lease, from pool: LeasePool, undo: Bool) -> HTTPResponse {
+    private static func leased(_ lease: Lease, from pool: any PoolService, undo: Bool) -> HTTPResponse {
         let response = leaseReply(lease)
         guard undo, lease.status == .active, let fence = lease.fence else { return response }
         let id = lease.id
-        return response.undoing {
-            _ = try? pool.withIsolation { p throws(PoolError) in try p.recycleUndelivered(lease: id, fence: fence) }
-        }
+        return response.undoing { pool.recycleUndelivered(id: id, fence: fence) }
     }
 
     private static func recycle(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -155,9 +218,9 @@ enum PoolRoutes: IsolatedKind {
         }
         switch (lease, element) {
         case (let id?, nil):
-            return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.recycle(lease: id) }))
+            return try LifecycleRoutes<Self>.answer(call, pool.recycleLease(id), leaseReply)
         case (nil, let id?):
-            return .respond(leaseReply(try run(pool) { p throws(PoolError) in try p.recycle(element: id) }))
+            return try LifecycleRoutes<Self>.answer(call, pool.recycleElement(id), leaseReply)
         default:
             throw APIError.badRequest("give exactly one of lease and element")
         }
@@ -165,10 +228,10 @@ enum PoolRoutes: IsolatedKind {
 
     private static func getLease(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         try LifecycleRoutes<Self>.readOne(
-            call, read: isolatedRead { p, id throws(PoolError) in try p.lease(id: id) },
+            call, read: { p, id in p.readLease(id) },
             liveStatus: { $0.status.isFinished ? nil : $0.status },
             park: { p, id, status, deadline async throws(PoolError) in
-                try await p.parkForChange(id: id, from: status, until: deadline).lease()
+                try await p.parkUntilChange(id: id, from: status, until: deadline).lease()
             },
             reply: { leaseReply($0) })
     }
@@ -178,8 +241,7 @@ enum PoolRoutes: IsolatedKind {
         let pool = try pool(call)
         let id = try call.name("id")
         let seconds: Double? = try call.readBody { body throws(FieldError) in try body.duration("lease_seconds") }
-        return .respond(
-            leaseReply(try run(pool) { p throws(PoolError) in try p.extend(lease: id, leaseSeconds: seconds) }))
+        return try LifecycleRoutes<Self>.answer(call, pool.extendLease(id, leaseSeconds: seconds), leaseReply)
     }
 
     private static func putElement(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -187,15 +249,17 @@ enum PoolRoutes: IsolatedKind {
         let pool = try pool(call)
         let id = try call.name("id")
         let data: JSONValue? = try call.readBody { body throws(FieldError) in body.value("data") }
-        let (element, created) = try run(pool) { p throws(PoolError) in try p.putElement(id, data: data) }
-        return .respond(Reply.encoded(ElementReplyBody(element: element), status: created ? 201 : 200))
+        return try LifecycleRoutes<Self>.answer(call, pool.putElement(id: id, data: data)) {
+            Reply.encoded(ElementReplyBody(element: $0.element), status: $0.created ? 201 : 200)
+        }
     }
 
     private static func removeElement(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         let force = try call.query(allowing: ["force"]).bool("force") ?? false
         let pool = try pool(call)
         let id = try call.name("id")
-        let removal = try run(pool) { p throws(PoolError) in try p.removeElement(id, force: force) }
-        return .respond(Reply.encoded(ElementRemovalBody(removal: removal)))
+        return try LifecycleRoutes<Self>.answer(call, pool.removeElement(id: id, force: force)) {
+            Reply.encoded(ElementRemovalBody(removal: $0))
+        }
     }
 }

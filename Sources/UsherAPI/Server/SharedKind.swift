@@ -20,9 +20,9 @@ struct SharedDeclaration: Sendable {
 }
 
 extension UsherApp {
-    /// The routes of a kind that can be kept in Redis, or nil.
+    /// The routes of `kind`, each of which can keep its resources in Redis.
     static func sharedKind(_ kind: ResourceKind) -> (any SharedKind.Type)? {
-        kinds.first { $0.kind == kind } as? any SharedKind.Type
+        kinds.first { $0.kind == kind }
     }
 }
 

@@ -60,7 +60,7 @@ package final class UsherApp: HTTPHandler {
     let router: Router<Route>
 
     /// Every resource kind's routes, in the order of `GET /v1`.
-    static let kinds: [any ResourceAPI.Type] = [
+    static let kinds: [any SharedKind.Type] = [
         QueueRoutes.self, WindowRoutes.self, PoolRoutes.self, PipelineRoutes.self, MachineRoutes.self,
     ]
 
@@ -129,12 +129,7 @@ package final class UsherApp: HTTPHandler {
         for kind in kinds {
             for (name, value, backend) in declared[kind.kind] ?? [] where backend == .redis {
                 let path = "\(kind.kind.rawValue).\(name)"
-                guard let shared = kind as? any SharedKind.Type else {
-                    throw FieldError(
-                        field: "\(path).backend",
-                        message: "only queues, windows, pipelines and machines can be kept in Redis")
-                }
-                declarations.append(try shared.prepareShared(name: name, config: value, path: path, settings: settings))
+                declarations.append(try kind.prepareShared(name: name, config: value, path: path, settings: settings))
             }
         }
         return declarations
@@ -213,7 +208,7 @@ package final class UsherApp: HTTPHandler {
     }
 
     /// This process's manager of the Redis-backed resource (made and
-    /// registered the first time), or nil for a kind not kept in Redis.
+    /// registered the first time), or nil without a `redis` block.
     func adoptShared(_ kind: ResourceKind, _ name: String) -> (any ManagedResource)? {
         guard let redis, let shared = Self.sharedKind(kind) else { return nil }
         let events = events

@@ -26,7 +26,7 @@ package enum LeaseStatus: String, Sendable, Equatable, CaseIterable {
     }
 
     /// The pool's name for a queue visitor's status.
-    init(_ status: VisitorStatus) {
+    package init(_ status: VisitorStatus) {
         switch status {
         case .delayed, .waiting: self = .waiting
         case .granted: self = .active
@@ -91,6 +91,14 @@ package struct PoolElement: Sendable, Equatable {
     /// Lease's `holderIdentity`, kept after the lease ends); nil when never
     /// leased or that lease named no holder.
     package var lastHolder: String?
+
+    package init(id: String, data: JSONValue?, lease: Lease?, leaseTransitions: Int = 0, lastHolder: String? = nil) {
+        self.id = id
+        self.data = data
+        self.lease = lease
+        self.leaseTransitions = leaseTransitions
+        self.lastHolder = lastHolder
+    }
 }
 
 /// Lifetime totals of one pool.
@@ -151,4 +159,9 @@ package struct PoolState: Sendable, Equatable {
 package struct ElementRemoval: Sendable, Equatable {
     package var element: PoolElement
     package var endedLease: Lease?
+
+    package init(element: PoolElement, endedLease: Lease?) {
+        self.element = element
+        self.endedLease = endedLease
+    }
 }

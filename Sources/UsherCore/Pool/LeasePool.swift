@@ -225,13 +225,7 @@ package actor LeasePool: EngineHost {
         let before = config
         config = patch.applied(to: config)
         try grow(forWaiters: 0)
-        var changes = ConfigChanges()
-        changes.compare("lease_seconds", before.leaseSeconds, config.leaseSeconds, ConfigChanges.seconds)
-        changes.compare("max_waiting", before.maxWaiting, config.maxWaiting, JSONValue.int)
-        changes.compare("grow", before.grow, config.grow) { grow in
-            grow.map { .object([("max_size", .int($0.maxSize)), ("prefix", .string($0.prefix))]) } ?? .null
-        }
-        events?.emitUpdated(kind: Self.eventKind, name: name, changes)
+        events?.emitUpdated(kind: Self.eventKind, name: name, PoolConfig.changes(from: before, to: config))
         return config
     }
 
@@ -248,15 +242,7 @@ package actor LeasePool: EngineHost {
 
     /// A fetch, extend or PATCH may ask for a shorter lease than the pool's, never a longer one.
     func checkLease(_ seconds: Double?) throws(PoolError) {
-        guard let s = seconds else { return }
-        guard Durations.isAllowed(s) else {
-            throw .invalid(field: "lease_seconds", message: Durations.range())
-        }
-        if let problem = HoldPolicy.excess(
-            s, limit: config.leaseSeconds, resource: "pool", holds: "leases", field: "lease_seconds")
-        {
-            throw .invalid(field: "lease_seconds", message: problem)
-        }
+        if let problem = Self.leaseProblem(seconds, limit: config.leaseSeconds) { throw problem }
     }
 
     func exhausted() -> PoolError { .exhausted(nextExpiryAt: engine.nextDeadline) }

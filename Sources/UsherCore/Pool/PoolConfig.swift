@@ -94,6 +94,17 @@ package struct PoolConfig: Sendable, Equatable {
             opposites: [], history: LeasePool.history)
     }
 
+    /// What a `PATCH` changed, for the `updated` event.
+    package static func changes(from before: PoolConfig, to after: PoolConfig) -> ConfigChanges {
+        var changes = ConfigChanges()
+        changes.compare("lease_seconds", before.leaseSeconds, after.leaseSeconds, ConfigChanges.seconds)
+        changes.compare("max_waiting", before.maxWaiting, after.maxWaiting, JSONValue.int)
+        changes.compare("grow", before.grow, after.grow) { grow in
+            grow.map { .object([("max_size", .int($0.maxSize)), ("prefix", .string($0.prefix))]) } ?? .null
+        }
+        return changes
+    }
+
     /// Each entry is an id or `{"id", "data"?}`; ids are unique.
     static func parseElements(_ list: [JSONValue], field: String) throws(FieldError) -> [PoolElementSpec] {
         guard list.count <= Limits.elements.upperBound else {

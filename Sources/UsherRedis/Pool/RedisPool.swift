@@ -1,0 +1,267 @@
+import RedisClient
+import UsherCore
+
+/// A pool kept in Redis and shared by every Usher that uses the same Redis:
+/// `PoolService` over `RedisPoolStore`. Every answer comes later (one script
+/// call). This object holds no pool state of its own, only what this process
+/// does about it: fetches and lease reads parked here, the timer at the
+/// pool's next deadline, events for this process's subscribers.
+package final class RedisPool: PoolService, NoticeListener {
+    package let name: String
+    let store: RedisPoolStore
+    private let backend: RedisBackend
+    private let events: EventLog?
+    /// Where long-polls parked in this process wait for notices (by lease id).
+    var board: NoticeBoard { host.board }
+    /// Phase, timer and long-polls in this process.
+    private let host: LocalHost
+    /// The longest a long-poll sleeps without checking: notices may be lost.
+    static let pollSeconds = 1.0
+
+    package init(name: String, backend: RedisBackend, events: EventLog?) {
+        self.name = name
+        self.backend = backend
+        self.events = events
+        self.host = LocalHost(kind: "pool", name: name, backend: backend)
+        // The store reports each reply's next deadline; the timer holds a weak
+        // reference through this box, set once `self` exists.
+        let deadlines = WeakBox<RedisPool>()
+        self.store = RedisPoolStore(
+            keys: backend.keys(kind: "pool", name: name), connections: backend.connections, time: backend.time,
+            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
+        deadlines.value = self
+    }
+
+    /// Starts hearing notices about this pool (once it is the one registered here).
+    package func listen() {
+        host.listen(self)
+    }
+
+    // MARK: PoolService
+
+    package func readConfig() -> Pending<PoolConfig, PoolError> {
+        call { store async throws(PoolError) in try await store.config() }
+    }
+
+    package func fetchLease(_ r: FetchRequest) -> Pending<Lease, PoolError> {
+        call { store async throws(PoolError) in try await store.fetch(r) }
+    }
+
+    package func fetchLease(_ r: FetchRequest, until deadline: Timestamp) -> Pending<Lease, PoolError> {
+        call { [self] store async throws(PoolError) in
+            let entered = try await store.fetch(r, waiting: true)
+            guard entered.status == .waiting else { return entered }
+            let id = entered.id
+            let parked = await park(id: id, until: deadline) { $0.status != .waiting }
+            // One step: the element it was given by now, or out of the line (`exhausted`).
+            switch parked {
+            case .failure(.gone): throw .gone
+            case .success(let lease) where lease.status != .waiting: return lease
+            // Not found: another request with the same id stopped waiting first and withdrew it.
+            case .success, .failure(.notFound):
+                do throws(PoolError) { return try await store.withdraw(id: id) } catch {
+                    if case .backendUnavailable = error { abandon(id) }
+                    throw error
+                }
+            case .failure(let error):
+                abandon(id)
+                throw error
+            }
+        }
+    }
+
+    package func recycleLease(_ id: String) -> Pending<Lease, PoolError> {
+        call { store async throws(PoolError) in try await store.recycle(lease: id) }
+    }
+
+    package func recycleElement(_ id: String) -> Pending<Lease, PoolError> {
+        call { store async throws(PoolError) in try await store.recycle(element: id) }
+    }
+
+    package func extendLease(_ id: String, leaseSeconds: Double?) -> Pending<Lease, PoolError> {
+        call { store async throws(PoolError) in try await store.extend(lease: id, leaseSeconds: leaseSeconds) }
+    }
+
+    package func readLease(_ id: String) -> Pending<Lease, PoolError> {
+        call { store async throws(PoolError) in try await store.lease(id: id) }
+    }
+
+    package func readState(limit: Int, after cursor: Int64?) -> Pending<PoolState, PoolError> {
+        call { store async throws(PoolError) in try await store.state(limit: limit, after: cursor) }
+    }
+
+    package func applyPatch(_ patch: PoolPatch) -> Pending<PoolConfig, PoolError> {
+        call { store async throws(PoolError) in try await store.apply(patch) }
+    }
+
+    package func putElement(id: String, data: JSONValue?) -> Pending<(element: PoolElement, created: Bool), PoolError> {
+        call { store async throws(PoolError) in try await store.putElement(id, data: data) }
+    }
+
+    package func removeElement(id: String, force: Bool) -> Pending<ElementRemoval, PoolError> {
+        call { store async throws(PoolError) in try await store.removeElement(id, force: force) }
+    }
+
+    package func recycleUndelivered(id: String, fence: Int64) {
+        let store = store
+        Task { _ = try? await store.recycleUndelivered(lease: id, fence: fence) }
+    }
+
+    package func parkUntilChange(id: String, from status: LeaseStatus, until deadline: Timestamp) async -> LeaseWait {
+        LeaseWait(result: await park(id: id, until: deadline) { $0.status != status })
+    }
+
+    // MARK: Lifecycle
+
+    /// Deletes the pool in Redis (every instance hears it and closes its
+    /// copy) and from the index; false when it was not there.
+    package func delete() async throws(PoolError) -> Bool {
+        let existed = try await store.delete()
+        do throws(ScriptFailure) { try await backend.announceDeleted(kind: "pool", name: name) } catch {
+            throw .backendUnavailable("\(error)")
+        }
+        return existed
+    }
+
+    /// Sizes (for the list route's summary).
+    package func counts() async throws(PoolError) -> (size: Int, available: Int, leased: Int, waiting: Int) {
+        try await store.counts()
+    }
+
+    /// Creates the pool in Redis, or answers the config of the one there.
+    package func create(_ config: PoolConfig) async throws(PoolError) -> (config: PoolConfig, created: Bool) {
+        try await store.create(config)
+    }
+
+    /// Applies what is due now (after a start or a reconnect: deadlines other
+    /// instances armed are armed here too).
+    package func catchUp() async {
+        try? await store.tick()
+    }
+
+    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
+    package func close() { host.close() }
+
+    /// The server is stopping: waiters here are answered `shuttingDown`.
+    package func shutdown() { host.shutdown() }
+
+    // MARK: NoticeListener
+
+    package func receive(_ object: [String: Any], payload: [UInt8]) {
+        // Most notices interest nobody here but the timer: only the deadline is read then.
+        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
+            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
+            return
+        }
+        guard let notice = RedisPoolStore.decodeNotice(object) else { return }
+        if notice.deleted {
+            close()
+            return
+        }
+        arm(at: notice.next)
+        emitEvents(notice)
+        for changed in notice.changed { board.post(changed.lease.id) }
+        for lease in notice.withdrawn { board.post(lease.id) }
+    }
+
+    package func resynchronize() {
+        board.postAll()
+        Task { await catchUp() }
+    }
+
+    // MARK: Internals
+
+    /// One store call, later, refused once the pool is closed.
+    private func call<T: Sendable>(_ body: @escaping @Sendable (RedisPoolStore) async throws(PoolError) -> T)
+        -> Pending<T, PoolError>
+    {
+        .async { [self] () async throws(PoolError) -> T in
+            guard host.phase != .closed else { throw .gone }
+            return try await body(store)
+        }
+    }
+
+    /// Waits until `met` holds for the lease, `deadline` passes, or the task
+    /// is cancelled. Re-reads at every notice about it and at least every
+    /// `pollSeconds`. Redis unreachable until the deadline: `backendUnavailable`.
+    private func park(id: String, until deadline: Timestamp, _ met: (Lease) -> Bool) async -> Result<
+        Lease, PoolError
+    > {
+        let clock = backend.clock
+        while true {
+            switch host.phase {
+            case .closed: return .failure(.gone)
+            case .shuttingDown: return .failure(.shuttingDown)
+            case .open: break
+            }
+            let ticket = board.open(id)
+            let read: Result<Lease, PoolError>
+            do throws(PoolError) { read = .success(try await store.lease(id: id)) } catch { read = .failure(error) }
+            let now = clock.now()
+            switch read {
+            case .success(let lease):
+                if met(lease) || now >= deadline || Task.isCancelled {
+                    board.close(ticket)
+                    return .success(lease)
+                }
+            case .failure(.backendUnavailable(let why)):
+                // A cancelled wait would not sleep again: it ends rather than spin.
+                if now >= deadline || Task.isCancelled {
+                    board.close(ticket)
+                    return .failure(.backendUnavailable(why))
+                }
+            case .failure(let error):
+                board.close(ticket)
+                return .failure(error)
+            }
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
+        }
+    }
+
+    /// A waiting fetch whose caller got an error instead of a lease leaves
+    /// the line, retried for a minute while Redis does not answer; a lease it
+    /// was granted meanwhile is recycled (`undelivered`), as nobody has it.
+    private func abandon(_ id: String) {
+        let store = store
+        Task {
+            for _ in 0..<60 {
+                do throws(PoolError) {
+                    let lease = try await store.withdraw(id: id)
+                    if lease.status == .active, let fence = lease.fence {
+                        _ = try? await store.recycleUndelivered(lease: id, fence: fence)
+                    }
+                    return
+                } catch {
+                    guard case .backendUnavailable = error else { return }
+                }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    /// Keeps one timer at or before the next deadline; it runs `tick`, whose
+    /// reply arms the next one. Harmless when another instance ticks first.
+    func arm(at next: Timestamp?) {
+        host.arm(at: next) { [weak self] in await self?.catchUp() }
+    }
+
+    /// Emits what the notice reports, as `LeasePool` does for its own changes.
+    private func emitEvents(_ notice: PoolNotice) {
+        guard let events, events.isRecording else { return }
+        for (lease, status) in notice.changed {
+            let type =
+                switch (status, lease.status) {
+                case (.cancelled, _), (.merged, _): "cancelled"
+                case (_, .active): "leased"
+                default: lease.status.rawValue
+                }
+            events.emit(ResourceEvent.Draft(kind: "pool", name: name, type: type, subject: .lease(lease)))
+        }
+        for lease in notice.withdrawn {
+            events.emit(ResourceEvent.Draft(kind: "pool", name: name, type: "cancelled", subject: .lease(lease)))
+        }
+        if let (before, after) = notice.updated {
+            events.emitUpdated(kind: "pool", name: name, PoolConfig.changes(from: before, to: after))
+        }
+    }
+}
