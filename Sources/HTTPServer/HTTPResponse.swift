@@ -40,18 +40,38 @@ package enum HTTPHandlerResult: Sendable {
     /// logs: a callback instead of another async wrapper, whose frame a parked
     /// request would carry for as long as it waits).
     case deferred(@Sendable () async -> HTTPResponse, finished: (@Sendable (HTTPResponse) -> Void)? = nil)
+    /// Answer later without a task: the connection is suspended, then `start`
+    /// is called with the function to answer through (once, from any thread),
+    /// e.g. straight from the thread that read a Redis reply. For work that
+    /// does not wait on anything else: a hang-up cannot cancel it. `finished`
+    /// as for `.deferred`.
+    case handedOver(
+        _ start: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void,
+        finished: (@Sendable (HTTPResponse) -> Void)? = nil)
+
+    /// True for an answer that comes after the handler returns.
+    package var isDeferred: Bool {
+        switch self {
+        case .deferred, .handedOver: true
+        case .respond, .stream: false
+        }
+    }
 
     /// `self` with `observer` also told the response of a deferred answer
     /// (after any earlier observer); other results are returned as they are.
     package func observingDeferred(_ observer: @escaping @Sendable (HTTPResponse) -> Void) -> HTTPHandlerResult {
-        guard case .deferred(let work, let earlier) = self else { return self }
-        guard let earlier else { return .deferred(work, finished: observer) }
-        return .deferred(
-            work,
-            finished: { response in
+        func both(_ earlier: (@Sendable (HTTPResponse) -> Void)?) -> @Sendable (HTTPResponse) -> Void {
+            guard let earlier else { return observer }
+            return { response in
                 earlier(response)
                 observer(response)
-            })
+            }
+        }
+        switch self {
+        case .deferred(let work, let earlier): return .deferred(work, finished: both(earlier))
+        case .handedOver(let start, let earlier): return .handedOver(start, finished: both(earlier))
+        case .respond, .stream: return self
+        }
     }
     /// Answer with a body written over time (e.g. Server-Sent Events): the
     /// connection is suspended whenever the stream has nothing buffered.

@@ -271,6 +271,9 @@ package final class HTTPServer: @unchecked Sendable {
         case .deferred(let work, let finished):
             park(context, connection: connection, work: work, finished: finished)
             return .YES
+        case .handedOver(let start, let finished):
+            park(context, connection: connection, start: start, finished: finished)
+            return .YES
         }
     }
 
@@ -281,6 +284,29 @@ package final class HTTPServer: @unchecked Sendable {
         _ context: RequestContext, connection: OpaquePointer, work: @escaping @Sendable () async -> HTTPResponse,
         finished: (@Sendable (HTTPResponse) -> Void)?
     ) {
+        let answer = suspend(context, connection: connection, finished: finished)
+        let task = Task(executorPreference: deferredExecutor) { answer(await work()) }
+        context.work.withLock { $0 = task }
+        // A hang-up seen before the task was stored cancelled nothing.
+        if context.machine.withLock({ $0.isAbandoned }) { task.cancel() }
+    }
+
+    /// Suspends the connection, then hands `start` the function that answers
+    /// it (no task: a hang-up closes the connection, and the answer, when it
+    /// comes, is undone).
+    private func park(
+        _ context: RequestContext, connection: OpaquePointer,
+        start: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void,
+        finished: (@Sendable (HTTPResponse) -> Void)?
+    ) {
+        start(suspend(context, connection: connection, finished: finished))
+    }
+
+    /// Suspends the connection and watches its socket; returns the function
+    /// that answers it (call it once, from any thread).
+    private func suspend(
+        _ context: RequestContext, connection: OpaquePointer, finished: (@Sendable (HTTPResponse) -> Void)?
+    ) -> @Sendable (HTTPResponse) -> Void {
         context.machine.withLock { $0.parked() }
         counters.withLock { $0.suspended += 1 }
         MHD_suspend_connection(connection)
@@ -291,8 +317,7 @@ package final class HTTPServer: @unchecked Sendable {
             context.work.withLock { $0?.cancel() }
             resume(handle)
         }
-        let task = Task(executorPreference: deferredExecutor) { [self] in
-            let response = await work()
+        return { [self] response in
             finished?(response)
             hangUps.forget(socket)
             let peerGone = HangUpWatcher.peerHasClosed(socket)
@@ -306,9 +331,6 @@ package final class HTTPServer: @unchecked Sendable {
                 undo?()
             }
         }
-        context.work.withLock { $0 = task }
-        // A hang-up seen before the task was stored cancelled nothing.
-        if context.machine.withLock({ $0.isAbandoned }) { task.cancel() }
     }
 
     /// Resumes a parked connection (exactly once per park).

@@ -25,6 +25,22 @@ package struct RedisScript: Sendable {
         return reply
     }
 
+    /// `run` answered through `answer`, from the connection's queue (no task).
+    package func send(
+        on route: RedisRoute, keys: [[UInt8]], arguments: [[UInt8]],
+        answer: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void
+    ) {
+        let tail = [Array(String(keys.count).utf8)] + keys + arguments
+        let source = source
+        route.send([Array("EVALSHA".utf8), Array(sha1.utf8)] + tail) { result in
+            if case .success(let reply) = result, let message = reply.errorMessage, message.hasPrefix("NOSCRIPT") {
+                route.send([Array("EVAL".utf8), Array(source.utf8)] + tail, answer: answer)
+            } else {
+                answer(result)
+            }
+        }
+    }
+
     /// `run` on one connection.
     package func run(
         on connection: RedisConnection, keys: [[UInt8]], arguments: [[UInt8]]

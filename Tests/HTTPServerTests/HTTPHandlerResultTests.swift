@@ -18,6 +18,20 @@ import Testing
         #expect(seen.withLock { $0 } == ["first 202", "second 202"])
     }
 
+    @Test func observersSeeTheHandedOverResponseInOrder() {
+        let seen = Locked<[String]>([])
+        let result = HTTPHandlerResult.handedOver { answer in answer(HTTPResponse(status: 201)) }
+            .observingDeferred { r in seen.withLock { $0.append("first \(r.status)") } }
+            .observingDeferred { r in seen.withLock { $0.append("second \(r.status)") } }
+        guard case .handedOver(let start, let finished) = result, let finished else {
+            Issue.record("not a handed-over result with an observer")
+            return
+        }
+        #expect(result.isDeferred)
+        start { finished($0) }
+        #expect(seen.withLock { $0 } == ["first 201", "second 201"])
+    }
+
     @Test func otherResultsAreLeftAsTheyAre() {
         let result = HTTPHandlerResult.respond(HTTPResponse(status: 204)).observingDeferred { _ in
             Issue.record("called")

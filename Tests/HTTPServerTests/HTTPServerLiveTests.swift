@@ -35,6 +35,17 @@ final class ToyHandler: HTTPHandler {
                 try? await Task.sleep(for: .milliseconds(20))
                 return HTTPResponse(status: 202, contentType: "text/plain", text: "later")
             }
+        case "/handed":
+            // Answered from a Dispatch thread, as a Redis connection's queue answers: no task.
+            return .handedOver { answer in
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
+                    answer(HTTPResponse(status: 202, contentType: "text/plain", text: "handed"))
+                }
+            }
+        case "/handed-at-once":
+            // Answered before the handler returns.
+            return .handedOver { answer in answer(HTTPResponse(status: 200, contentType: "text/plain", text: "at once"))
+            }
         case "/park":
             return .deferred { [self] in
                 await withCheckedContinuation { c in parked.withLock { $0.append(c) } }
@@ -202,6 +213,19 @@ final class ToyHandler: HTTPHandler {
             #expect(r.text == "later")
         }
         #expect(client.isConnected)
+    }
+
+    @Test func handedOverAnswersKeepTheConnection() throws {
+        let (server, _) = try startServer()
+        defer { server.stop() }
+        let client = TestHTTPClient(port: server.port)
+        for path in ["/handed", "/handed-at-once", "/handed", "/hello"] {
+            let r = try client.request("GET", path)
+            #expect(r.status == (path == "/handed" ? 202 : 200))
+            #expect(r.text == ["/handed": "handed", "/handed-at-once": "at once", "/hello": "hello"][path])
+        }
+        #expect(client.isConnected)
+        #expect(server.suspendedRequests == 0)
     }
 
     @Test func parkedRequestsHoldNoServerThread() throws {

@@ -24,6 +24,21 @@ package struct RedisRoute: Sendable {
         }
     }
 
+    /// `command` answered through `answer`: on a connection's queue, with no
+    /// task (a cluster's redirections still go through one).
+    package func send(_ arguments: [[UInt8]], answer: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void) {
+        switch target {
+        case .connection(let connection):
+            connection.send([arguments]) { answer($0.map { $0[0] }) }
+        case .cluster(let cluster, let slot):
+            Task {
+                do throws(RedisError) { answer(.success(try await cluster.command(arguments, slot: slot))) } catch {
+                    answer(.failure(error))
+                }
+            }
+        }
+    }
+
     /// `command` with text arguments.
     package func command(_ arguments: [String]) async throws(RedisError) -> RedisReply {
         try await command(arguments.map { Array($0.utf8) })

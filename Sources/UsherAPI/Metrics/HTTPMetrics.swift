@@ -114,7 +114,7 @@ package final class HTTPMetrics: Sendable {
             record(slot: slot, route: route, method: method, status: stream.status, seconds: Self.seconds(since: start))
             return result
         }
-        guard case .deferred = result else { return result }
+        guard result.isDeferred else { return result }
         inFlight.add(1, ordering: .relaxed)
         return result.observingDeferred { [self] response in
             inFlight.subtract(1, ordering: .relaxed)

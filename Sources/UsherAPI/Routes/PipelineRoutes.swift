@@ -285,9 +285,9 @@ enum PipelineRoutes: ConfiguredKind {
         switch first {
         case .ready(.failure(.full)): return park()
         case .ready: return first
-        case .later(let work):
+        case .later, .handedBack:
             return .later {
-                let result = await work()
+                let result = await first.result()
                 if case .failure(.full) = result { return await park().result() }
                 return result
             }

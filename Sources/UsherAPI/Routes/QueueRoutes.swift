@@ -181,9 +181,15 @@ enum QueueRoutes: ConfiguredKind {
         let immediate = cancel && wait == nil
         let app = call.app
         let deadline = wait.map { app.deadline(after: $0) }
-        let pending = queue.enqueueVisitor(request, tryOnce: immediate).flatMap {
-            outcome -> Pending<EnqueueOutcome, QueueError> in
-            guard let deadline, outcome.view.status.isWaiting else { return .ready(.success(outcome)) }
+        let enqueued = queue.enqueueVisitor(request, tryOnce: immediate)
+        // Without a wait, the answer as it comes (a handed-back one stays so: no task).
+        guard let deadline else {
+            return try LifecycleRoutes<Self>.answer(call, enqueued) {
+                granting($0.view, created: $0.created, in: queue, undo: withdraw)
+            }
+        }
+        let pending = enqueued.flatMap { outcome -> Pending<EnqueueOutcome, QueueError> in
+            guard outcome.view.status.isWaiting else { return .ready(.success(outcome)) }
             let id = outcome.view.id  // captured alone: the whole view (256 bytes) stays out of the parked closure
             let created = outcome.created
             return .async { () async throws(QueueError) -> EnqueueOutcome in

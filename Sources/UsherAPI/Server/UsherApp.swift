@@ -310,7 +310,7 @@ package final class UsherApp: HTTPHandler {
         case .stream(let stream):
             log(stream.status)
             return result
-        case .deferred:
+        case .deferred, .handedOver:
             return result.observingDeferred { log($0.status) }
         }
     }
@@ -364,6 +364,10 @@ package final class UsherApp: HTTPHandler {
             let response = await work()
             finished?(response)
             return response
+        case .handedOver(let start, let finished):
+            let response = await withUnsafeContinuation { done in start { done.resume(returning: $0) } }
+            finished?(response)
+            return response
         case .stream: return APIError.internalError("a stream cannot follow a Redis lookup").response
         }
     }
@@ -375,6 +379,16 @@ package final class UsherApp: HTTPHandler {
         return .deferred {
             do throws(APIError) { return try await work() } catch { return error.response }
         }
+    }
+
+    /// Hands `start` the function to answer through, with the connection
+    /// parked and no task (see `HTTPHandlerResult.handedOver`). Refused with
+    /// 503 once shutdown has begun.
+    func handedOver(_ start: @escaping @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void)
+        -> HTTPHandlerResult
+    {
+        if isStopping { return .respond(APIError.shuttingDown().response) }
+        return .handedOver(start)
     }
 
     /// The deadline for a `wait` of `seconds` from now.

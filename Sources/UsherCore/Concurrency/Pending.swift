@@ -1,9 +1,17 @@
 /// An operation's answer: ready now (a manager in memory answers on the
-/// caller's thread, with no task) or later (one in Redis answers after a
-/// round trip, which the caller awaits without holding a thread).
+/// caller's thread, with no task), later (one in Redis answers after a
+/// round trip, which the caller awaits without holding a thread), or handed
+/// back (one round trip whose answer is passed on from the thread that read
+/// it: no task, no continuation).
 package enum Pending<Value: Sendable, Failure: Error>: Sendable {
+    /// Where a handed-back answer goes; called once, on whatever thread has it.
+    package typealias Receiver = @Sendable (Result<Value, Failure>) -> Void
+
     case ready(Result<Value, Failure>)
     case later(@Sendable () async -> Result<Value, Failure>)
+    /// Starts the work when called; the work calls the receiver once with the
+    /// answer. Must be started exactly once.
+    case handedBack(@Sendable (@escaping Receiver) -> Void)
 
     /// Runs `body` now.
     package static func now(_ body: () throws(Failure) -> Value) -> Pending {
@@ -22,6 +30,7 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
         switch self {
         case .ready(let result): try result.get()
         case .later(let work): try await work().get()
+        case .handedBack: try await result().get()
         }
     }
 
@@ -30,6 +39,7 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
         switch self {
         case .ready(let result): .ready(result.map(transform))
         case .later(let work): .later { await work().map(transform) }
+        case .handedBack(let start): .handedBack { receive in start { receive($0.map(transform)) } }
         }
     }
 
@@ -45,18 +55,20 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
         switch self {
         case .ready(let result): result
         case .later(let work): await work()
+        case .handedBack(let start): await withUnsafeContinuation { done in start { done.resume(returning: $0) } }
         }
     }
 
     /// Continues with `next` once the value is there; a failure skips it.
+    /// A handed-back answer continues as a later one (`next` may wait).
     package func flatMap<T: Sendable>(_ next: @escaping @Sendable (Value) -> Pending<T, Failure>) -> Pending<T, Failure>
     {
         switch self {
         case .ready(.success(let value)): next(value)
         case .ready(.failure(let error)): .ready(.failure(error))
-        case .later(let work):
+        case .later, .handedBack:
             .later {
-                switch await work() {
+                switch await self.result() {
                 case .success(let value): await next(value).result()
                 case .failure(let error): .failure(error)
                 }
@@ -69,6 +81,7 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
         switch self {
         case .ready(let result): .ready(result.mapError(transform))
         case .later(let work): .later { await work().mapError(transform) }
+        case .handedBack(let start): .handedBack { receive in start { receive($0.mapError(transform)) } }
         }
     }
 }

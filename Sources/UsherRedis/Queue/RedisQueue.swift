@@ -45,26 +45,26 @@ package final class RedisQueue: QueueService, NoticeListener {
     }
 
     package func enqueueVisitor(_ r: VisitorRequest, tryOnce: Bool) -> Pending<EnqueueOutcome, QueueError> {
-        call { store async throws(QueueError) in
-            let (view, created) = try await store.enqueue(r, tryOnce: tryOnce)
-            return EnqueueOutcome(view: view, created: created)
+        handedBack { store, answer in
+            store.enqueue(r, tryOnce: tryOnce) { answer($0.map { EnqueueOutcome(view: $0.view, created: $0.created) }) }
         }
     }
 
     package func completeVisitor(_ id: String) -> Pending<VisitorView, QueueError> {
-        call { store async throws(QueueError) in try await store.complete(id: id) }
+        handedBack { store, answer in store.visitorOperation(.complete(id: id), answer: answer) }
     }
 
     package func extendVisitor(_ id: String, holdSeconds: Double?) -> Pending<VisitorView, QueueError> {
-        call { store async throws(QueueError) in try await store.extend(id: id, holdSeconds: holdSeconds) }
+        handedBack { store, answer in store.visitorOperation(.extend(id: id, holdSeconds: holdSeconds), answer: answer)
+        }
     }
 
     package func removeVisitor(_ id: String) -> Pending<VisitorView, QueueError> {
-        call { store async throws(QueueError) in try await store.remove(id: id) }
+        handedBack { store, answer in store.visitorOperation(.remove(id: id), answer: answer) }
     }
 
     package func readVisitor(_ id: String) -> Pending<VisitorView, QueueError> {
-        call { store async throws(QueueError) in try await store.visitor(id: id) }
+        handedBack { store, answer in store.visitorOperation(.read(id: id), answer: answer) }
     }
 
     package func readState(limit: Int, after cursor: QueueCursor?) -> Pending<QueueState, QueueError> {
@@ -166,6 +166,17 @@ package final class RedisQueue: QueueService, NoticeListener {
         .async { [self] () async throws(QueueError) -> T in
             guard host.phase != .closed else { throw .gone }
             return try await body(store)
+        }
+    }
+
+    /// One store call answered from the connection's queue (no task), refused
+    /// once the queue is closed.
+    private func handedBack<T: Sendable>(
+        _ body: @escaping @Sendable (RedisQueueStore, @escaping Pending<T, QueueError>.Receiver) -> Void
+    ) -> Pending<T, QueueError> {
+        .handedBack { [self] answer in
+            guard host.phase != .closed else { return answer(.failure(.gone)) }
+            body(store, answer)
         }
     }
 

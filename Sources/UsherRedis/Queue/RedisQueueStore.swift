@@ -69,16 +69,61 @@ package struct RedisQueueStore: Sendable {
     package func enqueue(_ r: VisitorRequest, tryOnce: Bool = false) async throws(QueueError) -> (
         view: VisitorView, created: Bool
     ) {
+        try enqueued(try await run("enqueue", Self.enqueueArguments(r, tryOnce: tryOnce), hold: r.holdSeconds))
+    }
+
+    /// `enqueue` answered through `answer`, from the connection's queue (no task).
+    package func enqueue(
+        _ r: VisitorRequest, tryOnce: Bool,
+        answer: @escaping @Sendable (Result<(view: VisitorView, created: Bool), QueueError>) -> Void
+    ) {
+        send("enqueue", Self.enqueueArguments(r, tryOnce: tryOnce), hold: r.holdSeconds) { result in
+            answer(result.flatMap { items in Result { () throws(QueueError) in try enqueued(items) } })
+        }
+    }
+
+    private static func enqueueArguments(_ r: VisitorRequest, tryOnce: Bool) -> [String] {
         let problem = QueueEngine.requestProblem(r) ?? QueueEngine.holdRangeProblem(r.holdSeconds)
         let payload: String = r.payload.map(Self.jsonText) ?? ""
         let holdMicros: String = r.holdSeconds.map { String(Self.micros($0)) } ?? "-1"
         let holdText: String = r.holdSeconds.map(Self.secondsText) ?? ""
         let delay: String = String(r.delaySeconds.map(Self.micros) ?? 0)
         let request: [String] = [r.id ?? "", r.key ?? "", r.action ?? "", payload, String(r.priority)]
-        let arguments =
-            request + [holdMicros, holdText, delay] + Self.problemArguments(problem) + [tryOnce ? "1" : "0"]
-        let reply = try await run("enqueue", arguments, hold: r.holdSeconds)
-        return (try view(reply.first), reply.dropFirst().first?.string == "1")
+        return request + [holdMicros, holdText, delay] + Self.problemArguments(problem) + [tryOnce ? "1" : "0"]
+    }
+
+    private func enqueued(_ reply: [RedisReply]) throws(QueueError) -> (view: VisitorView, created: Bool) {
+        (try view(reply.first), reply.dropFirst().first?.string == "1")
+    }
+
+    /// `operation` on one visitor, its view answered through `answer` from the
+    /// connection's queue (no task): `complete`, `extend`, `remove`, `visitor`.
+    package func visitorOperation(
+        _ operation: VisitorOperation, answer: @escaping @Sendable (Result<VisitorView, QueueError>) -> Void
+    ) {
+        let (name, arguments, hold) = operation.call
+        send(name, arguments, hold: hold) { result in
+            answer(result.flatMap { items in Result { () throws(QueueError) in try view(items.first) } })
+        }
+    }
+
+    /// The operations on one visitor that answer its view.
+    package enum VisitorOperation: Sendable {
+        case complete(id: String)
+        case extend(id: String, holdSeconds: Double?)
+        case remove(id: String)
+        case read(id: String)
+
+        /// The script's operation, its arguments and the hold asked for.
+        var call: (String, [String], Double?) {
+            switch self {
+            case .complete(let id): ("complete", [id], nil)
+            case .extend(let id, let holdSeconds):
+                ("extend", RedisQueueStore.extendArguments(id, holdSeconds), holdSeconds)
+            case .remove(let id): ("remove", [id], nil)
+            case .read(let id): ("visitor", [id], nil)
+            }
+        }
     }
 
     /// A try-acquire's wait ended: see `QueueEngine.timeOut`.
@@ -91,10 +136,13 @@ package struct RedisQueueStore: Sendable {
     }
 
     package func extend(id: String, holdSeconds: Double?) async throws(QueueError) -> VisitorView {
+        try view(try await run("extend", Self.extendArguments(id, holdSeconds), hold: holdSeconds).first)
+    }
+
+    static func extendArguments(_ id: String, _ holdSeconds: Double?) -> [String] {
         let holdMicros: String = holdSeconds.map { String(Self.micros($0)) } ?? ""
         let holdText: String = holdSeconds.map(Self.secondsText) ?? ""
-        let arguments = [id, holdMicros, holdText] + Self.problemArguments(QueueEngine.holdRangeProblem(holdSeconds))
-        return try view(try await run("extend", arguments, hold: holdSeconds).first)
+        return [id, holdMicros, holdText] + Self.problemArguments(QueueEngine.holdRangeProblem(holdSeconds))
     }
 
     package func remove(id: String) async throws(QueueError) -> VisitorView {
@@ -189,6 +237,27 @@ package struct RedisQueueStore: Sendable {
         } catch {
             throw Self.error(error, hold: hold)
         }
+        return try items(of: reply, operation)
+    }
+
+    /// `run` answered through `answer`, from the connection's queue (no task).
+    private func send(
+        _ operation: String, _ arguments: [String], hold: Double?,
+        answer: @escaping @Sendable (Result<[RedisReply], QueueError>) -> Void
+    ) {
+        Self.script.send(
+            operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
+            on: connections.route(keys: keyList)
+        ) { result in
+            switch result {
+            case .success(let reply): answer(Result { () throws(QueueError) in try items(of: reply, operation) })
+            case .failure(let error): answer(.failure(Self.error(error, hold: hold)))
+            }
+        }
+    }
+
+    /// The items of a reply after its first, the next deadline, which it reports.
+    private func items(of reply: RedisReply, _ operation: String) throws(QueueError) -> [RedisReply] {
         guard let items = reply.array, let next = items.first?.string else {
             throw .backendUnavailable("unexpected reply to \(operation)")
         }

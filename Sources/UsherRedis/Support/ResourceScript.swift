@@ -32,6 +32,25 @@ package struct ResourceScript: Sendable {
         return reply
     }
 
+    /// `run` answered through `answer`, from the connection's queue (no task).
+    package func send(
+        _ operation: String, keys: [String], time: ScriptTime, channel: String, arguments: [String] = [],
+        on route: RedisRoute, answer: @escaping @Sendable (Result<RedisReply, ScriptFailure>) -> Void
+    ) {
+        let argv = [operation, time.argument, channel] + arguments
+        script.send(on: route, keys: keys.map { Array($0.utf8) }, arguments: argv.map { Array($0.utf8) }) { result in
+            switch result {
+            case .success(let reply):
+                if let message = reply.errorMessage {
+                    answer(.failure(ScriptFailure(errorReply: message)))
+                } else {
+                    answer(.success(reply))
+                }
+            case .failure(let error): answer(.failure(.unavailable(error.description)))
+            }
+        }
+    }
+
     /// `run` on one connection.
     package func run(
         _ operation: String, keys: [String], time: ScriptTime, channel: String, arguments: [String] = [],
