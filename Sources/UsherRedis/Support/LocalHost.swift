@@ -5,7 +5,7 @@ import UsherCore
 /// store: where its copy is in its life, the one timer at the resource's
 /// next deadline, and the board its long-polls wait on. Queues and machines
 /// share it; the resource's state itself is all in Redis.
-final class LocalHost: Sendable {
+package final class LocalHost: Sendable {
     let kind: String
     let name: String
     let backend: RedisBackend
