@@ -20,13 +20,10 @@ package final class RedisMachine: MachineService, RedisResource {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "machine", name: name, backend: backend)
-        // The store reports each reply's next deadline; the timer holds a weak
-        // reference through this box, set once `self` exists.
-        let deadlines = WeakBox<RedisMachine>()
         self.store = RedisMachineStore(
             keys: backend.keys(kind: "machine", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
-        deadlines.value = self
+            channel: backend.channel, onDeadline: host.onDeadline)
+        host.drive(self)
     }
 
     // MARK: MachineService

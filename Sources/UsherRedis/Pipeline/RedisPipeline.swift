@@ -30,13 +30,10 @@ package final class RedisPipeline: PipelineService, RedisResource {
         self.events = events
         self.maxTakeBytes = maxTakeBytes
         self.host = LocalHost(kind: "pipeline", name: name, backend: backend)
-        // The store reports each reply's next deadline; the timer holds a weak
-        // reference through this box, set once `self` exists.
-        let deadlines = WeakBox<RedisPipeline>()
         self.store = RedisPipelineStore(
             keys: backend.keys(kind: "pipeline", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
-        deadlines.value = self
+            channel: backend.channel, onDeadline: host.onDeadline)
+        host.drive(self)
     }
 
     // MARK: PipelineService
@@ -215,11 +212,7 @@ package final class RedisPipeline: PipelineService, RedisResource {
     // MARK: NoticeListener
 
     package func receive(_ object: [String: Any], payload: [UInt8]) {
-        // Most notices interest nobody here but the timer: only the deadline is read then.
-        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
-            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
-            return
-        }
+        if armsOnly(object, events: events) { return }
         guard let notice = RedisPipelineStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()

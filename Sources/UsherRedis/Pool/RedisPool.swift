@@ -18,13 +18,10 @@ package final class RedisPool: PoolService, RedisResource {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "pool", name: name, backend: backend)
-        // The store reports each reply's next deadline; the timer holds a weak
-        // reference through this box, set once `self` exists.
-        let deadlines = WeakBox<RedisPool>()
         self.store = RedisPoolStore(
             keys: backend.keys(kind: "pool", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
-        deadlines.value = self
+            channel: backend.channel, onDeadline: host.onDeadline)
+        host.drive(self)
     }
 
     // MARK: PoolService
@@ -116,11 +113,7 @@ package final class RedisPool: PoolService, RedisResource {
     // MARK: NoticeListener
 
     package func receive(_ object: [String: Any], payload: [UInt8]) {
-        // Most notices interest nobody here but the timer: only the deadline is read then.
-        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
-            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
-            return
-        }
+        if armsOnly(object, events: events) { return }
         guard let notice = RedisPoolStore.decodeNotice(object) else { return }
         if notice.deleted {
             close()

@@ -18,14 +18,11 @@ package final class RedisQueue: QueueService, RedisResource {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "queue", name: name, backend: backend)
-        // The store reports each reply's next deadline; the timer holds a weak
-        // reference through this box, set once `self` exists.
-        let deadlines = WeakBox<RedisQueue>()
         let keys = backend.keys(kind: "queue", name: name)
         self.store = RedisQueueStore(
             keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
-            deletionChannel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
-        deadlines.value = self
+            deletionChannel: backend.channel, onDeadline: host.onDeadline)
+        host.drive(self)
     }
 
     // MARK: QueueService

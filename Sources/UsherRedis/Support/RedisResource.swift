@@ -77,10 +77,21 @@ extension RedisResource {
         Task { await catchUp() }
     }
 
+    /// Most notices interest nobody here but the timer: with no long-poll
+    /// parked and no events recorded, only the deadline is read and armed
+    /// (true then; a deletion is always decoded).
+    func armsOnly(_ object: [String: Any], events: EventLog?) -> Bool {
+        guard board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true else {
+            return false
+        }
+        arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
+        return true
+    }
+
     /// Keeps one timer at or before the next deadline; it runs `tick`, whose
     /// reply arms the next one. Harmless when another instance ticks first.
     func arm(at next: Timestamp?) {
-        host.arm(at: next) { [weak self] in await self?.catchUp() }
+        host.arm(at: next)
     }
 
     /// One store call, later, refused once the resource is closed.

@@ -21,13 +21,10 @@ package final class RedisWindow: WindowService, RedisResource {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: WindowSlot.eventKind, name: name, backend: backend)
-        // The store reports each reply's next deadline; the timer holds a weak
-        // reference through this box, set once `self` exists.
-        let deadlines = WeakBox<RedisWindow>()
         self.store = RedisWindowStore(
             keys: backend.keys(kind: WindowSlot.eventKind, name: name), connections: backend.connections,
-            time: backend.time, channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
-        deadlines.value = self
+            time: backend.time, channel: backend.channel, onDeadline: host.onDeadline)
+        host.drive(self)
     }
 
     // MARK: WindowService
@@ -100,11 +97,7 @@ package final class RedisWindow: WindowService, RedisResource {
     // MARK: NoticeListener
 
     package func receive(_ object: [String: Any], payload: [UInt8]) {
-        // Most notices interest nobody here but the timer: only the deadline is read then.
-        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
-            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
-            return
-        }
+        if armsOnly(object, events: events) { return }
         guard let notice = RedisWindowStore.decodeNotice(object) else { return }
         if notice.deleted {
             close()
