@@ -9,54 +9,8 @@ import Testing
 /// `MachineService` on both backends with a `ManualClock`: the same calls,
 /// the same answers, the same events.
 @Suite struct MachineServiceTests {
-    enum Backend: String, CaseIterable, Sendable { case memory, redis }
-
-    /// A machine on one backend, its clock and the events it emitted.
-    final class Rig: Sendable {
-        let clock: ManualClock
-        let events: EventLog
-        let machine: any MachineService
-        private let redis: (server: RedisServer, backend: RedisBackend)?
-
-        init(_ backend: Backend, definition: MachineDefinition) async throws {
-            let clock = ManualClock()
-            let events = EventLog(clock: clock)
-            events.subscribe(after: nil, start: { _ in }, deliver: { _ in })
-            self.clock = clock
-            self.events = events
-            switch backend {
-            case .memory:
-                machine = StateMachine(
-                    name: "m", definitionName: nil, definition: definition, clock: clock, events: events)
-                redis = nil
-            case .redis:
-                let server = try await RedisServer()
-                let shared = try RedisBackend(
-                    settings: RedisSettings(url: "redis://127.0.0.1:\(server.port)"), time: .clock(clock), clock: clock)
-                try shared.start { _ in }
-                let made = RedisMachine(name: "m", backend: shared, events: events)
-                _ = try await made.create(definitionName: nil, definition: definition)
-                made.listen()
-                // Notices are heard once the subscriber is in.
-                let subscribed = await poll {
-                    let reply = try? await shared.command(["PUBSUB", "NUMSUB", shared.channel])
-                    return (reply?.array?.last?.int ?? 0) > 0
-                }
-                #expect(subscribed)
-                machine = made
-                redis = (server, shared)
-            }
-        }
-
-        func stop() async {
-            guard let redis else { return }
-            await redis.backend.stop()
-            redis.server.stop()
-        }
-
-        /// The types of the events emitted so far.
-        var eventTypes: [String] { events.buffered().map(\.type) }
-    }
+    typealias Backend = TestBackend
+    typealias Rig = ServiceRig<any MachineService>
 
     @Test(arguments: Backend.allCases)
     func aStateTimeoutFiresWhenTheClockPassesIt(_ backend: Backend) async throws {
@@ -129,11 +83,21 @@ import Testing
     }
 }
 
-/// Polls `condition` every 5 ms for up to 5 s.
-private func poll(_ condition: () async -> Bool) async -> Bool {
-    for _ in 0..<1000 {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
+extension ServiceRig<any MachineService> {
+    /// A machine on one backend, its clock and the events it emitted.
+    convenience init(_ backend: TestBackend, definition: MachineDefinition) async throws {
+        try await self.init(backend) { clock, events in
+            StateMachine(name: "m", definitionName: nil, definition: definition, clock: clock, events: events)
+        } shared: { redis, events in
+            let made = RedisMachine(name: "m", backend: redis.backend, events: events)
+            _ = try await made.create(definitionName: nil, definition: definition)
+            await redis.listen(made)
+            return made
+        }
     }
-    return await condition()
+
+    var machine: any MachineService { service }
+
+    /// The types of the events emitted so far.
+    var eventTypes: [String] { events.buffered().map(\.type) }
 }

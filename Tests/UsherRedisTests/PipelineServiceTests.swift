@@ -9,53 +9,8 @@ import Testing
 /// `PipelineService` on both backends with a `ManualClock`: the same calls,
 /// the same answers, the same events, the same waits.
 @Suite struct PipelineServiceTests {
-    enum Backend: String, CaseIterable, Sendable { case memory, redis }
-
-    /// A pipeline on one backend, its clock and the events it emitted.
-    final class Rig: Sendable {
-        let clock: ManualClock
-        let events: EventLog
-        let pipeline: any PipelineService
-        private let redis: (server: RedisServer, backend: RedisBackend)?
-
-        init(_ backend: Backend, config: PipelineConfig) async throws {
-            let clock = ManualClock()
-            let events = EventLog(clock: clock)
-            events.subscribe(after: nil, start: { _ in }, deliver: { _ in })
-            self.clock = clock
-            self.events = events
-            switch backend {
-            case .memory:
-                pipeline = Pipeline(name: "p", config: config, clock: clock, events: events)
-                redis = nil
-            case .redis:
-                let server = try await RedisServer()
-                let shared = try RedisBackend(
-                    settings: RedisSettings(url: "redis://127.0.0.1:\(server.port)"), time: .clock(clock), clock: clock)
-                try shared.start { _ in }
-                let made = RedisPipeline(name: "p", backend: shared, events: events)
-                _ = try await made.create(config)
-                made.listen()
-                // Notices are heard once the subscriber is in.
-                let subscribed = await poll {
-                    let reply = try? await shared.command(["PUBSUB", "NUMSUB", shared.channel])
-                    return (reply?.array?.last?.int ?? 0) > 0
-                }
-                #expect(subscribed)
-                pipeline = made
-                redis = (server, shared)
-            }
-        }
-
-        func stop() async {
-            guard let redis else { return }
-            await redis.backend.stop()
-            redis.server.stop()
-        }
-
-        /// The types of the events emitted so far.
-        var eventTypes: [String] { events.buffered().map(\.type) }
-    }
+    typealias Backend = TestBackend
+    typealias Rig = ServiceRig<any PipelineService>
 
     @Test(arguments: Backend.allCases)
     func pushTakeConsumeEmitTheSameEvents(_ backend: Backend) async throws {
@@ -146,10 +101,21 @@ import Testing
     }
 }
 
-private func poll(_ condition: () async -> Bool) async -> Bool {
-    for _ in 0..<1000 {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
+extension ServiceRig<any PipelineService> {
+    /// A pipeline on one backend, its clock and the events it emitted.
+    convenience init(_ backend: TestBackend, config: PipelineConfig) async throws {
+        try await self.init(backend) { clock, events in
+            Pipeline(name: "p", config: config, clock: clock, events: events)
+        } shared: { redis, events in
+            let made = RedisPipeline(name: "p", backend: redis.backend, events: events)
+            _ = try await made.create(config)
+            await redis.listen(made)
+            return made
+        }
     }
-    return await condition()
+
+    var pipeline: any PipelineService { service }
+
+    /// The types of the events emitted so far.
+    var eventTypes: [String] { events.buffered().map(\.type) }
 }

@@ -9,59 +9,8 @@ import Testing
 /// `PoolService` on both backends with a `ManualClock`: the same calls, the
 /// same answers (waits included), the same events.
 @Suite struct PoolServiceTests {
-    enum Backend: String, CaseIterable, Sendable { case memory, redis }
-
-    /// A pool on one backend, its clock and the events it emitted.
-    final class Rig: Sendable {
-        let clock: ManualClock
-        let events: EventLog
-        let pool: any PoolService
-        private let redis: (server: RedisServer, backend: RedisBackend)?
-
-        init(_ backend: Backend, config: PoolConfig) async throws {
-            let clock = ManualClock()
-            let events = EventLog(clock: clock)
-            events.subscribe(after: nil, start: { _ in }, deliver: { _ in })
-            self.clock = clock
-            self.events = events
-            switch backend {
-            case .memory:
-                pool = LeasePool(name: "p", config: config, clock: clock, events: events)
-                redis = nil
-            case .redis:
-                let server = try await RedisServer()
-                let shared = try RedisBackend(
-                    settings: RedisSettings(url: "redis://127.0.0.1:\(server.port)"), time: .clock(clock), clock: clock)
-                try shared.start { _ in }
-                let made = RedisPool(name: "p", backend: shared, events: events)
-                _ = try await made.create(config)
-                made.listen()
-                // Notices are heard once the subscriber is in.
-                let subscribed = await poll {
-                    let reply = try? await shared.command(["PUBSUB", "NUMSUB", shared.channel])
-                    return (reply?.array?.last?.int ?? 0) > 0
-                }
-                #expect(subscribed)
-                pool = made
-                redis = (server, shared)
-            }
-        }
-
-        func stop() async {
-            guard let redis else { return }
-            await redis.backend.stop()
-            redis.server.stop()
-        }
-
-        /// The types and lease ids of the events emitted so far.
-        var eventTypes: [String] {
-            events.buffered().map { event in
-                if case .lease(let l) = event.subject { "\(event.type) \(l.id)" } else { event.type }
-            }
-        }
-
-        func waiting() async -> Int? { try? await pool.readState(limit: 0, after: nil).value().waiting }
-    }
+    typealias Backend = TestBackend
+    typealias Rig = ServiceRig<any PoolService>
 
     static let one = PoolConfig(elements: [PoolElementSpec(id: "e")], leaseSeconds: 10)
 
@@ -131,11 +80,27 @@ extension Result where Success == Lease, Failure == PoolError {
     }
 }
 
-/// Polls `condition` every 5 ms for up to 5 s.
-private func poll(_ condition: () async -> Bool) async -> Bool {
-    for _ in 0..<1000 {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
+extension ServiceRig<any PoolService> {
+    /// A pool on one backend, its clock and the events it emitted.
+    convenience init(_ backend: TestBackend, config: PoolConfig) async throws {
+        try await self.init(backend) { clock, events in
+            LeasePool(name: "p", config: config, clock: clock, events: events)
+        } shared: { redis, events in
+            let made = RedisPool(name: "p", backend: redis.backend, events: events)
+            _ = try await made.create(config)
+            await redis.listen(made)
+            return made
+        }
     }
-    return await condition()
+
+    var pool: any PoolService { service }
+
+    /// The types and lease ids of the events emitted so far.
+    var eventTypes: [String] {
+        events.buffered().map { event in
+            if case .lease(let l) = event.subject { "\(event.type) \(l.id)" } else { event.type }
+        }
+    }
+
+    func waiting() async -> Int? { try? await pool.readState(limit: 0, after: nil).value().waiting }
 }

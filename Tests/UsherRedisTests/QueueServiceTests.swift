@@ -96,7 +96,7 @@ import Testing
             #expect(try await q.counts().expiredTotal == 1)
             // Nobody calls the queue now: the timer applies b's expiry.
             q.clock.advance(by: 3)
-            await Q.eventually { (try? await q.counts().expiredTotal) == 2 }
+            await eventually { (try? await q.counts().expiredTotal) == 2 }
             #expect(try await q.visitor("b").finishedAt == q.at(13))
         }
     }
@@ -356,7 +356,7 @@ import Testing
             q.queue.releaseUndelivered(id: "a", fence: fence + 1)
             #expect(try await q.status("a") == .granted)
             q.queue.releaseUndelivered(id: "a", fence: fence)
-            await Q.eventually { (try? await q.status("a")) == .released }
+            await eventually { (try? await q.status("a")) == .released }
             let a = try await q.visitor("a")
             #expect(a.reason == "undelivered")
             #expect(try await q.status("b") == .granted)
@@ -456,7 +456,7 @@ import Testing
             let b = try await poster.value
             #expect(b.status == .cancelled && b.reason == "disconnected")
             #expect(try await watcher.value.status == .cancelled)
-            await Q.eventually { seen.all.last == "cancelled:b:disconnected" }
+            await eventually { seen.all.last == "cancelled:b:disconnected" }
             #expect(seen.all == ["granted:a:-", "enqueued:b:-", "enqueued:c:-", "cancelled:b:disconnected"])
             // Without withdrawing, the hang-up only ends the wait.
             #expect(try await keeping.value.status == .waiting)
@@ -493,7 +493,7 @@ import Testing
             let board = try #require(q.queue as? RedisQueue).board
             server.signal(SIGSTOP)
             let poster = q.parkOutOfLine("b", until: q.later(30), withdrawing: true)
-            await Q.eventually { board.openCount == 1 }
+            await eventually { board.openCount == 1 }
             try await Task.sleep(for: .milliseconds(50))  // the read is sent, Redis does not answer
             poster.cancel()
             server.signal(SIGCONT)
@@ -567,7 +567,7 @@ import Testing
                 "enqueued:d:-", "enqueued:e:-", "waiting:e:-", "completed:a:-", "granted:d:-", "cancelled:t:timeout",
                 "expired:d:-", "granted:e:-", "released:e:-",
             ]
-            await Q.eventually { seen.all.count >= expected.count }
+            await eventually { seen.all.count >= expected.count }
             #expect(seen.all == expected)
         }
     }

@@ -7,14 +7,6 @@ import Testing
 @testable import UsherCore
 @testable import UsherRedis
 
-/// Where a queue under test is kept.
-enum TestBackend: String, CustomStringConvertible, Sendable {
-    case memory
-    case redis
-
-    var description: String { rawValue }
-}
-
 /// One queue behind `QueueService` on a `ManualClock`: a `VisitorQueue`, or
 /// a `RedisQueue` on a redis-server of its own whose scripts take their time
 /// from the same clock. Made and stopped by `with`.
@@ -25,28 +17,22 @@ final class QueueUnderTest: Sendable {
     let clock = ManualClock(start: t0)
     let events: EventLog
     let queue: any QueueService
-    let server: RedisServer?
-    private let redis: RedisBackend?
+    private let redis: RedisUnderTest?
+    /// The redis-server (Redis only), for tests that stop or pause it.
+    var server: RedisServer? { redis?.server }
 
     private init(_ backend: TestBackend, _ config: QueueConfig) async throws {
         self.backend = backend
         events = EventLog(clock: clock)
         switch backend {
         case .memory:
-            server = nil
             redis = nil
             queue = VisitorQueue(name: "q", config: config, clock: clock, events: events)
         case .redis:
-            let server = try await RedisServer()
-            let redis = try RedisBackend(
-                settings: RedisSettings(url: "redis://127.0.0.1:\(server.port)"), time: .clock(clock), clock: clock)
-            try redis.start { _ in }
-            // Notices are heard only once the subscriber is in.
-            await Self.eventually { await redis.unavailableReason() == nil }
-            let made = RedisQueue(name: "q", backend: redis, events: events)
+            let redis = try await RedisUnderTest(clock: clock)
+            let made = RedisQueue(name: "q", backend: redis.backend, events: events)
             #expect(try await made.create(config).created)
-            made.listen()
-            self.server = server
+            await redis.listen(made)
             self.redis = redis
             queue = made
         }
@@ -69,7 +55,6 @@ final class QueueUnderTest: Sendable {
 
     private func stop() async {
         await redis?.stop()
-        server?.stop()
     }
 
     // MARK: Operations through `QueueService`
@@ -158,7 +143,7 @@ final class QueueUnderTest: Sendable {
 
     /// Waits until `n` long-polls are parked.
     func parked(_ n: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
-        await Self.eventually(sourceLocation: sourceLocation) { await self.parkedCount() == n }
+        await eventually(sourceLocation: sourceLocation) { await self.parkedCount() == n }
     }
 
     /// Records every visitor event as `type:id:reason` (reason `-` when none).
@@ -171,16 +156,6 @@ final class QueueUnderTest: Sendable {
         return seen
     }
 
-    static func eventually(
-        sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async -> Bool
-    ) async {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while ContinuousClock.now < deadline {
-            if await condition() { return }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        Issue.record("condition never became true", sourceLocation: sourceLocation)
-    }
 }
 
 /// What an event subscriber saw.

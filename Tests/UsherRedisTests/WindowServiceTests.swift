@@ -296,7 +296,7 @@ import Testing
             w.clock.advance(by: 1)
             _ = try await w.showing()
             let expected = ["shown:a", "queued:b", "merged:c", "dismissed:a", "shown:b", "expired:b"]
-            await QueueUnderTest.eventually { seen.all.count >= expected.count }
+            await eventually { seen.all.count >= expected.count }
             #expect(seen.all == expected)
         }
     }

@@ -16,7 +16,7 @@ final class WindowUnderTest: Sendable {
     let clock = ManualClock(start: t0)
     let events: EventLog
     let window: any WindowService
-    private let redis: (server: RedisServer, backend: RedisBackend)?
+    private let redis: RedisUnderTest?
 
     private init(_ backend: TestBackend, _ config: WindowConfig) async throws {
         self.backend = backend
@@ -26,16 +26,11 @@ final class WindowUnderTest: Sendable {
             redis = nil
             window = WindowSlot(name: "w", config: config, clock: clock, events: events)
         case .redis:
-            let server = try await RedisServer()
-            let shared = try RedisBackend(
-                settings: RedisSettings(url: "redis://127.0.0.1:\(server.port)"), time: .clock(clock), clock: clock)
-            try shared.start { _ in }
-            // Notices are heard only once the subscriber is in.
-            await QueueUnderTest.eventually { await shared.unavailableReason() == nil }
-            let made = RedisWindow(name: "w", backend: shared, events: events)
+            let redis = try await RedisUnderTest(clock: clock)
+            let made = RedisWindow(name: "w", backend: redis.backend, events: events)
             #expect(try await made.create(config).created)
-            made.listen()
-            redis = (server, shared)
+            await redis.listen(made)
+            self.redis = redis
             window = made
         }
     }
@@ -55,8 +50,7 @@ final class WindowUnderTest: Sendable {
     }
 
     private func stop() async {
-        await redis?.backend.stop()
-        redis?.server.stop()
+        await redis?.stop()
     }
 
     /// Redis stops answering (the window's calls fail `backendUnavailable`).
@@ -106,7 +100,7 @@ final class WindowUnderTest: Sendable {
 
     /// Waits until `n` long-polls are parked (with their deadline on the clock).
     func parked(_ n: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
-        await QueueUnderTest.eventually(sourceLocation: sourceLocation) { await self.parkedCount() == n }
+        await eventually(sourceLocation: sourceLocation) { await self.parkedCount() == n }
     }
 
     private func parkedCount() async -> Int {

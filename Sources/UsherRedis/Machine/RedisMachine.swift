@@ -6,15 +6,12 @@ import UsherCore
 /// (one script call). This object holds no machine state of its own, only
 /// what this process does about it: long-polls parked here, the timer at the
 /// machine's next deadline, events for this process's subscribers.
-package final class RedisMachine: MachineService, NoticeListener {
+package final class RedisMachine: MachineService, RedisResource {
     package let name: String
-    let store: RedisMachineStore
+    package let store: RedisMachineStore
     private let backend: RedisBackend
     private let events: EventLog?
-    /// Where long-polls parked in this process wait for notices.
-    var board: NoticeBoard { host.board }
-    /// Phase, timer and long-polls in this process.
-    private let host: LocalHost
+    package let host: LocalHost
     /// Every notice moves the version: waits park on this one subject.
     private static let versionSubject = "version"
 
@@ -23,18 +20,10 @@ package final class RedisMachine: MachineService, NoticeListener {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "machine", name: name, backend: backend)
-        // The store reports each reply's next deadline; the timer holds a weak
-        // reference through this box, set once `self` exists.
-        let deadlines = WeakBox<RedisMachine>()
         self.store = RedisMachineStore(
             keys: backend.keys(kind: "machine", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
-        deadlines.value = self
-    }
-
-    /// Starts hearing notices about this machine (once it is the one registered here).
-    package func listen() {
-        host.listen(self)
+            channel: backend.channel, onDeadline: host.onDeadline)
+        host.drive(self)
     }
 
     // MARK: MachineService
@@ -68,7 +57,7 @@ package final class RedisMachine: MachineService, NoticeListener {
     }
 
     /// Re-reads at every notice about the machine and at least every
-    /// `RedisQueue.pollSeconds`; Redis unreachable until the deadline: `backendUnavailable`.
+    /// `Self.pollSeconds`; Redis unreachable until the deadline: `backendUnavailable`.
     package func parkUntilVersion(other version: Int64, until deadline: Timestamp) async throws(MachineError)
         -> MachineSnapshot
     {
@@ -98,7 +87,7 @@ package final class RedisMachine: MachineService, NoticeListener {
                 board.close(ticket)
                 throw error
             }
-            await board.wait(ticket, until: min(deadline, now.adding(seconds: RedisQueue.pollSeconds)))
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
         }
     }
 
@@ -111,28 +100,6 @@ package final class RedisMachine: MachineService, NoticeListener {
     ) {
         try await store.create(definitionName: definitionName, definition: definition)
     }
-
-    /// Deletes the machine in Redis (every instance hears it and closes its
-    /// copy) and from the index; false when it was not there.
-    package func delete() async throws(MachineError) -> Bool {
-        let existed = try await store.delete()
-        do throws(ScriptFailure) { try await backend.announceDeleted(kind: "machine", name: name) } catch {
-            throw .backendUnavailable("\(error)")
-        }
-        return existed
-    }
-
-    /// Applies what is due now (after a start or a reconnect: deadlines other
-    /// instances armed are armed here too).
-    package func catchUp() async {
-        try? await store.tick()
-    }
-
-    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
-    package func close() { host.close() }
-
-    /// The server is stopping: waiters here are answered `shuttingDown`.
-    package func shutdown() { host.shutdown() }
 
     // MARK: NoticeListener
 
@@ -147,29 +114,7 @@ package final class RedisMachine: MachineService, NoticeListener {
         board.post(Self.versionSubject)
     }
 
-    package func resynchronize() {
-        board.postAll()
-        Task { await catchUp() }
-    }
-
     // MARK: Internals
-
-    /// One store call, later, refused once the machine is closed.
-    private func call<T: Sendable>(_ body: @escaping @Sendable (RedisMachineStore) async throws(MachineError) -> T)
-        -> Pending<T, MachineError>
-    {
-        .async { [self] () async throws(MachineError) -> T in
-            guard host.phase != .closed else { throw .gone }
-            return try await body(store)
-        }
-    }
-
-    /// Keeps one timer at or before the next deadline (a state timeout or a
-    /// transaction's expiry); it runs `tick`, whose reply arms the next one.
-    /// Harmless when another instance ticks first.
-    func arm(at next: Timestamp?) {
-        host.arm(at: next) { [weak self] in await self?.catchUp() }
-    }
 
     /// Emits what the notice reports, as `StateMachine` does for its own
     /// changes: by version, a transition before the transaction it committed.

@@ -339,10 +339,6 @@ private final class DefinitionCache: Sendable {
     }
 }
 
-extension [String] {
-    fileprivate func element(_ index: Int) -> String? { indices.contains(index) ? self[index] : nil }
-}
-
 // MARK: - Records (the script's cjson objects; every number is decimal text)
 
 private struct EntryRecord: Decodable {

@@ -9,20 +9,17 @@ import UsherCore
 /// deadline, events for this process's subscribers.
 ///
 /// Parked consumers and producers retry at every notice that says an item
-/// or room may be there, and at least every `RedisQueue.pollSeconds`; across
+/// or room may be there, and at least every `Self.pollSeconds`; across
 /// processes they are not served in arrival order (within one, the first to
 /// retry wins).
-package final class RedisPipeline: PipelineService, NoticeListener {
+package final class RedisPipeline: PipelineService, RedisResource {
     package let name: String
-    let store: RedisPipelineStore
+    package let store: RedisPipelineStore
     private let backend: RedisBackend
     private let events: EventLog?
     /// The most one take hands out, in bytes of stored payloads (`max_response_bytes`).
     private let maxTakeBytes: Int
-    /// Where calls parked in this process wait for notices.
-    var board: NoticeBoard { host.board }
-    /// Phase, timer and long-polls in this process.
-    private let host: LocalHost
+    package let host: LocalHost
     /// What parked consumers and producers wait for.
     static let itemsSubject = "items"
     static let roomSubject = "room"
@@ -33,18 +30,10 @@ package final class RedisPipeline: PipelineService, NoticeListener {
         self.events = events
         self.maxTakeBytes = maxTakeBytes
         self.host = LocalHost(kind: "pipeline", name: name, backend: backend)
-        // The store reports each reply's next deadline; the timer holds a weak
-        // reference through this box, set once `self` exists.
-        let deadlines = WeakBox<RedisPipeline>()
         self.store = RedisPipelineStore(
             keys: backend.keys(kind: "pipeline", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
-        deadlines.value = self
-    }
-
-    /// Starts hearing notices about this pipeline (once it is the one registered here).
-    package func listen() {
-        host.listen(self)
+            channel: backend.channel, onDeadline: host.onDeadline)
+        host.drive(self)
     }
 
     // MARK: PipelineService
@@ -137,7 +126,7 @@ package final class RedisPipeline: PipelineService, NoticeListener {
     }
 
     /// Takes at every notice that an item may be there and at least every
-    /// `RedisQueue.pollSeconds`; Redis unreachable until the deadline: `backendUnavailable`.
+    /// `Self.pollSeconds`; Redis unreachable until the deadline: `backendUnavailable`.
     package func parkTake(max: Int, ackSeconds: Double?, until deadline: Timestamp) async throws(PipelineError)
         -> [PipelineDelivery]
     {
@@ -170,12 +159,12 @@ package final class RedisPipeline: PipelineService, NoticeListener {
                 board.close(ticket)
                 throw error
             }
-            await board.wait(ticket, until: min(deadline, now.adding(seconds: RedisQueue.pollSeconds)))
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
         }
     }
 
     /// Pushes at every notice that room may be there and at least every
-    /// `RedisQueue.pollSeconds`; `.full` at the deadline or when cancelled.
+    /// `Self.pollSeconds`; `.full` at the deadline or when cancelled.
     package func parkPush(_ request: PipelinePushRequest, until deadline: Timestamp) async throws(PipelineError)
         -> PipelinePushResult
     {
@@ -207,7 +196,7 @@ package final class RedisPipeline: PipelineService, NoticeListener {
                 board.close(ticket)
                 throw error
             }
-            await board.wait(ticket, until: min(deadline, now.adding(seconds: RedisQueue.pollSeconds)))
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
         }
     }
 
@@ -220,36 +209,10 @@ package final class RedisPipeline: PipelineService, NoticeListener {
         try await store.create(config)
     }
 
-    /// Deletes the pipeline in Redis (every instance hears it and closes its
-    /// copy) and from the index; false when it was not there.
-    package func delete() async throws(PipelineError) -> Bool {
-        let existed = try await store.delete()
-        do throws(ScriptFailure) { try await backend.announceDeleted(kind: "pipeline", name: name) } catch {
-            throw .backendUnavailable("\(error)")
-        }
-        return existed
-    }
-
-    /// Applies what is due now (after a start or a reconnect: deadlines other
-    /// instances armed are armed here too).
-    package func catchUp() async {
-        try? await store.tick()
-    }
-
-    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
-    package func close() { host.close() }
-
-    /// The server is stopping: waiters here are answered `shuttingDown`.
-    package func shutdown() { host.shutdown() }
-
     // MARK: NoticeListener
 
     package func receive(_ object: [String: Any], payload: [UInt8]) {
-        // Most notices interest nobody here but the timer: only the deadline is read then.
-        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
-            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
-            return
-        }
+        if armsOnly(object, events: events) { return }
         guard let notice = RedisPipelineStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()
@@ -259,11 +222,6 @@ package final class RedisPipeline: PipelineService, NoticeListener {
         emitEvents(notice)
         if notice.itemsAvailable { board.post(Self.itemsSubject) }
         if notice.roomAvailable { board.post(Self.roomSubject) }
-    }
-
-    package func resynchronize() {
-        board.postAll()
-        Task { await catchUp() }
     }
 
     // MARK: Internals
@@ -279,22 +237,6 @@ package final class RedisPipeline: PipelineService, NoticeListener {
         case .shuttingDown: throw .shuttingDown
         case .open: return
         }
-    }
-
-    /// One store call, later, refused once the pipeline is closed.
-    private func call<T: Sendable>(
-        _ body: @escaping @Sendable (RedisPipelineStore) async throws(PipelineError) -> T
-    ) -> Pending<T, PipelineError> {
-        .async { [self] () async throws(PipelineError) -> T in
-            guard host.phase != .closed else { throw .gone }
-            return try await body(store)
-        }
-    }
-
-    /// Keeps one timer at or before the next deadline; it runs `tick`, whose
-    /// reply arms the next one. Harmless when another instance ticks first.
-    func arm(at next: Timestamp?) {
-        host.arm(at: next) { [weak self] in await self?.catchUp() }
     }
 
     /// Emits what the notice reports, as `Pipeline` does for its own changes.

@@ -573,10 +573,6 @@ private final class FilterCache: Sendable {
     let last = Locked<(version: String, filters: PipelineFilters)?>(nil)
 }
 
-extension [String] {
-    fileprivate func element(_ index: Int) -> String? { indices.contains(index) ? self[index] : nil }
-}
-
 // MARK: - Records (the script's cjson objects; times and fences are decimal text)
 
 // swift-format-ignore: AlwaysUseLowerCamelCase

@@ -6,35 +6,22 @@ import UsherCore
 /// call). This object holds no pool state of its own, only what this process
 /// does about it: fetches and lease reads parked here, the timer at the
 /// pool's next deadline, events for this process's subscribers.
-package final class RedisPool: PoolService, NoticeListener {
+package final class RedisPool: PoolService, RedisResource {
     package let name: String
-    let store: RedisPoolStore
+    package let store: RedisPoolStore
     private let backend: RedisBackend
     private let events: EventLog?
-    /// Where long-polls parked in this process wait for notices (by lease id).
-    var board: NoticeBoard { host.board }
-    /// Phase, timer and long-polls in this process.
-    private let host: LocalHost
-    /// The longest a long-poll sleeps without checking: notices may be lost.
-    static let pollSeconds = 1.0
+    package let host: LocalHost
 
     package init(name: String, backend: RedisBackend, events: EventLog?) {
         self.name = name
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "pool", name: name, backend: backend)
-        // The store reports each reply's next deadline; the timer holds a weak
-        // reference through this box, set once `self` exists.
-        let deadlines = WeakBox<RedisPool>()
         self.store = RedisPoolStore(
             keys: backend.keys(kind: "pool", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
-        deadlines.value = self
-    }
-
-    /// Starts hearing notices about this pool (once it is the one registered here).
-    package func listen() {
-        host.listen(self)
+            channel: backend.channel, onDeadline: host.onDeadline)
+        host.drive(self)
     }
 
     // MARK: PoolService
@@ -113,16 +100,6 @@ package final class RedisPool: PoolService, NoticeListener {
 
     // MARK: Lifecycle
 
-    /// Deletes the pool in Redis (every instance hears it and closes its
-    /// copy) and from the index; false when it was not there.
-    package func delete() async throws(PoolError) -> Bool {
-        let existed = try await store.delete()
-        do throws(ScriptFailure) { try await backend.announceDeleted(kind: "pool", name: name) } catch {
-            throw .backendUnavailable("\(error)")
-        }
-        return existed
-    }
-
     /// Sizes (for the list route's summary).
     package func counts() async throws(PoolError) -> (size: Int, available: Int, leased: Int, waiting: Int) {
         try await store.counts()
@@ -133,26 +110,10 @@ package final class RedisPool: PoolService, NoticeListener {
         try await store.create(config)
     }
 
-    /// Applies what is due now (after a start or a reconnect: deadlines other
-    /// instances armed are armed here too).
-    package func catchUp() async {
-        try? await store.tick()
-    }
-
-    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
-    package func close() { host.close() }
-
-    /// The server is stopping: waiters here are answered `shuttingDown`.
-    package func shutdown() { host.shutdown() }
-
     // MARK: NoticeListener
 
     package func receive(_ object: [String: Any], payload: [UInt8]) {
-        // Most notices interest nobody here but the timer: only the deadline is read then.
-        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
-            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
-            return
-        }
+        if armsOnly(object, events: events) { return }
         guard let notice = RedisPoolStore.decodeNotice(object) else { return }
         if notice.deleted {
             close()
@@ -164,22 +125,7 @@ package final class RedisPool: PoolService, NoticeListener {
         for lease in notice.withdrawn { board.post(lease.id) }
     }
 
-    package func resynchronize() {
-        board.postAll()
-        Task { await catchUp() }
-    }
-
     // MARK: Internals
-
-    /// One store call, later, refused once the pool is closed.
-    private func call<T: Sendable>(_ body: @escaping @Sendable (RedisPoolStore) async throws(PoolError) -> T)
-        -> Pending<T, PoolError>
-    {
-        .async { [self] () async throws(PoolError) -> T in
-            guard host.phase != .closed else { throw .gone }
-            return try await body(store)
-        }
-    }
 
     /// Waits until `met` holds for the lease, `deadline` passes, or the task
     /// is cancelled. Re-reads at every notice about it and at least every
@@ -237,12 +183,6 @@ package final class RedisPool: PoolService, NoticeListener {
                 try? await Task.sleep(for: .seconds(1))
             }
         }
-    }
-
-    /// Keeps one timer at or before the next deadline; it runs `tick`, whose
-    /// reply arms the next one. Harmless when another instance ticks first.
-    func arm(at next: Timestamp?) {
-        host.arm(at: next) { [weak self] in await self?.catchUp() }
     }
 
     /// Emits what the notice reports, as `LeasePool` does for its own changes.

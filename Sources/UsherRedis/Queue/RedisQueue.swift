@@ -6,36 +6,23 @@ import UsherCore
 /// script call). This object holds no queue state of its own, only what
 /// this process does about it: long-polls parked here, the timer at the
 /// queue's next deadline, events for this process's subscribers.
-package final class RedisQueue: QueueService, NoticeListener {
+package final class RedisQueue: QueueService, RedisResource {
     package let name: String
-    let store: RedisQueueStore
+    package let store: RedisQueueStore
     private let backend: RedisBackend
     private let events: EventLog?
-    /// Where long-polls parked in this process wait for notices.
-    var board: NoticeBoard { host.board }
-    /// Phase, timer and long-polls in this process.
-    private let host: LocalHost
-    /// The longest a long-poll sleeps without checking: notices may be lost.
-    static let pollSeconds = 1.0
+    package let host: LocalHost
 
     package init(name: String, backend: RedisBackend, events: EventLog?) {
         self.name = name
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "queue", name: name, backend: backend)
-        // The store reports each reply's next deadline; the timer holds a weak
-        // reference through this box, set once `self` exists.
-        let deadlines = WeakBox<RedisQueue>()
         let keys = backend.keys(kind: "queue", name: name)
         self.store = RedisQueueStore(
             keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
-            deletionChannel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
-        deadlines.value = self
-    }
-
-    /// Starts hearing notices about this queue (once it is the one registered here).
-    package func listen() {
-        host.listen(self)
+            deletionChannel: backend.channel, onDeadline: host.onDeadline)
+        host.drive(self)
     }
 
     // MARK: QueueService
@@ -100,16 +87,6 @@ package final class RedisQueue: QueueService, NoticeListener {
 
     // MARK: Lifecycle
 
-    /// Deletes the queue in Redis (every instance hears it and closes its
-    /// copy) and from the index; false when it was not there.
-    package func delete() async throws(QueueError) -> Bool {
-        let existed = try await store.delete()
-        do throws(ScriptFailure) { try await backend.announceDeleted(kind: "queue", name: name) } catch {
-            throw .backendUnavailable("\(error)")
-        }
-        return existed
-    }
-
     /// Counts and totals (for the list route's summary).
     package func counts() async throws(QueueError) -> QueueCounts {
         try await store.counts().counts
@@ -119,18 +96,6 @@ package final class RedisQueue: QueueService, NoticeListener {
     package func create(_ config: QueueConfig) async throws(QueueError) -> (config: QueueConfig, created: Bool) {
         try await store.create(config)
     }
-
-    /// Applies what is due now (after a start or a reconnect: deadlines other
-    /// instances armed are armed here too).
-    package func catchUp() async {
-        try? await store.tick()
-    }
-
-    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
-    package func close() { host.close() }
-
-    /// The server is stopping: waiters here are answered `shuttingDown`.
-    package func shutdown() { host.shutdown() }
 
     // MARK: NoticeListener
 
@@ -152,22 +117,7 @@ package final class RedisQueue: QueueService, NoticeListener {
         for view in notice.changed { board.post(view.id) }
     }
 
-    package func resynchronize() {
-        board.postAll()
-        Task { await catchUp() }
-    }
-
     // MARK: Internals
-
-    /// One store call, later, refused once the queue is closed.
-    private func call<T: Sendable>(_ body: @escaping @Sendable (RedisQueueStore) async throws(QueueError) -> T)
-        -> Pending<T, QueueError>
-    {
-        .async { [self] () async throws(QueueError) -> T in
-            guard host.phase != .closed else { throw .gone }
-            return try await body(store)
-        }
-    }
 
     /// One store call answered from the connection's queue (no task), refused
     /// once the queue is closed.
@@ -226,12 +176,6 @@ package final class RedisQueue: QueueService, NoticeListener {
             }
             await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
         }
-    }
-
-    /// Keeps one timer at or before the next deadline; it runs `tick`, whose
-    /// reply arms the next one. Harmless when another instance ticks first.
-    func arm(at next: Timestamp?) {
-        host.arm(at: next) { [weak self] in await self?.catchUp() }
     }
 
     /// Emits what the notice reports, as `VisitorQueue` does for its own changes.

@@ -3,15 +3,17 @@ import UsherCore
 
 /// What this process keeps about one Redis-backed resource besides its
 /// store: where its copy is in its life, the one timer at the resource's
-/// next deadline, and the board its long-polls wait on. Queues and machines
-/// share it; the resource's state itself is all in Redis.
-final class LocalHost: Sendable {
+/// next deadline, and the board its long-polls wait on. Every Redis manager
+/// (`RedisResource`) has one; the resource's state itself is all in Redis.
+package final class LocalHost: Sendable {
     let kind: String
     let name: String
     let backend: RedisBackend
     let board: NoticeBoard
     private let timer = Locked(DeadlineTimer())
     private let phaseState = Locked(RedisPhase.open)
+    /// What the timer runs: the manager's `catchUp`, held weakly (see `drive`).
+    private let tick = Locked<(@Sendable () async -> Void)?>(nil)
 
     init(kind: String, name: String, backend: RedisBackend) {
         self.kind = kind
@@ -27,10 +29,19 @@ final class LocalHost: Sendable {
         backend.register(listener, kind: kind, name: name)
     }
 
+    /// Lets the timer run `resource.catchUp()` (weakly held: a store that
+    /// outlives its manager arms nothing). Called once the manager exists.
+    func drive(_ resource: some RedisResource) {
+        tick.withLock { $0 = { [weak resource] in await resource?.catchUp() } }
+    }
+
+    /// What a store calls with each reply's next deadline.
+    var onDeadline: @Sendable (Timestamp?) -> Void { { [weak self] in self?.arm(at: $0) } }
+
     /// Keeps one timer at or before `next`; it runs `tick` (whose reply arms
     /// the next one). Harmless when another instance ticks first.
-    func arm(at next: Timestamp?, tick: @escaping @Sendable () async -> Void) {
-        guard let next, phase == .open else { return }
+    func arm(at next: Timestamp?) {
+        guard let next, phase == .open, let tick = tick.withLock({ $0 }) else { return }
         let clock = backend.clock
         timer.withLock { t in
             if let armed = t.deadline, armed <= next { return }
@@ -82,16 +93,5 @@ struct DeadlineTimer: Sendable {
     mutating func fired() {
         timer = nil
         deadline = nil
-    }
-}
-
-/// A weak reference that can be set after the closure holding it is made.
-final class WeakBox<T: AnyObject & Sendable>: Sendable {
-    private let reference = Locked<Weak?>(nil)
-    private struct Weak: @unchecked Sendable { weak var value: T? }
-
-    var value: T? {
-        get { reference.withLock { $0?.value } }
-        set { reference.withLock { $0 = Weak(value: newValue) } }
     }
 }

@@ -7,16 +7,12 @@ import UsherCore
 /// what this process does about it: long-polls parked here, the timer at the
 /// window's next deadline (a display time's end, a delay's), events for this
 /// process's subscribers.
-package final class RedisWindow: WindowService, NoticeListener {
+package final class RedisWindow: WindowService, RedisResource {
     package let name: String
-    let store: RedisWindowStore
+    package let store: RedisWindowStore
     private let backend: RedisBackend
     private let events: EventLog?
-    /// Where long-polls parked in this process wait for notices: item ids,
-    /// and `showingSubject` for the showing long-poll.
-    var board: NoticeBoard { host.board }
-    /// Phase, timer and long-polls in this process.
-    private let host: LocalHost
+    package let host: LocalHost
     /// Any change may change what is shown: showing waits park on this subject.
     private static let showingSubject = "\u{0}showing"
 
@@ -25,18 +21,10 @@ package final class RedisWindow: WindowService, NoticeListener {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: WindowSlot.eventKind, name: name, backend: backend)
-        // The store reports each reply's next deadline; the timer holds a weak
-        // reference through this box, set once `self` exists.
-        let deadlines = WeakBox<RedisWindow>()
         self.store = RedisWindowStore(
             keys: backend.keys(kind: WindowSlot.eventKind, name: name), connections: backend.connections,
-            time: backend.time, channel: backend.channel, onDeadline: { deadlines.value?.arm(at: $0) })
-        deadlines.value = self
-    }
-
-    /// Starts hearing notices about this window (once it is the one registered here).
-    package func listen() {
-        host.listen(self)
+            time: backend.time, channel: backend.channel, onDeadline: host.onDeadline)
+        host.drive(self)
     }
 
     // MARK: WindowService
@@ -96,16 +84,6 @@ package final class RedisWindow: WindowService, NoticeListener {
 
     // MARK: Lifecycle
 
-    /// Deletes the window in Redis (every instance hears it and closes its
-    /// copy) and from the index; false when it was not there.
-    package func delete() async throws(WindowError) -> Bool {
-        let existed = try await store.delete()
-        do throws(ScriptFailure) { try await backend.announceDeleted(kind: WindowSlot.eventKind, name: name) } catch {
-            throw .backendUnavailable("\(error)")
-        }
-        return existed
-    }
-
     /// Counts and totals, and the id of the item shown (for the list route's summary).
     package func counts() async throws(WindowError) -> (counts: WindowCounts, showing: String?) {
         try await store.counts()
@@ -116,26 +94,10 @@ package final class RedisWindow: WindowService, NoticeListener {
         try await store.create(config)
     }
 
-    /// Applies what is due now (after a start or a reconnect: deadlines other
-    /// instances armed are armed here too).
-    package func catchUp() async {
-        try? await store.tick()
-    }
-
-    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
-    package func close() { host.close() }
-
-    /// The server is stopping: waiters here are answered `shuttingDown`.
-    package func shutdown() { host.shutdown() }
-
     // MARK: NoticeListener
 
     package func receive(_ object: [String: Any], payload: [UInt8]) {
-        // Most notices interest nobody here but the timer: only the deadline is read then.
-        if board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true {
-            arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
-            return
-        }
+        if armsOnly(object, events: events) { return }
         guard let notice = RedisWindowStore.decodeNotice(object) else { return }
         if notice.deleted {
             close()
@@ -147,26 +109,11 @@ package final class RedisWindow: WindowService, NoticeListener {
         if !notice.changed.isEmpty { board.post(Self.showingSubject) }
     }
 
-    package func resynchronize() {
-        board.postAll()
-        Task { await catchUp() }
-    }
-
     // MARK: Internals
-
-    /// One store call, later, refused once the window is closed.
-    private func call<T: Sendable>(_ body: @escaping @Sendable (RedisWindowStore) async throws(WindowError) -> T)
-        -> Pending<T, WindowError>
-    {
-        .async { [self] () async throws(WindowError) -> T in
-            guard host.phase != .closed else { throw .gone }
-            return try await body(store)
-        }
-    }
 
     /// Reads with `read` until `met` holds for what it answers, `deadline`
     /// passes, or the task is cancelled; re-reads at every notice about
-    /// `subject` and at least every `RedisQueue.pollSeconds`. Redis
+    /// `subject` and at least every `Self.pollSeconds`. Redis
     /// unreachable until the deadline: `backendUnavailable`. Failures in the
     /// line's words, as the memory window's waits hold them.
     private func park<T: Sendable>(
@@ -200,7 +147,7 @@ package final class RedisWindow: WindowService, NoticeListener {
                 board.close(ticket)
                 return .failure(Self.lineError(error))
             }
-            await board.wait(ticket, until: min(deadline, now.adding(seconds: RedisQueue.pollSeconds)))
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
         }
     }
 
@@ -214,12 +161,6 @@ package final class RedisWindow: WindowService, NoticeListener {
         case .backendUnavailable(let why): .backendUnavailable(why)
         case .nothingShowing, .full, .invalid, .storageFull: .backendUnavailable(error.description)
         }
-    }
-
-    /// Keeps one timer at or before the next deadline; it runs `tick`, whose
-    /// reply arms the next one. Harmless when another instance ticks first.
-    func arm(at next: Timestamp?) {
-        host.arm(at: next) { [weak self] in await self?.catchUp() }
     }
 
     /// Emits what the notice reports, as `WindowSlot` does for its own changes.

@@ -1,0 +1,112 @@
+import RedisClient
+import UsherCore
+
+/// A manager of one resource kept in Redis (queue, window, pool, pipeline,
+/// machine): its store and what this process does about it (`host`). The
+/// lifecycle is the same for every kind and lives here; each manager keeps
+/// its own operations, waits and events.
+package protocol RedisResource: NoticeListener {
+    associatedtype Store: ResourceStore
+    var name: String { get }
+    /// The resource's state in Redis, one script call an operation.
+    var store: Store { get }
+    /// Phase, timer and long-polls in this process.
+    var host: LocalHost { get }
+}
+
+/// What a Redis manager asks of its store beyond its kind's operations.
+package protocol ResourceStore: Sendable {
+    associatedtype Failure: ResourceFailure
+    /// Deletes the resource's keys; false when it was not there.
+    func delete() async throws(Failure) -> Bool
+    /// Applies what is due now; the reply arms the next deadline.
+    func tick() async throws(Failure)
+}
+
+/// The failures every kind's error has in common.
+package protocol ResourceFailure: Error {
+    /// The resource was deleted.
+    static var gone: Self { get }
+    /// Redis did not answer.
+    static func backendUnavailable(_ why: String) -> Self
+}
+
+extension QueueError: ResourceFailure {}
+extension WindowError: ResourceFailure {}
+extension PoolError: ResourceFailure {}
+extension PipelineError: ResourceFailure {}
+extension MachineError: ResourceFailure {}
+
+extension RedisResource {
+    /// The longest a long-poll sleeps without checking: notices may be lost.
+    static var pollSeconds: Double { 1.0 }
+
+    /// Where long-polls parked in this process wait for notices.
+    var board: NoticeBoard { host.board }
+
+    /// Starts hearing notices about the resource (once it is the one registered here).
+    package func listen() {
+        host.listen(self)
+    }
+
+    /// Deletes the resource in Redis (every instance hears it and closes its
+    /// copy) and from the index; false when it was not there.
+    package func delete() async throws(Store.Failure) -> Bool {
+        let existed = try await store.delete()
+        do throws(ScriptFailure) { try await host.backend.announceDeleted(kind: host.kind, name: name) } catch {
+            throw Store.Failure.backendUnavailable("\(error)")
+        }
+        return existed
+    }
+
+    /// Applies what is due now (after a start or a reconnect: deadlines other
+    /// instances armed are armed here too).
+    package func catchUp() async {
+        try? await store.tick()
+    }
+
+    /// Deleted (through any instance): waiters here are answered `gone`, the timer stops.
+    package func close() { host.close() }
+
+    /// The server is stopping: waiters here are answered `shuttingDown`.
+    package func shutdown() { host.shutdown() }
+
+    /// Missed notices: every wait here re-reads, and what came due is applied.
+    package func resynchronize() {
+        board.postAll()
+        Task { await catchUp() }
+    }
+
+    /// Most notices interest nobody here but the timer: with no long-poll
+    /// parked and no events recorded, only the deadline is read and armed
+    /// (true then; a deletion is always decoded).
+    func armsOnly(_ object: [String: Any], events: EventLog?) -> Bool {
+        guard board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true else {
+            return false
+        }
+        arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
+        return true
+    }
+
+    /// Keeps one timer at or before the next deadline; it runs `tick`, whose
+    /// reply arms the next one. Harmless when another instance ticks first.
+    func arm(at next: Timestamp?) {
+        host.arm(at: next)
+    }
+
+    /// One store call, later, refused once the resource is closed.
+    func call<T: Sendable>(_ body: @escaping @Sendable (Store) async throws(Store.Failure) -> T)
+        -> Pending<T, Store.Failure>
+    {
+        .async { [self] () async throws(Store.Failure) -> T in
+            guard host.phase != .closed else { throw Store.Failure.gone }
+            return try await body(store)
+        }
+    }
+}
+
+extension RedisQueueStore: ResourceStore {}
+extension RedisWindowStore: ResourceStore {}
+extension RedisPoolStore: ResourceStore {}
+extension RedisPipelineStore: ResourceStore {}
+extension RedisMachineStore: ResourceStore {}
