@@ -77,7 +77,7 @@ package final class RedisConnection: @unchecked Sendable {
     /// Sends every command in one write, then reads all the replies, in order.
     package func pipeline(_ commands: [[[UInt8]]]) async throws(RedisError) -> [RedisReply] {
         guard !commands.isEmpty else { return [] }
-        let result: Result<[RedisReply], RedisError> = await withUnsafeContinuation { done in
+        let result: Result<[RedisReply], RedisError> = await withCheckedContinuation { done in
             send(commands) { done.resume(returning: $0) }
         }
         return try result.get()

@@ -365,7 +365,7 @@ package final class UsherApp: HTTPHandler {
             finished?(response)
             return response
         case .handedOver(let start, let finished):
-            let response = await withUnsafeContinuation { done in start { done.resume(returning: $0) } }
+            let response = await withCheckedContinuation { done in start { done.resume(returning: $0) } }
             finished?(response)
             return response
         case .stream: return APIError.internalError("a stream cannot follow a Redis lookup").response

@@ -55,7 +55,7 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
         switch self {
         case .ready(let result): result
         case .later(let work): await work()
-        case .handedBack(let start): await withUnsafeContinuation { done in start { done.resume(returning: $0) } }
+        case .handedBack(let start): await withCheckedContinuation { done in start { done.resume(returning: $0) } }
         }
     }
 
