@@ -148,19 +148,14 @@ package struct RedisMachineStore: Sendable {
 
     /// Runs `operation`; hands the reply's next deadline to `onDeadline`.
     private func run(_ operation: String, _ arguments: [String] = []) async throws(MachineError) -> [String] {
-        let reply: RedisReply
         do {
-            reply = try await Self.script.run(
-                operation, keys: keyList, time: time, channel: channel, arguments: arguments,
-                on: connections.route(keys: keyList))
+            return try await Self.script.call(
+                operation, keys: keyList, time: time, channel: channel, arguments: arguments, on: connections,
+                onDeadline: onDeadline
+            ).map { $0.string ?? "" }
         } catch {
             throw Self.error(error)
         }
-        guard let elements = reply.array?.map({ $0.string ?? "" }), let next = elements.first else {
-            throw Self.unreadable("reply")
-        }
-        onDeadline(next.isEmpty ? nil : try Self.timestamp(next))
-        return elements
     }
 
     /// The error a script failure means.

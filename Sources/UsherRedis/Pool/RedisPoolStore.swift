@@ -197,22 +197,17 @@ package struct RedisPoolStore: Sendable {
     private func run(_ operation: String, _ arguments: [String], lease: Double? = nil, leaseID: String? = nil)
         async throws(PoolError) -> [RedisReply]
     {
-        let reply: RedisReply
         do {
-            reply = try await Self.script.run(
+            return try await Self.script.call(
                 operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
-                on: connections.route(keys: keyList))
+                on: connections, onDeadline: onDeadline
+            ).dropFirst().map { $0 }
         } catch {
             if case .refused("exhausted", let detail) = error {
                 onDeadline(Int64(detail).map(Timestamp.init(micros:)))
             }
             throw Self.error(error, lease: lease, leaseID: leaseID)
         }
-        guard let items = reply.array, let next = items.first?.string else {
-            throw .backendUnavailable("unexpected reply to \(operation)")
-        }
-        onDeadline(Int64(next).map(Timestamp.init(micros:)))
-        return Array(items.dropFirst())
     }
 
     static func error(_ failure: ScriptFailure, lease: Double?, leaseID: String?) -> PoolError {

@@ -228,16 +228,14 @@ package struct RedisQueueStore: Sendable {
     private func run(
         _ operation: String, _ arguments: [String], hold: Double? = nil, channel: String? = nil
     ) async throws(QueueError) -> [RedisReply] {
-        let reply: RedisReply
         do {
-            reply = try await Self.script.run(
+            return try await Self.script.call(
                 operation, keys: keyList, time: time, channel: channel ?? self.channel,
-                arguments: [keys.name] + arguments,
-                on: connections.route(keys: keyList))
+                arguments: [keys.name] + arguments, on: connections, onDeadline: onDeadline
+            ).dropFirst().map { $0 }
         } catch {
             throw Self.error(error, hold: hold)
         }
-        return try items(of: reply, operation)
     }
 
     /// `run` answered through `answer`, from the connection's queue (no task).
@@ -258,11 +256,11 @@ package struct RedisQueueStore: Sendable {
 
     /// The items of a reply after its first, the next deadline, which it reports.
     private func items(of reply: RedisReply, _ operation: String) throws(QueueError) -> [RedisReply] {
-        guard let items = reply.array, let next = items.first?.string else {
-            throw .backendUnavailable("unexpected reply to \(operation)")
+        do throws(ScriptFailure) {
+            return try ResourceScript.deadlineLed(reply, operation, onDeadline: onDeadline).dropFirst().map { $0 }
+        } catch {
+            throw Self.error(error, hold: nil)
         }
-        onDeadline(Int64(next).map(Timestamp.init(micros:)))
-        return Array(items.dropFirst())
     }
 
     static func error(_ failure: ScriptFailure, hold: Double?) -> QueueError {

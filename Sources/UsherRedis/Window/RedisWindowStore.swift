@@ -174,20 +174,15 @@ package struct RedisWindowStore: Sendable {
     private func run(_ operation: String, _ arguments: [String], item: String? = nil) async throws(WindowError)
         -> [RedisReply]
     {
-        let reply: RedisReply
         do {
-            reply = try await Self.script.run(
+            return try await Self.script.call(
                 operation, keys: keyList, time: time, channel: channel, arguments: [name] + arguments,
-                on: connections.route(keys: keyList))
+                on: connections, onDeadline: onDeadline
+            ).dropFirst().map { $0 }
         } catch {
             if case .refused("nothing_showing", _) = error { throw .nothingShowing }
             throw WindowError(RedisQueueStore.error(error, hold: nil), item: item)
         }
-        guard let items = reply.array, let next = items.first?.string else {
-            throw .backendUnavailable("unexpected reply to \(operation)")
-        }
-        onDeadline(Int64(next).map(Timestamp.init(micros:)))
-        return Array(items.dropFirst())
     }
 
     // MARK: - Decoding
