@@ -568,3 +568,47 @@ local function time_out(r)
   finish(r, 'cancelled', NOW, 'timeout')
   incr('timed_out_total')
 end
+
+-- A generated id: 16 digits, time-ordered (IDGenerator's scheme), not in use.
+local function new_id()
+  local id
+  repeat
+    id = string.format('%016d', meta_next_after('lastid'))
+  until redis.call('HEXISTS', K_VIS, id) == 0
+  return id
+end
+
+-- A newcomer asks to enter (`r`: its own fields; `r.id` nil for a generated
+-- one): refused `full` when there is no room to wait, else recorded and
+-- delayed until NOW + `delay`, or put in line (merged or cancelled by dedup
+-- and opposites, granted when there is room). Answers the record, or nil
+-- and the refusal.
+local function admit(r, action, delay)
+  local waiting_count = redis.call('ZCARD', K_WAIT) + redis.call('ZCARD', K_DELAYED)
+  local outcome, other
+  if delay > 0 then
+    if waiting_count >= cfg.max_waiting then return nil, full() end
+  else
+    outcome, other = dedup(r.key, action)
+    if outcome == 'enter' and redis.call('ZCARD', K_HOLD) >= cfg.capacity and waiting_count >= cfg.max_waiting then
+      return nil, full()
+    end
+  end
+  r.id = r.id or new_id()
+  r.enq = int_text(NOW)
+  incr('enqueued_total')
+  if delay > 0 then
+    r.st = 'delayed'
+    r.dl = int_text(NOW + delay)
+    r.dm = string.format('%016d', next_counter('dseq')) .. ':' .. r.id
+    redis.call('ZADD', K_DELAYED, NOW + delay, r.dm)
+    rec_put(r)
+    note(r.id)
+  else
+    r.st = 'waiting'
+    enter_line(r, NOW, outcome, other)
+    grant_free()
+    if r.st == 'waiting' then note(r.id) end
+  end
+  return r
+end

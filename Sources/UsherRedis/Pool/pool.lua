@@ -260,11 +260,7 @@ if OP == 'fetch' then
       return P.refuse('full', int_text(math.min(3600, math.max(1, seconds))))
     end
   end
-  if not id then
-    repeat
-      id = string.format('%016d', meta_next_after('lastid'))
-    until redis.call('HEXISTS', K_VIS, id) == 0
-  end
+  id = id or new_id()
   local r = { id = id, holder = holder, pri = '0', enq = int_text(NOW), hold = A[7], st = 'waiting' }
   incr('enqueued_total')
   enter_line(r, NOW, 'enter')

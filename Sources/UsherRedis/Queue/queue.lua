@@ -83,38 +83,11 @@ if OP == 'enqueue' then
     if hold_seconds and limit > 0 and (hold_seconds == 0 or hold_seconds > limit) then
       return refuse('hold_excess', cfg.hold_seconds)
     end
-    local delay = num(A[12])
-    local waiting_count = redis.call('ZCARD', K_WAIT) + redis.call('ZCARD', K_DELAYED)
-    local outcome, other
-    if delay > 0 then
-      if waiting_count >= cfg.max_waiting then return full() end
-    else
-      outcome, other = dedup(key, action)
-      if outcome == 'enter' and redis.call('ZCARD', K_HOLD) >= cfg.capacity and waiting_count >= cfg.max_waiting then
-        return full()
-      end
-    end
-    if not id then
-      repeat
-        id = string.format('%016d', meta_next_after('lastid'))
-      until redis.call('HEXISTS', K_VIS, id) == 0
-    end
-    r = { id = id, key = key, action = action, payload = payload, pri = A[9], enq = int_text(NOW), hold = A[10] }
-    incr('enqueued_total')
+    local err
+    r, err = admit({ id = id, key = key, action = action, payload = payload, pri = A[9], hold = A[10] }, action,
+      num(A[12]))
+    if not r then return err end
     created = '1'
-    if delay > 0 then
-      r.st = 'delayed'
-      r.dl = int_text(NOW + delay)
-      r.dm = string.format('%016d', next_counter('dseq')) .. ':' .. id
-      redis.call('ZADD', K_DELAYED, NOW + delay, r.dm)
-      rec_put(r)
-      note(id)
-    else
-      r.st = 'waiting'
-      enter_line(r, NOW, outcome, other)
-      grant_free()
-      if r.st == 'waiting' then note(id) end
-    end
   end
   if try_once then time_out(r) end
   return done({ view(r), created })

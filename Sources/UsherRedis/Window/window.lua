@@ -87,38 +87,10 @@ if OP == 'show' then
   local created = '0'
   if not r then
     if A[11] ~= '' then return refuse('invalid', A[11] .. ' ' .. A[12]) end
-    local delay = num(A[10])
-    local waiting_count = redis.call('ZCARD', K_WAIT) + redis.call('ZCARD', K_DELAYED)
-    local outcome, other
-    if delay > 0 then
-      if waiting_count >= cfg.max_waiting then return full() end
-    else
-      outcome, other = dedup(key, nil)
-      if outcome == 'enter' and redis.call('ZCARD', K_HOLD) >= cfg.capacity and waiting_count >= cfg.max_waiting then
-        return full()
-      end
-    end
-    if not id then
-      repeat
-        id = string.format('%016.0f', next_after_time(K_META, 'lastid'))
-      until redis.call('HEXISTS', K_VIS, id) == 0
-    end
-    r = { id = id, key = key, payload = payload, pri = A[8], enq = int_text(NOW), hold = A[9] }
-    incr('enqueued_total')
+    local err
+    r, err = admit({ id = id, key = key, payload = payload, pri = A[8], hold = A[9] }, nil, num(A[10]))
+    if not r then return err end
     created = '1'
-    if delay > 0 then
-      r.st = 'delayed'
-      r.dl = int_text(NOW + delay)
-      r.dm = string.format('%016.0f', next_counter('dseq')) .. ':' .. id
-      redis.call('ZADD', K_DELAYED, NOW + delay, r.dm)
-      rec_put(r)
-      note(id)
-    else
-      r.st = 'waiting'
-      enter_line(r, NOW, outcome, other)
-      grant_free()
-      if r.st == 'waiting' then note(id) end
-    end
   end
   return done({ view(r), created })
 end
