@@ -197,10 +197,16 @@ local function renumber_line()
   meta_set('seq', int_text(#ids))
 end
 
-local function link_waiting(r)
+-- The arrival number of a newcomer to the line.
+local function take_seq(r)
   if num(meta.seq) >= SEQ_SPAN then renumber_line() end
   local seq = next_counter('seq')
   r.seq = int_text(seq)
+  return seq
+end
+
+local function link_waiting(r)
+  local seq = take_seq(r)
   redis.call('ZADD', K_WAIT, wait_score(r), r.id)
   redis.call('ZADD', K_ARR, seq, r.id)
   if r.key then
@@ -371,6 +377,27 @@ local function effective_hold(r)
   return cfg.hold_us
 end
 
+-- Grants `r`, out of every list now (the first waiter, or a newcomer to an empty line).
+local function grant(r)
+  local id = r.id
+  waits[#waits + 1] = int_text(NOW - num(r.dl))  -- while waiting, dl is the line entry
+  r.st = 'granted'
+  r.gat = int_text(NOW)
+  local fence = meta_next_after('fence')
+  r.fence = int_text(fence)
+  local hold = effective_hold(r)
+  if hold > 0 then
+    r.dl = int_text(NOW + hold)
+    redis.call('ZADD', K_EXP, NOW + hold, exp_member(r))
+  else
+    r.dl = nil
+  end
+  redis.call('ZADD', K_HOLD, fence, id)
+  incr('granted_total')
+  rec_put(r)
+  note(id)
+end
+
 local function grant_free()
   local holding = redis.call('ZCARD', K_HOLD)
   while holding < cfg.capacity do
@@ -378,23 +405,8 @@ local function grant_free()
     if not id then return end
     local r = rec_get(id)
     unlink_waiting(r)
-    waits[#waits + 1] = int_text(NOW - num(r.dl))  -- while waiting, dl is the line entry
-    r.st = 'granted'
-    r.gat = int_text(NOW)
-    local fence = meta_next_after('fence')
-    r.fence = int_text(fence)
-    local hold = effective_hold(r)
-    if hold > 0 then
-      r.dl = int_text(NOW + hold)
-      redis.call('ZADD', K_EXP, NOW + hold, exp_member(r))
-    else
-      r.dl = nil
-    end
-    redis.call('ZADD', K_HOLD, fence, id)
+    grant(r)
     holding = holding + 1
-    incr('granted_total')
-    rec_put(r)
-    note(id)
   end
 end
 
@@ -584,15 +596,15 @@ end
 -- and opposites, granted when there is room). Answers the record, or nil
 -- and the refusal.
 local function admit(r, action, delay)
-  local waiting_count = redis.call('ZCARD', K_WAIT) + redis.call('ZCARD', K_DELAYED)
-  local outcome, other
+  local in_line = redis.call('ZCARD', K_WAIT)
+  local waiting_count = in_line + redis.call('ZCARD', K_DELAYED)
+  local outcome, other, room
   if delay > 0 then
     if waiting_count >= cfg.max_waiting then return nil, full() end
   else
     outcome, other = dedup(r.key, action)
-    if outcome == 'enter' and redis.call('ZCARD', K_HOLD) >= cfg.capacity and waiting_count >= cfg.max_waiting then
-      return nil, full()
-    end
+    room = redis.call('ZCARD', K_HOLD) < cfg.capacity
+    if outcome == 'enter' and not room and waiting_count >= cfg.max_waiting then return nil, full() end
   end
   r.id = r.id or new_id()
   r.enq = int_text(NOW)
@@ -604,6 +616,11 @@ local function admit(r, action, delay)
     redis.call('ZADD', K_DELAYED, NOW + delay, r.dm)
     rec_put(r)
     note(r.id)
+  elseif outcome == 'enter' and room and in_line == 0 then
+    -- An empty line with room: granted at once, as if it had entered and been first.
+    r.dl = int_text(NOW)
+    take_seq(r)
+    grant(r)
   else
     r.st = 'waiting'
     enter_line(r, NOW, outcome, other)
