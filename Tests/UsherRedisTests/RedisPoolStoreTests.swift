@@ -304,6 +304,26 @@ struct PoolRig {
         #expect(try await rig.server.connection().command(["KEYS", "*"]) == .array([]))
     }
 
+    /// Every script reads all of `meta`: the declared elements, whose text grows
+    /// with the pool, are kept apart and read only where the config is answered.
+    @Test func theDeclaredElementsStayOutOfMeta() async throws {
+        let rig = try await PoolRig()
+        let made = try await rig.created(PoolConfig(elements: PoolRig.elements(500), leaseSeconds: 1))
+        let redis = rig.server.connection()
+        let meta = "usher:{pool:gpus}:meta"
+        #expect(try await redis.command(["HEXISTS", meta, "elements"]) == .integer(0))
+        let metaBytes = try #require(try await redis.command(["MEMORY", "USAGE", meta]).int)
+        #expect(metaBytes < 2048, "meta holds \(metaBytes) bytes for 500 elements")
+        #expect(try await redis.command(["STRLEN", "usher:{pool:gpus}:elements"]).int ?? 0 > 500 * 4)
+        #expect(try await rig.store.config() == made)
+
+        // A pool made when the elements were a meta field still answers its config.
+        let text = try #require(try await redis.command(["GET", "usher:{pool:gpus}:elements"]).string)
+        _ = try await redis.command(["HSET", meta, "elements", text])
+        _ = try await redis.command(["DEL", "usher:{pool:gpus}:elements"])
+        #expect(try await rig.store.config() == made)
+    }
+
     @Test func everyKeyOfAPoolSharesOneSlot() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("usher-cluster-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -9,7 +9,7 @@ import UsherCore
 package struct RedisPoolStore: Sendable {
     static let script = ResourceScript(kindSources: PackageResources.line_lua, PackageResources.pool_lua)
     /// The parts of a pool's keys, in the order `pool.lua` reads `KEYS`: the line's, then the elements'.
-    static let parts = RedisQueueStore.parts + ["el", "order", "free"]
+    static let parts = RedisQueueStore.parts + ["el", "order", "free", "elements"]
 
     let keys: ResourceKeys
     let connections: RedisConnectionPool

@@ -4,21 +4,22 @@
 -- step, `P.assign` frees the elements of leases that ended, then hands free
 -- elements, least recently freed first, to the leases granted without one.
 --
--- KEYS[12..14], after the line's: el: element id -> record (cjson: d = data
+-- KEYS[12..15], after the line's: el: element id -> record (cjson: d = data
 -- as JSON text, l = its lease, h = last holder, t = lease transitions,
 -- n = leases, o = order); order: element ids by order (the stable order,
 -- where a page resumes); free: free element ids by the ticket they were
--- freed with (least recently freed first).
+-- freed with (least recently freed first); elements: the declared elements
+-- as the config's JSON text (a key of its own: meta is read by every
+-- operation, and this text grows with the pool).
 -- A lease is a line record with `holder` and `el` (its element) beside the
 -- line's fields; it has no payload.
--- meta (beside the line's): grow_max ('' = no grow), grow_prefix, elements
--- (the declared elements as the config's JSON text), grown_total, grown_ids,
--- orders, tickets; read and changed through the line's `meta` table (one
+-- meta (beside the line's): grow_max ('' = no grow), grow_prefix,
+-- grown_total, grown_ids, orders, tickets; read and changed through the line's `meta` table (one
 -- HGETALL, written back by flush), like the line's own fields.
 
 LINE.kind = 'pool'
 
-local K_EL, K_ORDER, K_FREE = KEYS[12], KEYS[13], KEYS[14]
+local K_EL, K_ORDER, K_FREE, K_ELEMENTS = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
 local A = ARGV
 local ELEMENT_LIMIT = 100000
 
@@ -137,7 +138,9 @@ end
 
 -- From meta as the line read it, with this script's changes.
 function P.config_fields()
-  return { meta.max_waiting, meta.hold_seconds, meta.grow_max or '', meta.grow_prefix or '', meta.elements }
+  -- A pool made before `elements` had a key of its own keeps them in meta.
+  local elements = redis.call('GET', K_ELEMENTS) or meta.elements
+  return { meta.max_waiting, meta.hold_seconds, meta.grow_max or '', meta.grow_prefix or '', elements }
 end
 
 -- Ends an operation: writes records back, tells every instance what
@@ -199,7 +202,8 @@ if OP == 'create' then
   redis.call('HSET', K_META, 'capacity', int_text(n), 'max_waiting', A[5], 'hold_seconds', A[6], 'hold_us', A[7],
     'dedup', 'off', 'opposites', '[]', 'history', '1000', 'created', int_text(NOW), 'fence', int_text(NOW - 1),
     'lastid', int_text(NOW), 'seq', '0', 'dseq', '0', 'fseq', '0', 'hsum', '0', 'grow_max', A[8],
-    'grow_prefix', A[9], 'elements', A[10], 'grown_total', '0', 'grown_ids', '0', 'orders', '0', 'tickets', '0')
+    'grow_prefix', A[9], 'grown_total', '0', 'grown_ids', '0', 'orders', '0', 'tickets', '0')
+  redis.call('SET', K_ELEMENTS, A[10])
   for i = 11, #A, 2 do
     local data = A[i + 1]
     if data == '' then data = nil end
