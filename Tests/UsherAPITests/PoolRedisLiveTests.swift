@@ -173,6 +173,26 @@ extension PoolRedisLiveTests {
         #expect(try await b.send("GET", "/v1/pools/p/leases/w").status == 404)
         #expect(try await b.send("GET", "/v1/pools/p").json["available"] as? Int == 1)
     }
+
+    /// A fetch with a wait sent while Redis is paused answers 503 (its first
+    /// script timed out); Redis runs that script once it resumes, which puts
+    /// the fetch in the line: it must leave it again, not wait there for
+    /// nobody and take the next element freed.
+    @Test func aWaitSentWhileRedisIsPausedDoesNotStayInTheLine() async throws {
+        let (redis, a, b) = try await Self.pair()
+        defer { redis.stop() }
+        _ = try await a.send("PUT", "/v1/pools/p", #"{"elements": ["e"], "lease_seconds": 0, "backend": "redis"}"#)
+        _ = try await a.send("POST", "/v1/pools/p/fetch", #"{"id": "held"}"#)
+        redis.signal(SIGSTOP)
+        let answer = try await a.send("POST", "/v1/pools/p/fetch?wait=5", #"{"id": "late"}"#)
+        redis.signal(SIGCONT)
+        #expect(answer.code == "backend_unavailable", "\(answer.text)")
+        #expect(try await poll(5) { try await b.send("GET", "/v1/pools/p").json["waiting"] as? Int == 0 })
+        #expect(try await b.send("POST", "/v1/pools/p/recycle", #"{"lease": "held"}"#).status == 200)
+        let late = try await b.send("GET", "/v1/pools/p/leases/late")
+        #expect(late.status == 404 || Self.lease(late)?["status"] as? String == "recycled", "\(late.text)")
+        #expect(try await b.send("GET", "/v1/pools/p").json["available"] as? Int == 1)
+    }
 }
 
 extension LiveServer {

@@ -36,7 +36,12 @@ package final class RedisPool: PoolService, RedisResource {
 
     package func fetchLease(_ r: FetchRequest, until deadline: Timestamp) -> Pending<Lease, PoolError> {
         call { [self] store async throws(PoolError) in
-            let entered = try await store.fetch(r, waiting: true)
+            let entered: Lease
+            do throws(PoolError) { entered = try await store.fetch(r, waiting: true) } catch {
+                // Redis may still run the fetch and put it in the line, where nobody waits for it.
+                if case .backendUnavailable = error, let id = r.id { abandon(id, mayArriveLate: true) }
+                throw error
+            }
             guard entered.status == .waiting else { return entered }
             let id = entered.id
             let parked = await park(id: id, until: deadline) { $0.status != .waiting }
@@ -167,9 +172,12 @@ package final class RedisPool: PoolService, RedisResource {
     /// A waiting fetch whose caller got an error instead of a lease leaves
     /// the line, retried for a minute while Redis does not answer; a lease it
     /// was granted meanwhile is recycled (`undelivered`), as nobody has it.
-    private func abandon(_ id: String) {
+    /// `mayArriveLate`: the fetch itself may still be on its way to Redis
+    /// (its answer timed out), so a first "not there" is asked again a second later.
+    private func abandon(_ id: String, mayArriveLate: Bool = false) {
         let store = store
         Task {
+            var lateChecks = mayArriveLate ? 1 : 0
             for _ in 0..<60 {
                 do throws(PoolError) {
                     let lease = try await store.withdraw(id: id)
@@ -178,7 +186,11 @@ package final class RedisPool: PoolService, RedisResource {
                     }
                     return
                 } catch {
-                    guard case .backendUnavailable = error else { return }
+                    switch error {
+                    case .backendUnavailable: break
+                    case _ where lateChecks > 0: lateChecks -= 1
+                    default: return
+                    }
                 }
                 try? await Task.sleep(for: .seconds(1))
             }

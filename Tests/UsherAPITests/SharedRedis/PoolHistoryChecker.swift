@@ -8,10 +8,12 @@ struct LeaseOutcome: Sendable {
     var endedAt: Int64?
     var expiresAt: Int64?
     var fence: Int64?
+    /// `undelivered`: recycled because its fetch's answer never reached the client.
+    var reason: String?
 
     init(
         id: String, status: String, element: String? = nil, leasedAt: Int64? = nil, endedAt: Int64? = nil,
-        expiresAt: Int64? = nil, fence: Int64? = nil
+        expiresAt: Int64? = nil, fence: Int64? = nil, reason: String? = nil
     ) {
         self.id = id
         self.status = status
@@ -20,6 +22,7 @@ struct LeaseOutcome: Sendable {
         self.endedAt = endedAt
         self.expiresAt = expiresAt
         self.fence = fence
+        self.reason = reason
     }
 
     /// From a `GET …/leases/{id}` body's `lease`.
@@ -30,7 +33,7 @@ struct LeaseOutcome: Sendable {
             leasedAt: (lease["leased_at"] as? String).flatMap(rfc3339Milliseconds),
             endedAt: (lease["ended_at"] as? String).flatMap(rfc3339Milliseconds),
             expiresAt: (lease["expires_at"] as? String).flatMap(rfc3339Milliseconds),
-            fence: (lease["fence"] as? Int).map(Int64.init))
+            fence: (lease["fence"] as? Int).map(Int64.init), reason: lease["reason"] as? String)
     }
 }
 

@@ -74,4 +74,32 @@ import Testing
         history[1].leasedAt = history[1].endedAt! - 900
         #expect(checker.check(history).violations.contains { $0.contains("b expired at") })
     }
+
+    /// The scenario's cross-check of what clients were told against the end
+    /// state: a lease a client got has its element and fence at the end, or
+    /// is missing only when asked for before Redis lost everything
+    /// (`lostBefore`); one recycled with a 200 ends `recycled`.
+    @Test func answersTheEndStateContradictsAreReported() {
+        var got = PoolLoad.Seen()
+        got.granted = ("e0", 5)
+        got.asked = 100
+        let ended = LeaseOutcome(id: "a", status: "expired", element: "e0", fence: 5)
+        func check(_ seen: PoolLoad.Seen, _ end: LeaseOutcome?, lostBefore: Double = 0) -> [String] {
+            PoolLoad.crossCheck(
+                seen: ["a": seen], end.map { [$0] } ?? [], missing: end == nil ? ["a"] : [], lostBefore: lostBefore)
+        }
+        #expect(check(got, ended).isEmpty)
+        #expect(check(got, nil).count == 1)
+        #expect(check(got, nil, lostBefore: 100).count == 1, "asked for at the loss, not before")
+        #expect(check(got, nil, lostBefore: 101).isEmpty)
+        var otherFence = ended
+        otherFence.fence = 6
+        #expect(check(got, otherFence, lostBefore: 101).count == 1, "present after the loss, it must agree")
+        var recycled = got
+        recycled.recycled = true
+        #expect(check(recycled, ended) == ["a: recycled, but ends expired"])
+        var exhausted = PoolLoad.Seen()
+        exhausted.exhausted = true
+        #expect(check(exhausted, ended).count == 1, "a wait that ended pool_exhausted left a lease")
+    }
 }

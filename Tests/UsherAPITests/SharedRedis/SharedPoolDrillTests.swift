@@ -21,15 +21,22 @@ struct SharedPoolDrillTests {
 
     static func note(_ text: String) { print("[shared-redis] \(text)") }
 
-    @Test func twentySecondsOnThreeProcesses() async throws {
-        let cluster = try await SharedRedisCluster()
-        defer { cluster.stop() }
+    /// The cluster (`extra` in every process's config) with the pool created
+    /// through process 0, once every process serves it.
+    func start(extra: [String: Any] = [:]) async throws -> SharedRedisCluster {
+        let cluster = try await SharedRedisCluster(extra: extra)
         let created = try cluster.ushers[0].call("PUT", "/v1/pools/\(Self.pool)", Self.poolBody)
         #expect(created.status == 201, "\(created.text)")
         for usher in cluster.ushers {
             let seen = await poll(5) { (try? usher.call("GET", "/v1/pools/\(Self.pool)").status) == 200 }
             #expect(seen, "usher \(usher.index) does not see the pool")
         }
+        return cluster
+    }
+
+    @Test func twentySecondsOnThreeProcesses() async throws {
+        let cluster = try await start()
+        defer { cluster.stop() }
         let seconds = ProcessInfo.processInfo.environment["USHER_SOAK_SECONDS"].flatMap(Double.init) ?? 20
         let seed = UInt64(Date().timeIntervalSince1970)
         Self.note("pool: \(seconds) s run, seed \(seed)")
@@ -60,6 +67,151 @@ struct SharedPoolDrillTests {
         #expect(load.tally("fetch wait 200") > 0 && load.tally("fetch wait 409") > 0)
         #expect(load.tally("gave up") > 0 && load.tally("extend 200") > 0)
     }
+
+    /// Waits until every lease of the pool has ended, reads them all back and
+    /// checks them; the report. Leases asked for before `lostBefore` may be
+    /// missing (Redis lost them); `allowed` are the statuses the load may see.
+    func verify(
+        _ load: PoolLoad, _ cluster: SharedRedisCluster, allowed: Set<Int>, lostBefore: Double = 0, label: String
+    ) async throws -> PoolHistoryChecker.Report {
+        let path = "/v1/pools/\(Self.pool)?limit=0"
+        // Leases end by their expiry within a second; undelivered ones are recycled once Redis answers.
+        let settled = await poll(10) {
+            let state = try? cluster.ushers[1].call("GET", path)
+            return state?.json["leased"] as? Int == 0 && state?.json["waiting"] as? Int == 0
+        }
+        #expect(settled, "\(label): leases or waiters left")
+        let (outcomes, missing, failures) = await load.finalStates()
+        #expect(failures.isEmpty, "\(label): \(failures.count) not read: \(failures.prefix(5))")
+        let report = PoolHistoryChecker().check(outcomes)
+        #expect(
+            report.violations.isEmpty,
+            "\(label): \(report.violations.count) violations: \(report.violations.prefix(10))")
+        let disagreements = load.crossCheck(outcomes, missing: missing, lostBefore: lostBefore)
+        #expect(disagreements.isEmpty, "\(label): \(disagreements.count) answers disagree: \(disagreements.prefix(10))")
+        let counts = try #require(try cluster.ushers[2].call("GET", path).json["counts"] as? [String: Any])
+        #expect(counts["fetched_total"] as? Int == outcomes.count, "\(label): \(counts)")
+        let statuses = load.statusCounts
+        #expect(Set(statuses.keys).isSubset(of: allowed), "\(label): answers \(statuses)")
+        #expect(load.badRefusals.isEmpty, "\(label): \(load.badRefusals.prefix(5))")
+        #expect(cluster.deaths().isEmpty, "\(cluster.deaths())")
+        Self.note("pool \(label): answers by status \(statuses.sorted { $0.key < $1.key })")
+        let undelivered = outcomes.filter { $0.reason == "undelivered" }.count
+        Self.note(
+            "pool \(label): \(report.summary); \(undelivered) recycled undelivered; \(missing.count) never leased or lost"
+        )
+        return report
+    }
+
+    /// The fault drill: under the load, the subscriber connections killed
+    /// twice, then Redis paused (SIGSTOP) for 5 s. Meanwhile the pool answers
+    /// 503 `backend_unavailable` with `Retry-After` on every process, a memory
+    /// pool and `/healthz` answer at once; after SIGCONT every process
+    /// serves the pool again within seconds, and the leases keep the invariants.
+    @Test func subscribersKilledAndRedisPaused() async throws {
+        let cluster = try await start()
+        defer { cluster.stop() }
+        let path = "/v1/pools/\(Self.pool)"
+        for usher in cluster.ushers {
+            let local = try usher.call("PUT", "/v1/pools/local", #"{"elements": ["m0"]}"#)
+            #expect(local.status == 201, "\(local.text)")
+        }
+        let seed = UInt64(Date().timeIntervalSince1970)
+        let load = PoolLoad(ports: cluster.ushers.map(\.port), pool: Self.pool)
+        let started = Date()
+        async let running: Void = load.run(workers: 9, seconds: 12, seed: seed)
+        for _ in 0..<2 {
+            try await Task.sleep(for: .seconds(1.5))
+            let killed = try await cluster.redisCommand(["CLIENT", "KILL", "TYPE", "pubsub"]).int
+            #expect(killed == 3, "\(String(describing: killed)) subscribers killed")
+        }
+        try await Task.sleep(for: .seconds(1))
+        let paused = Date()
+        cluster.redis.signal(SIGSTOP)
+        try await Task.sleep(for: .milliseconds(300))
+        let during = await cluster.answersWhilePaused(shared: path, memory: "/v1/pools/local")
+        try await Task.sleep(until: .now + .seconds(5 - Date().timeIntervalSince(paused)))
+        let resumed = Date()
+        cluster.redis.signal(SIGCONT)
+        let serving = await cluster.recovery(path, since: resumed)
+        await running
+        for (i, a) in during.enumerated() {
+            #expect(a.health.status == 200 && a.health.seconds < 1, "usher \(i) /healthz: \(a.health)")
+            #expect(a.memory.status == 200 && a.memory.seconds < 1, "usher \(i) memory pool: \(a.memory)")
+            #expect(
+                a.shared.status == 503 && a.shared.code == "backend_unavailable" && a.shared.retryAfter != nil
+                    && a.shared.seconds < 3.5, "usher \(i) Redis pool: \(a.shared)")
+            #expect(a.ready.status == 503, "usher \(i) /readyz: \(a.ready)")
+        }
+        Self.note(
+            "pool pause: Redis pool answered "
+                + during.map { "\($0.shared.status) in \(String(format: "%.2f", $0.shared.seconds)) s" }
+                .joined(separator: ", ") + "; memory pool and /healthz within "
+                + String(format: "%.3f s", during.map { max($0.memory.seconds, $0.health.seconds) }.max() ?? -1))
+        Self.note("pool pause: serving again after SIGCONT in \(secondsList(serving))")
+        #expect(serving.allSatisfy { ($0 ?? 99) < 5 }, "\(serving)")
+        let report = try await verify(load, cluster, allowed: [200, 409, 503], label: "drill (seed \(seed))")
+        #expect(load.statusCounts[503, default: 0] > 0, "no 503 while Redis was paused")
+        #expect(report.byStatus["expired", default: 0] > 0 && report.byStatus["recycled", default: 0] > 0)
+        Self.note("pool drill: \(load.summary()); \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+    }
+
+    /// Redis restarted empty under the load: the pool made by `PUT` is gone
+    /// (404 on every process, 410 for a moment) until a `PUT` makes it anew,
+    /// which all three serve; a pool the config declares comes back by
+    /// itself. No process dies; fences after the loss are above those before,
+    /// and the leases after it keep the invariants.
+    @Test func redisRestartedEmpty() async throws {
+        let declared = "declared"
+        let declaration: [String: Any] = ["backend": "redis", "elements": ["d0", "d1"], "lease_seconds": 1]
+        let cluster = try await start(extra: ["pools": [declared: declaration]])
+        defer { cluster.stop() }
+        let path = "/v1/pools/\(Self.pool)"
+        let seed = UInt64(Date().timeIntervalSince1970)
+        let load = PoolLoad(ports: cluster.ushers.map(\.port), pool: Self.pool)
+        async let running: Void = load.run(workers: 9, seconds: 9, seed: seed)
+        try await Task.sleep(for: .seconds(2))
+        let killed = Date()
+        cluster.redis.stop()
+        try await Task.sleep(for: .milliseconds(500))
+        let down = try await onThread { try cluster.ushers[2].call("GET", path) }
+        #expect(down.status == 503 && down.code == "backend_unavailable", "\(down.text)")
+        try await cluster.redis.start()
+        let restarted = Date()
+        async let declaredBack = cluster.recovery("/v1/pools/\(declared)", since: restarted, timeout: 10)
+        let gone = await cluster.answersUntil(path, since: restarted) { $0 == 404 }
+        Self.note("pool restart: answers after the restart, \(gone)")
+        #expect(gone.filter { $0.hasSuffix("404 not_found") }.count == 3, "\(gone)")
+        let back = await declaredBack
+        Self.note("pool restart: the declared pool served again in \(secondsList(back))")
+        #expect(back.allSatisfy { $0 != nil }, "\(back)")
+        for usher in cluster.ushers {
+            let state = try await onThread { try usher.call("GET", "/v1/pools/\(declared)") }
+            #expect(state.json["size"] as? Int == 2, "usher \(usher.index): \(state.text)")
+        }
+        let declaredLease = try await onThread {
+            try cluster.ushers[2].call("POST", "/v1/pools/\(declared)/fetch", #"{"id": "after-restart"}"#)
+        }
+        #expect(declaredLease.status == 200, "\(declaredLease.text)")
+        // Made again through another process, it serves on all three.
+        let recreate = try await onThread { try cluster.ushers[1].call("PUT", path, Self.poolBody) }
+        #expect(recreate.status == 201, "\(recreate.text)")
+        let recreated = Date()
+        let serving = await cluster.recovery(path, since: recreated, timeout: 5)
+        Self.note(
+            "pool restart: Redis down \(String(format: "%.2f", restarted.timeIntervalSince(killed))) s; "
+                + "after the PUT, serving in \(secondsList(serving))")
+        #expect(serving.allSatisfy { $0 != nil }, "\(serving)")
+        await running
+        let report = try await verify(
+            load, cluster, allowed: [200, 404, 409, 410, 503], lostBefore: recreated.timeIntervalSince1970,
+            label: "restart (seed \(seed))")
+        #expect(report.byStatus.values.reduce(0, +) > 0, "no lease after the PUT")
+        // Fences keep rising across the loss: the new pool's are above every old one.
+        let before = load.grantedFences(asked: 0...killed.timeIntervalSince1970).max() ?? 0
+        let after = load.grantedFences(asked: recreated.timeIntervalSince1970...Double.infinity).min() ?? .max
+        #expect(before > 0 && before < after, "fence \(after) after the restart, \(before) before")
+    }
 }
 
 /// The pool scenario's clients: each worker uses one process for its fetches
@@ -79,10 +231,14 @@ final class PoolLoad: Sendable {
         var gaveUp = false
         /// A recycle answered 200.
         var recycled = false
+        /// When the fetch was sent (seconds since the epoch, client clock).
+        var asked = 0.0
     }
 
     private let seen = Locked<[String: Seen]>([:])
     private let tallies = Locked<[String: Int]>([:])
+    private let statuses = Locked<[Int: Int]>([:])
+    private let refusals = Locked<[String]>([])
 
     init(ports: [UInt16], pool: String) {
         self.ports = ports
@@ -95,7 +251,25 @@ final class PoolLoad: Sendable {
         tallies.withLock { $0.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") }
     }
 
+    /// How many answers had each status (0: none came), over every fetch, extend and recycle.
+    var statusCounts: [Int: Int] { statuses.withLock { $0 } }
+
+    /// The 503s that were not `backend_unavailable` with `Retry-After`.
+    var badRefusals: [String] { refusals.withLock { $0 } }
+
     private func count(_ what: String) { tallies.withLock { $0[what, default: 0] += 1 } }
+
+    /// Counts `r` as "`label` status", and checks a 503 names its cause and when to retry.
+    private func answered(_ label: String, _ r: TestHTTPClient.Response?) {
+        let status = r?.status ?? 0
+        count("\(label) \(status)")
+        statuses.withLock { $0[status, default: 0] += 1 }
+        if let r, let problem = refusalProblem(status: status, code: r.code, retryAfter: r.headers["retry-after"]) {
+            refusals.withLock { $0.append("\(label): \(problem)") }
+        }
+        // Refused at once (Redis down, the pool gone): a moment before the next try rather than a spin.
+        if [0, 404, 410, 503].contains(status) { usleep(50_000) }
+    }
 
     private func note(_ id: String, _ change: (inout Seen) -> Void) {
         seen.withLock { change(&$0[id, default: Seen()]) }
@@ -112,6 +286,7 @@ final class PoolLoad: Sendable {
             while Date() < end {
                 n += 1
                 let id = "w\(w)-\(n)"
+                note(id) { $0.asked = Date().timeIntervalSince1970 }
                 let other = clients[random.below(ports.count)]
                 let body = #"{"id": "\#(id)", "holder": "w\#(w)"}"#
                 let action = random.below(10)
@@ -126,12 +301,12 @@ final class PoolLoad: Sendable {
                 }
                 // Most waits outlast a holder; short ones often end pool_exhausted.
                 let path = action == 1 ? base + "/fetch" : base + "/fetch?wait=" + (action == 2 ? "0.2" : "2")
-                guard let got = try? clients[home].request("POST", path, body: body) else {
-                    count("fetch failed")
+                let answer = try? clients[home].request("POST", path, body: body)
+                answered(action == 1 ? "fetch" : "fetch wait", answer)
+                guard let got = answer else {
                     note(id) { $0.gaveUp = true }
                     continue
                 }
-                count(action == 1 ? "fetch \(got.status)" : "fetch wait \(got.status)")
                 guard got.status == 200, let lease = got.json["lease"] as? [String: Any],
                     let element = (lease["element"] as? [String: Any])?["id"] as? String,
                     let fence = lease["fence"] as? Int
@@ -147,7 +322,7 @@ final class PoolLoad: Sendable {
                     count("left to expire")
                 case 2, 3:
                     let extended = try? other.request("POST", base + "/leases/\(id)/extend", body: "{}")
-                    count("extend \(extended?.status ?? 0)")
+                    answered("extend", extended)
                     usleep(UInt32(random.below(200_000)))
                     recycle(id, element: nil, through: clients[random.below(ports.count)])
                 case 4:
@@ -169,11 +344,16 @@ final class PoolLoad: Sendable {
     private func recycle(_ id: String, element: String?, through client: TestHTTPClient) {
         let body = element.map { #"{"element": "\#($0)"}"# } ?? #"{"lease": "\#(id)"}"#
         let r = try? client.request("POST", "/v1/pools/\(pool)/recycle", body: body)
-        count("recycle \(r?.status ?? 0)")
+        answered("recycle", r)
         // By element, the 200 may name a later lease of the element (this one expired first).
         if r?.status == 200, (r?.json["lease"] as? [String: Any])?["id"] as? String == id {
             note(id) { $0.recycled = true }
         }
+    }
+
+    /// The fences clients were granted for fetches sent in `range` (seconds since the epoch).
+    func grantedFences(asked range: ClosedRange<Double>) -> [Int] {
+        seen.withLock { $0.values.filter { range.contains($0.asked) }.compactMap { $0.granted?.fence } }
     }
 
     /// Every lease id asked for, read back: the leases, the ids with none, reads that failed.
@@ -200,13 +380,22 @@ final class PoolLoad: Sendable {
 
     /// What clients were told against the end state: a lease they got has
     /// that element and fence; one they recycled is `recycled`; a wait that
-    /// ended `pool_exhausted` left no lease behind.
-    func crossCheck(_ outcomes: [LeaseOutcome], missing: [String]) -> [String] {
-        let seen = seen.withLock { $0 }
+    /// ended `pool_exhausted` left no lease behind. Leases asked for before
+    /// `lostBefore` (seconds since the epoch) may be missing: Redis lost them.
+    func crossCheck(_ outcomes: [LeaseOutcome], missing: [String], lostBefore: Double = 0) -> [String] {
+        Self.crossCheck(seen: seen.withLock { $0 }, outcomes, missing: missing, lostBefore: lostBefore)
+    }
+
+    /// `crossCheck` on what clients saw, by lease id.
+    static func crossCheck(seen: [String: Seen], _ outcomes: [LeaseOutcome], missing: [String], lostBefore: Double)
+        -> [String]
+    {
+        let missing = Set(missing)
         let byID = Dictionary(outcomes.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         var problems: [String] = []
         for (id, s) in seen {
             let end = byID[id]
+            if end == nil, s.asked < lostBefore { continue }
             if let (element, fence) = s.granted {
                 if end?.element != element || end?.fence != Int64(fence) {
                     problems.append("\(id): got \(element) fence \(fence), end state \(String(describing: end))")

@@ -86,30 +86,6 @@ struct SharedQueueDrillTests {
         #expect(report.priorityPairs > 0)
     }
 
-    /// Seconds from `since` until `request` answers 200 on every process
-    /// (probing each every 20 ms for at most `timeout`); nil for one that did not.
-    func recovery(_ cluster: SharedRedisCluster, since: Date, timeout: Double = 15, path: String? = nil)
-        async -> [Double?]
-    {
-        let times = Locked<[Double?]>(Array(repeating: nil, count: cluster.ushers.count))
-        let path = path ?? "/v1/queues/\(Self.queue)"
-        await onThreads(cluster.ushers.count) { i in
-            let usher = cluster.ushers[i]
-            while Date().timeIntervalSince(since) < timeout {
-                if (try? usher.call("GET", path, timeoutSeconds: 5).status) == 200 {
-                    times.withLock { $0[i] = Date().timeIntervalSince(since) }
-                    return
-                }
-                usleep(20_000)
-            }
-        }
-        return times.withLock { $0 }
-    }
-
-    static func seconds(_ times: [Double?]) -> String {
-        times.map { $0.map { String(format: "%.2f s", $0) } ?? "never" }.joined(separator: ", ")
-    }
-
     @Test func redisPausedForFiveSeconds() async throws {
         let cluster = try await start()
         defer { cluster.stop() }
@@ -152,8 +128,8 @@ struct SharedQueueDrillTests {
         try await Task.sleep(until: .now + .seconds(5) - .seconds(Date().timeIntervalSince(paused)))
         let resumed = Date()
         cluster.redis.signal(SIGCONT)
-        let serving = await recovery(cluster, since: resumed)
-        let readyAgain = await recovery(cluster, since: resumed, path: "/readyz")
+        let serving = await cluster.recovery("/v1/queues/\(Self.queue)", since: resumed)
+        let readyAgain = await cluster.recovery("/readyz", since: resumed)
         await running
         await parked
         let parkedStatuses = parkedAnswers.withLock { $0 }
@@ -162,7 +138,7 @@ struct SharedQueueDrillTests {
         )
         #expect(parkedStatuses.allSatisfy { $0 == 200 || $0 == 201 || $0 == 503 }, "\(parkedStatuses)")
         Self.note(
-            "pause: serving again after SIGCONT in \(Self.seconds(serving)); /readyz 200 in \(Self.seconds(readyAgain))"
+            "pause: serving again after SIGCONT in \(secondsList(serving)); /readyz 200 in \(secondsList(readyAgain))"
         )
         #expect(serving.allSatisfy { ($0 ?? 99) < 5 }, "\(serving)")
         #expect(readyAgain.allSatisfy { ($0 ?? 99) < 5 }, "\(readyAgain)")
@@ -226,10 +202,10 @@ struct SharedQueueDrillTests {
         }
         #expect(recreate.status == 201, "\(recreate.text)")
         let recreated = Date()
-        let serving = await recovery(cluster, since: recreated, timeout: 5)
+        let serving = await cluster.recovery("/v1/queues/\(Self.queue)", since: recreated, timeout: 5)
         Self.note(
             "restart: Redis down \(String(format: "%.2f", restarted.timeIntervalSince(killed))) s; "
-                + "after re-create, serving in \(Self.seconds(serving))")
+                + "after re-create, serving in \(secondsList(serving))")
         #expect(serving.allSatisfy { $0 != nil }, "\(serving)")
         await running
         let answers = load.allAnswers
@@ -326,7 +302,7 @@ struct SharedQueueDrillTests {
             "subscribers: /readyz while SUBSCRIBE is refused: \(deaf.status) \(deaf.json["detail"] as? String ?? "")")
         _ = try await cluster.redisCommand(["ACL", "SETUSER", "default", "+subscribe"])
         let restored = Date()
-        let ready = await recovery(cluster, since: restored, timeout: 5, path: "/readyz")
+        let ready = await cluster.recovery("/readyz", since: restored, timeout: 5)
         for round in 8..<10 {
             latencies["restored", default: []].append(try await handOver(cluster, queue: queue, round: round) {})
         }
@@ -335,7 +311,7 @@ struct SharedQueueDrillTests {
                 + latencies.sorted { $0.key < $1.key }.map {
                     "\($0.key) \($0.value.map { String(format: "%.3f", $0) })"
                 }
-                .joined(separator: "; ") + "; /readyz after ACL restored: \(Self.seconds(ready))")
+                .joined(separator: "; ") + "; /readyz after ACL restored: \(secondsList(ready))")
         #expect(ready.allSatisfy { ($0 ?? 99) < 5 }, "\(ready)")
         for (label, values) in latencies {
             #expect(values.allSatisfy { $0 < 1.5 }, "\(label): \(values)")

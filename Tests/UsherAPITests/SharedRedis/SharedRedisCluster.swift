@@ -168,3 +168,85 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async {
         group.notify(queue: .global()) { continuation.resume() }
     }
 }
+
+/// What the fault drills of every kind measure on the three processes.
+extension SharedRedisCluster {
+    /// Seconds from `since` until `GET path` answers 200 on every process
+    /// (probing each every 20 ms for at most `timeout`); nil for one that did not.
+    func recovery(_ path: String, since: Date, timeout: Double = 15) async -> [Double?] {
+        let times = Locked<[Double?]>(Array(repeating: nil, count: ushers.count))
+        await onThreads(ushers.count) { [ushers] i in
+            let usher = ushers[i]
+            while Date().timeIntervalSince(since) < timeout {
+                if (try? usher.call("GET", path, timeoutSeconds: 5).status) == 200 {
+                    times.withLock { $0[i] = Date().timeIntervalSince(since) }
+                    return
+                }
+                usleep(20_000)
+            }
+        }
+        return times.withLock { $0 }
+    }
+
+    /// What one process answered (and how fast) while Redis was paused.
+    struct PausedAnswers: Sendable {
+        typealias Timed = (status: Int, code: String?, retryAfter: String?, seconds: Double)
+        var health: Timed
+        var memory: Timed
+        var shared: Timed
+        var ready: Timed
+    }
+
+    /// With Redis paused: `/healthz`, `GET memoryPath` (a memory resource),
+    /// `GET sharedPath` (a Redis one) and `/readyz` on every process at once.
+    func answersWhilePaused(shared sharedPath: String, memory memoryPath: String) async -> [PausedAnswers] {
+        let found = Locked<[Int: PausedAnswers]>([:])
+        await onThreads(ushers.count) { [ushers] i in
+            func timed(_ path: String) -> PausedAnswers.Timed {
+                let started = Date()
+                let r = try? ushers[i].call("GET", path, timeoutSeconds: 10)
+                return (r?.status ?? 0, r?.code, r?.headers["retry-after"], Date().timeIntervalSince(started))
+            }
+            let answers = PausedAnswers(
+                health: timed("/healthz"), memory: timed(memoryPath), shared: timed(sharedPath), ready: timed("/readyz")
+            )
+            found.withLock { $0[i] = answers }
+        }
+        return found.withLock { found in ushers.indices.compactMap { found[$0] } }
+    }
+
+    /// Every change of `GET path`'s answer on each process from `since` (as
+    /// "usher i, 0.25 s: 404 not_found") until `done` holds for it or `timeout` passes.
+    func answersUntil(
+        _ path: String, since: Date, timeout: Double = 10, _ done: @escaping @Sendable (Int) -> Bool
+    ) async -> [String] {
+        let changes = Locked<[String]>([])
+        await onThreads(ushers.count) { [ushers] i in
+            var last: String?
+            while Date().timeIntervalSince(since) < timeout {
+                let r = try? ushers[i].call("GET", path, timeoutSeconds: 5)
+                let answer = "\(r?.status ?? 0) \(r?.code ?? "")"
+                if last != answer {
+                    last = answer
+                    let at = String(format: "%.2f s: ", Date().timeIntervalSince(since))
+                    changes.withLock { $0.append("usher \(i), \(at)\(answer)") }
+                }
+                if done(r?.status ?? 0) { return }
+                usleep(20_000)
+            }
+        }
+        return changes.withLock { $0 }
+    }
+}
+
+/// "0.02 s, 0.03 s, never" for what `recovery` measured.
+func secondsList(_ times: [Double?]) -> String {
+    times.map { $0.map { String(format: "%.2f s", $0) } ?? "never" }.joined(separator: ", ")
+}
+
+/// What is wrong with an answer that says Redis is unavailable: a 503 must
+/// be `backend_unavailable` with `Retry-After`. Nil for a good one, or another status.
+func refusalProblem(status: Int, code: String?, retryAfter: String?) -> String? {
+    guard status == 503, code != "backend_unavailable" || retryAfter == nil else { return nil }
+    return "503 \(code ?? "without a code"), Retry-After \(retryAfter ?? "missing")"
+}
