@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import UsherCore
 
@@ -13,8 +14,14 @@ import UsherCore
         var name: String
         var outcome = Outcome.sample
         var delay = 0.0
+        var calls: Calls?
+
+        final class Calls: Sendable {
+            let count = Atomic<Int>(0)
+        }
 
         func redisMetricsSample() async throws(SampleMissed) -> ResourceSample? {
+            calls?.count.add(1, ordering: .relaxed)
             if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
             switch outcome {
             case .sample:
@@ -53,13 +60,30 @@ import UsherCore
         #expect(!outcome.complete)
         #expect(outcome.samples.map(\.name) == ["fast"])
         #expect(outcome.seconds >= 0.1)
-        // The slow one still runs: the next scrape starts nothing and answers at once.
+        // The slow one still runs, past its deadline: the next scrape asks nothing and answers at once.
         let skipped = await scrape.sample([StandIn(name: "fast")])
         #expect(!skipped.complete && skipped.samples.isEmpty && skipped.seconds == 0)
         // Once it has ended, sampling starts again.
         try await Task.sleep(for: .seconds(2))
         let next = await scrape.sample([StandIn(name: "fast")])
         #expect(next.complete && next.samples.map(\.name) == ["fast"])
+    }
+
+    @Test func scrapesAtOnceShareOneSampling() async {
+        let scrape = RedisScrape(timeoutSeconds: 5)
+        let calls = StandIn.Calls()
+        let resources = [StandIn(name: "a", delay: 0.3, calls: calls), StandIn(name: "b", delay: 0.3, calls: calls)]
+        async let first = scrape.sample(resources)
+        try? await Task.sleep(for: .milliseconds(50))
+        async let second = scrape.sample(resources)
+        let (one, two) = await (first, second)
+        #expect(one.complete && two.complete)
+        #expect(one.samples.map(\.name).sorted() == ["a", "b"])
+        #expect(two.samples.map(\.name).sorted() == ["a", "b"])
+        #expect(calls.count.load(ordering: .relaxed) == 2)
+        // That batch has ended: the next scrape asks again.
+        #expect(await scrape.sample(resources).complete)
+        #expect(calls.count.load(ordering: .relaxed) == 4)
     }
 
     @Test func whatRedisDoesNotKeepIsLeftOut() {

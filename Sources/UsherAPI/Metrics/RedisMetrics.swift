@@ -1,6 +1,5 @@
 import Foundation
 import Locking
-import Synchronization
 import UsherCore
 import UsherRedis
 
@@ -14,11 +13,12 @@ protocol RedisMetricsSampled: Sendable {
     func redisMetricsSample() async throws(SampleMissed) -> ResourceSample?
 }
 
-/// Samples the Redis-backed resources of one scrape, waiting at most
+/// Samples the Redis-backed resources for scrapes, waiting at most
 /// `timeoutSeconds`. Every resource is asked at once, so the connections
 /// pipeline the scripts: N resources cost about one round trip. At most one
-/// sampling is in flight per process: while the previous one still waits
-/// for Redis, a scrape does not start another.
+/// sampling (a batch) is in flight per process: a scrape that comes while
+/// one runs shares it (two Prometheus servers scraping at once ask Redis
+/// once), and one that comes after that batch's deadline asks nothing.
 final class RedisScrape: Sendable {
     /// What one scrape got.
     struct Outcome {
@@ -26,12 +26,12 @@ final class RedisScrape: Sendable {
         var samples: [ResourceSample] = []
         /// Every resource answered in time (or is gone).
         var complete = true
-        /// From the start of the sampling to its end, or to the deadline.
+        /// How long the scrape waited for them.
         var seconds = 0.0
     }
 
     let timeoutSeconds: Double
-    private let inFlight = Atomic<Bool>(false)
+    private let current = Locked<Batch?>(nil)
 
     init(timeoutSeconds: Double) {
         self.timeoutSeconds = timeoutSeconds
@@ -39,79 +39,93 @@ final class RedisScrape: Sendable {
 
     func sample(_ resources: [any RedisMetricsSampled]) async -> Outcome {
         guard !resources.isEmpty else { return Outcome() }
-        guard inFlight.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
-        else { return Outcome(complete: false) }
         let started = ContinuousClock.now
-        let collected = Collected()
-        let finishedInTime = await firstOf(timeoutSeconds) { [self] in
-            await withTaskGroup(of: Void.self) { group in
-                for resource in resources {
-                    group.addTask {
-                        do throws(SampleMissed) {
-                            collected.add(try await resource.redisMetricsSample())
-                        } catch {
-                            collected.miss()
+        let batch = current.withLock { current in
+            if let running = current { return running }
+            let made = Batch(resources, started: started) { [self] ended in
+                self.current.withLock { if $0 === ended { $0 = nil } }
+            }
+            current = made
+            return made
+        }
+        let remaining = batch.started + .seconds(timeoutSeconds) - started
+        guard remaining > .zero else { return Outcome(complete: false) }
+        let finishedInTime = await batch.finished(within: remaining)
+        let (samples, missed) = batch.collected()
+        return Outcome(
+            samples: samples, complete: finishedInTime && missed == 0,
+            seconds: Self.seconds(ContinuousClock.now - started)
+        )
+    }
+
+    private static func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    /// One sampling of every resource, and the scrapes waiting for it.
+    private final class Batch: Sendable {
+        let started: ContinuousClock.Instant
+        /// Samples so far, how many resources missed, whether all have answered,
+        /// and the scrapes waiting for that.
+        private let state = Locked<State>(State())
+
+        private struct State {
+            var samples: [ResourceSample] = []
+            var missed = 0
+            var done = false
+            var waiters: [Int: CheckedContinuation<Bool, Never>] = [:]
+            var nextWaiter = 0
+        }
+
+        /// Starts asking every resource; `ended` runs once all have answered.
+        init(
+            _ resources: [any RedisMetricsSampled], started: ContinuousClock.Instant,
+            ended: @escaping @Sendable (Batch) -> Void
+        ) {
+            self.started = started
+            Task { [self] in
+                await withTaskGroup(of: Void.self) { group in
+                    for resource in resources {
+                        group.addTask {
+                            do throws(SampleMissed) {
+                                let sample = try await resource.redisMetricsSample()
+                                self.state.withLock { if let sample { $0.samples.append(sample) } }
+                            } catch {
+                                self.state.withLock { $0.missed += 1 }
+                            }
                         }
                     }
                 }
-            }
-            inFlight.store(false, ordering: .releasing)
-        }
-        let elapsed = ContinuousClock.now - started
-        let (samples, missed) = collected.taken()
-        return Outcome(
-            samples: samples, complete: finishedInTime && missed == 0,
-            seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-    }
-
-    /// Starts `work` and waits for it at most `seconds`: true when it ended
-    /// in time. Past the deadline it goes on alone (its command timeout ends it).
-    private func firstOf(_ seconds: Double, _ work: @escaping @Sendable () async -> Void) async -> Bool {
-        let once = ResumeOnce()
-        return await withCheckedContinuation { continuation in
-            once.set(continuation)
-            let timer = Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                once.resume(false)
-            }
-            Task {
-                await work()
-                timer.cancel()
-                once.resume(true)
+                let waiters = state.withLock { state in
+                    state.done = true
+                    defer { state.waiters = [:] }
+                    return state.waiters
+                }
+                for waiter in waiters.values { waiter.resume(returning: true) }
+                ended(self)
             }
         }
-    }
 
-    /// The samples gathered so far; read once the deadline has passed.
-    private final class Collected: Sendable {
-        private let state = Locked<(samples: [ResourceSample], missed: Int)>(([], 0))
-
-        func add(_ sample: ResourceSample?) {
-            guard let sample else { return }
-            state.withLock { $0.samples.append(sample) }
+        /// What has come so far.
+        func collected() -> (samples: [ResourceSample], missed: Int) {
+            state.withLock { ($0.samples, $0.missed) }
         }
 
-        func miss() { state.withLock { $0.missed += 1 } }
-
-        func taken() -> (samples: [ResourceSample], missed: Int) {
-            state.withLock { state in
-                defer { state = ([], 0) }
-                return state
+        /// Waits until every resource has answered (true) or `limit` has passed (false).
+        func finished(within limit: Duration) async -> Bool {
+            await withCheckedContinuation { continuation in
+                let key: Int? = state.withLock { state in
+                    guard !state.done else { return nil }
+                    state.nextWaiter += 1
+                    state.waiters[state.nextWaiter] = continuation
+                    return state.nextWaiter
+                }
+                guard let key else { return continuation.resume(returning: true) }
+                Task { [self] in
+                    try? await Task.sleep(for: limit)
+                    state.withLock { $0.waiters.removeValue(forKey: key) }?.resume(returning: false)
+                }
             }
-        }
-    }
-
-    /// A continuation resumed by whichever of two tasks comes first.
-    private final class ResumeOnce: Sendable {
-        private let continuation = Locked<CheckedContinuation<Bool, Never>?>(nil)
-
-        func set(_ c: CheckedContinuation<Bool, Never>) { continuation.withLock { $0 = c } }
-
-        func resume(_ value: Bool) {
-            continuation.withLock { c in
-                defer { c = nil }
-                return c
-            }?.resume(returning: value)
         }
     }
 }
