@@ -99,17 +99,21 @@ package struct RedisSettings: Sendable, Equatable {
     /// The URL names one node (the seed) of a Redis Cluster: commands go to
     /// the master of their keys' slot. Database 0 only, as Cluster has no other.
     package var cluster: Bool
+    /// How long a `GET /metrics` waits for the Redis-backed resources' counts.
+    package var metricsTimeoutSeconds: Double
 
     package static let timeoutRange: ClosedRange<Double> = 0.001...3600
     package static let defaultConnectTimeoutSeconds = 2.0
     package static let defaultCommandTimeoutSeconds = 2.0
     package static let defaultKeyPrefix = "usher:"
+    package static let metricsTimeoutRange: ClosedRange<Double> = 0.001...10
+    package static let defaultMetricsTimeoutSeconds = 0.25
 
     package init(
         url: String, password: String? = nil, passwordEnv: String? = nil,
         connectTimeoutSeconds: Double = defaultConnectTimeoutSeconds,
         commandTimeoutSeconds: Double = defaultCommandTimeoutSeconds, keyPrefix: String = defaultKeyPrefix,
-        cluster: Bool = false
+        cluster: Bool = false, metricsTimeoutSeconds: Double = defaultMetricsTimeoutSeconds
     ) {
         self.url = url
         self.password = password
@@ -118,11 +122,12 @@ package struct RedisSettings: Sendable, Equatable {
         self.commandTimeoutSeconds = commandTimeoutSeconds
         self.keyPrefix = keyPrefix
         self.cluster = cluster
+        self.metricsTimeoutSeconds = metricsTimeoutSeconds
     }
 
     /// Reads a `redis` object: `url` (required), `password_env`,
-    /// `connect_timeout_seconds`, `command_timeout_seconds`, `key_prefix`, `cluster`.
-    /// Errors name the field (`redis.url`); the URL is checked here too.
+    /// `connect_timeout_seconds`, `command_timeout_seconds`, `key_prefix`, `cluster`,
+    /// `metrics_timeout_seconds`. Errors name the field (`redis.url`); the URL is checked here too.
     package init(json value: JSONValue?, path: String = "redis") throws(FieldError) {
         var reader = try FieldReader(value, path: path)
         guard let url = try reader.string("url") else {
@@ -145,12 +150,14 @@ package struct RedisSettings: Sendable, Equatable {
         if cluster, let problem = Self.clusterProblem(url: url) {
             throw FieldError(field: reader.fieldPath("cluster"), message: problem)
         }
+        let metrics = try reader.number("metrics_timeout_seconds", in: Self.metricsTimeoutRange)
         try reader.finish()
         self.init(
             url: url, passwordEnv: passwordEnv,
             connectTimeoutSeconds: connect ?? Self.defaultConnectTimeoutSeconds,
             commandTimeoutSeconds: command ?? Self.defaultCommandTimeoutSeconds,
-            keyPrefix: prefix ?? Self.defaultKeyPrefix, cluster: cluster)
+            keyPrefix: prefix ?? Self.defaultKeyPrefix, cluster: cluster,
+            metricsTimeoutSeconds: metrics ?? Self.defaultMetricsTimeoutSeconds)
     }
 
     /// Why `url` cannot name a cluster node (a database other than 0), or nil.

@@ -38,6 +38,10 @@ import UsherCore
                 == RedisSettings(
                     url: "redis://h", passwordEnv: "REDIS_PW", connectTimeoutSeconds: 0.5, commandTimeoutSeconds: 3,
                     keyPrefix: "x:"))
+        #expect(settings.metricsTimeoutSeconds == 0.25)
+        let metrics = try RedisSettings(
+            json: try JSONValue.parse(#"{"url": "redis://h", "metrics_timeout_seconds": 1}"#))
+        #expect(metrics.metricsTimeoutSeconds == 1)
     }
 
     @Test func clusterIsReadAndNeedsDatabaseZero() throws {
@@ -57,6 +61,8 @@ import UsherCore
             (#"{"url": "redis://h", "pasword_env": "X"}"#, "redis.pasword_env"),
             (#"{"url": "redis://h/2", "cluster": true}"#, "redis.cluster"),
             (#"{"url": "redis://h", "cluster": "yes"}"#, "redis.cluster"),
+            (#"{"url": "redis://h", "metrics_timeout_seconds": 11}"#, "redis.metrics_timeout_seconds"),
+            (#"{"url": "redis://h", "metrics_timeout_seconds": 0}"#, "redis.metrics_timeout_seconds"),
         ]
         for (text, field) in cases {
             let value = try JSONValue.parse(text)

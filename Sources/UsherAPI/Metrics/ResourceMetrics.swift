@@ -10,11 +10,14 @@ struct ResourceSample {
     var events: [(event: String, value: Int)] = []
     /// The oldest waiting visitor / queued item / waiting fetcher / ready item.
     var oldestSince: Timestamp?
+    /// False where the backend does not know `oldestSince` (some Redis-backed
+    /// kinds): the age series is left out rather than shown as 0.
+    var oldestKnown = true
     var wait: WaitHistogram?
     /// Machines: the current state, version, and when the state was entered.
     var machine: (state: String, version: Int64, enteredAt: Timestamp)?
-    /// Machines: transactions ended so far, by outcome.
-    var transactions = TransactionCounts()
+    /// Machines: transactions ended so far, by outcome (nil where not kept: Redis).
+    var transactions: TransactionCounts?
 
     init(_ kind: ResourceKind, _ name: String) {
         self.kind = kind
@@ -178,7 +181,7 @@ enum ResourceMetrics {
             "usher_resource_oldest_waiting_age_seconds", "gauge",
             "Age of the oldest waiting visitor (queues), queued item (windows), waiting fetcher (pools) or ready item (pipelines, since push); 0 when none."
         )
-        for s in samples where s.kind != .machines {
+        for s in samples where s.kind != .machines && s.oldestKnown {
             let age = s.oldestSince.map { max(0, Double(now.micros - $0.micros) / 1_000_000) } ?? 0
             out.sample("usher_resource_oldest_waiting_age_seconds", labels(s), age)
         }
@@ -209,7 +212,7 @@ enum ResourceMetrics {
             "usher_machine_transactions_total", "counter",
             "Machine transactions ended, by outcome (committed, aborted, expired).")
         for s in machines {
-            let counts = s.transactions
+            guard let counts = s.transactions else { continue }
             for (outcome, n) in [
                 ("committed", counts.committed), ("aborted", counts.aborted), ("expired", counts.expired),
             ] {

@@ -56,6 +56,8 @@ package final class UsherApp: HTTPHandler {
     private let access: AccessPolicy
     /// Request counts and latency by route template, for `GET /metrics`.
     let httpMetrics: HTTPMetrics
+    /// Samples the Redis-backed resources for `GET /metrics` (with a `redis` block).
+    let redisScrape: RedisScrape?
     /// The routes (internal: `OpenAPITests` compares them with the document).
     let router: Router<Route>
 
@@ -81,8 +83,10 @@ package final class UsherApp: HTTPHandler {
             do throws(RedisError) { self.redis = try RedisBackend(settings: settings, clock: clock) } catch {
                 throw APIError.badRequest("redis: \(error.description)", field: "redis")
             }
+            self.redisScrape = RedisScrape(timeoutSeconds: settings.metricsTimeoutSeconds)
         } else {
             self.redis = nil
+            self.redisScrape = nil
         }
         var router = Router<Route>()
         Self.addOperationsRoutes(to: &router)
@@ -401,7 +405,7 @@ package final class UsherApp: HTTPHandler {
             .respond(Reply.encoded(StatusBody(status: "ok")))
         }
         router.add("GET", "/metrics") { call throws(APIError) in
-            .respond(MetricsRoute.response(call.app))
+            MetricsRoute.handle(call.app)
         }
         router.add("GET", "/readyz") { call throws(APIError) in
             let app = call.app

@@ -569,6 +569,13 @@ local function count_fields()
   return out
 end
 
+-- When the longest waiter entered the line, in µs ('' when none waits): while
+-- waiting, a record's dl is its line entry.
+local function oldest_entry()
+  local first = redis.call('ZRANGE', K_ARR, 0, 0)[1]
+  return first and rec_get(first).dl or ''
+end
+
 local function full()
   local hold = mean_hold() or cfg.hold_us
   local seconds = math.ceil(hold / 1000000 / math.max(1, cfg.capacity))

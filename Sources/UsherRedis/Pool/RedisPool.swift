@@ -107,7 +107,8 @@ package final class RedisPool: PoolService, RedisResource {
 
     /// Sizes (for the list route's summary).
     package func counts() async throws(PoolError) -> (size: Int, available: Int, leased: Int, waiting: Int) {
-        try await store.counts()
+        let counts = try await store.counts()
+        return (counts.size, counts.available, counts.leased, counts.waiting)
     }
 
     /// Creates the pool in Redis, or answers the config of the one there.

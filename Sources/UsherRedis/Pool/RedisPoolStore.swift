@@ -66,13 +66,17 @@ package struct RedisPoolStore: Sendable {
         return try Self.config(try await run("patch", arguments)[...], declared: declared)
     }
 
-    /// Elements, free and leased elements, and fetchers waiting (the list route's summary).
-    package func counts() async throws(PoolError) -> (size: Int, available: Int, leased: Int, waiting: Int) {
-        let n = try await run("counts", []).map { $0.int.map(Int.init) }
-        guard n.count == 4, let size = n[0], let available = n[1], let leased = n[2], let waiting = n[3] else {
+    /// Elements, free and leased elements, fetchers waiting (the list route's
+    /// summary), and when the fetcher waiting longest started waiting.
+    package func counts() async throws(PoolError) -> (
+        size: Int, available: Int, leased: Int, waiting: Int, oldestWaitingSince: Timestamp?
+    ) {
+        let reply = try await run("counts", [])
+        let n = reply.map { $0.int.map(Int.init) }
+        guard n.count == 5, let size = n[0], let available = n[1], let leased = n[2], let waiting = n[3] else {
             throw .backendUnavailable("unexpected counts reply")
         }
-        return (size, available, leased, waiting)
+        return (size, available, leased, waiting, reply[4].int.map(Timestamp.init(micros:)))
     }
 
     /// Applies what is due (any instance may run it at a deadline it knows).

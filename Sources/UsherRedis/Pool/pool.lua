@@ -238,7 +238,8 @@ end
 
 if OP == 'counts' then
   local n, free = P.count(), P.available()
-  return P.done({ int_text(n), int_text(free), int_text(n - free), int_text(redis.call('ZCARD', K_WAIT)) })
+  return P.done({ int_text(n), int_text(free), int_text(n - free), int_text(redis.call('ZCARD', K_WAIT)),
+    oldest_entry() })
 end
 
 if OP == 'fetch' then

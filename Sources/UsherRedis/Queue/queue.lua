@@ -46,8 +46,7 @@ end
 
 if OP == 'counts' then
   local reply = count_fields()
-  local first = redis.call('ZRANGE', K_ARR, 0, 0)[1]
-  reply[#reply + 1] = first and rec_get(first).dl or ''
+  reply[#reply + 1] = oldest_entry()
   return done(reply)
 end
 

@@ -86,7 +86,8 @@ package final class RedisWindow: WindowService, RedisResource {
 
     /// Counts and totals, and the id of the item shown (for the list route's summary).
     package func counts() async throws(WindowError) -> (counts: WindowCounts, showing: String?) {
-        try await store.counts()
+        let counts = try await store.counts()
+        return (counts.counts, counts.showing)
     }
 
     /// Creates the window in Redis, or answers the config of the one there.

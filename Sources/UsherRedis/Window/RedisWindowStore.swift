@@ -149,14 +149,17 @@ package struct RedisWindowStore: Sendable {
         return state
     }
 
-    /// Counts and totals after applying now, and the id of the item shown.
-    package func counts() async throws(WindowError) -> (counts: WindowCounts, showing: String?) {
+    /// Counts and totals after applying now, the id of the item shown, and
+    /// when the item queued longest entered the line.
+    package func counts() async throws(WindowError) -> (
+        counts: WindowCounts, showing: String?, oldestWaitingSince: Timestamp?
+    ) {
         let reply = try await run("counts", [])
-        guard reply.count == 12 else { throw .backendUnavailable("unexpected counts reply") }
+        guard reply.count == 13 else { throw .backendUnavailable("unexpected counts reply") }
         do throws(QueueError) {
             let counts = WindowCounts(try RedisQueueStore.counts(reply[0..<11]))
             let showing = reply[11].string ?? ""
-            return (counts, showing.isEmpty ? nil : showing)
+            return (counts, showing.isEmpty ? nil : showing, reply[12].int.map(Timestamp.init(micros:)))
         } catch {
             throw WindowError(error, item: nil)
         }

@@ -58,9 +58,10 @@ if OP == 'config' then
 end
 
 if OP == 'counts' then
-  -- Counts, then the id of the item shown ('' none).
+  -- Counts, the id of the item shown ('' none), when the longest queued item entered the line.
   local reply = count_fields()
   reply[#reply + 1] = redis.call('ZRANGE', K_HOLD, 0, 0)[1] or ''
+  reply[#reply + 1] = oldest_entry()
   return done(reply)
 end
 
