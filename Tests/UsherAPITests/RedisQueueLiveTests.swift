@@ -8,6 +8,29 @@ import Testing
 /// What only Redis-backed queues do, live: two Usher servers sharing one
 /// Redis, Redis going away and coming back, and PUT bodies naming a backend.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct RedisQueueLiveTests {
+    /// A deletion removes the keys, tells every instance, then drops the index
+    /// entry: an instance that looks the name up in between must not adopt it
+    /// (nothing would tell it again, and it answered 410 until restarted).
+    @Test func aResourceWhoseKeysAreGoneIsNotAdoptedFromTheIndex() async throws {
+        let redis = try await RedisServer()
+        let a = try await BackendLiveServer(.redis, redis: redis)
+        let b = try await BackendLiveServer(.redis, redis: redis)
+        #expect(try await a.call("PUT", "/v1/queues/q", a.put(#"{"capacity": 1}"#)).status == 201)
+        #expect(try await b.call("GET", "/v1/queues/q").status == 200)
+        #expect(try await a.call("DELETE", "/v1/queues/q").status == 204)
+        #expect(await poll(5) { (try? await b.call("GET", "/v1/queues/q").status) == 404 })
+        // The moment before the index entry goes: deleted keys, entry still there.
+        let admin = redis.connection()
+        _ = try await admin.command(["HSET", "usher:resources", "queue:q", "1"])
+        for usher in [a, b] {
+            #expect(try await usher.call("GET", "/v1/queues/q").status == 404)
+            #expect(try await usher.call("POST", "/v1/queues/q/visitors", #"{"id": "v"}"#).status == 404)
+        }
+        // Made again through A: both serve it.
+        #expect(try await a.call("PUT", "/v1/queues/q", a.put(#"{"capacity": 1}"#)).status == 201)
+        #expect(await poll(5) { (try? await b.call("GET", "/v1/queues/q").status) == 200 })
+    }
+
     @Test func twoServersOnOneRedisShareAQueue() async throws {
         let redis = try await RedisServer()
         let a = try await BackendLiveServer(.redis, redis: redis)

@@ -261,10 +261,12 @@ package final class UsherApp: HTTPHandler {
     }
 
     /// A resource this process does not know may have been created through
-    /// another instance a moment ago: looks it up in Redis's index.
+    /// another instance a moment ago: looks it up in Redis's index (and
+    /// adopts it only while its keys are there: a deletion's notice may have
+    /// passed already, and nothing would tell this process again).
     func discoverShared(_ kind: ResourceKind, _ name: String) async -> Bool {
         guard let redis, Self.sharedKind(kind) != nil,
-            (try? await redis.isIndexed(kind: kind.noun, name: name)) == true
+            (try? await redis.isLive(kind: kind.noun, name: name)) == true
         else { return false }
         return adoptShared(kind, name) != nil
     }

@@ -152,9 +152,13 @@ package final class RedisBackend: Sendable {
         _ = try await command(["PUBLISH", channel, Self.membershipNotice(kind: kind, name: name, created: true)])
     }
 
-    /// True when the index names the resource (created through some instance).
-    package func isIndexed(kind: String, name: String) async throws(ScriptFailure) -> Bool {
-        try await command(["HEXISTS", indexKey, "\(kind):\(name)"], key: indexKey).int == 1
+    /// True when the index names the resource (created through some instance)
+    /// and its keys are there: one whose deletion has begun (its keys go
+    /// before its index entry) or that a restarted Cluster master lost is not.
+    package func isLive(kind: String, name: String) async throws(ScriptFailure) -> Bool {
+        guard try await command(["HEXISTS", indexKey, "\(kind):\(name)"], key: indexKey).int == 1 else { return false }
+        let meta = keys(kind: kind, name: name).key("meta")
+        return try await command(["EXISTS", meta], key: meta).int == 1
     }
 
     /// Forgets a deleted resource (its script published `deleted` already).
