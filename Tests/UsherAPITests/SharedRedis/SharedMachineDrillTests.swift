@@ -428,19 +428,19 @@ struct MachinePathChecker {
         var state = initial
         var version = initialVersion
         // A lost answer's event applied: from `state` at `version` to `to` at `next`.
-        func fill(to: String?, next: Int) {
+        func fill(to: String, next: Int) {
             guard next > version,
                 let i = spare.firstIndex(where: {
                     $0.ifMatch == version
-                        && transitions.contains(MachineStep(from: state, event: $0.event, to: to ?? ""))
+                        && transitions.contains(MachineStep(from: state, event: $0.event, to: to))
                 })
             else { return }
             let attempt = spare.remove(at: i)
             path.append(
                 MachineWin(
-                    ifMatch: version, version: next, from: state, event: attempt.event, to: to ?? "",
+                    ifMatch: version, version: next, from: state, event: attempt.event, to: to,
                     usher: attempt.usher))
-            state = to ?? ""
+            state = to
             version = next
         }
         for win in wins.sorted(by: { $0.version < $1.version }) {
@@ -458,7 +458,7 @@ struct MachinePathChecker {
             version = win.version
         }
         if let end {
-            if end.version != version, let next = end.version { fill(to: end.state, next: next) }
+            if end.version != version, let to = end.state, let next = end.version { fill(to: to, next: next) }
             if end.state != state || end.version != version {
                 violations.append(
                     "\(end.state ?? "nil") at \(end.version ?? -1) is not where the answers lead (\(state) at \(version))"
