@@ -7,7 +7,8 @@ import Testing
 /// Issue 17, "Tests", the machine: three `usher` processes on one
 /// `redis-server`, clients on all three racing `If-Match` events for 20 s.
 /// Every answered transition must lie on one valid path, and no two clients
-/// may both win with the same version (a lost update).
+/// may both win with the same version (a lost update). The fault drills run
+/// the same race while Redis is paused or restarted empty.
 @Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
 struct SharedMachineDrillTests {
     static let machine = "shared"
@@ -20,69 +21,44 @@ struct SharedMachineDrillTests {
     ]
     static let events = ["go", "back", "skip"]
 
-    static var body: String {
+    static var definition: String {
         let list = transitions.sorted { "\($0)" < "\($1)" }.map {
             #"{"event": "\#($0.event)", "from": "\#($0.from)", "to": "\#($0.to)"}"#
         }
-        let definition = #"{"initial": "A", "transitions": [\#(list.joined(separator: ", "))]}"#
-        return #"{"backend": "redis", "definition": \#(definition)}"#
+        return #"{"initial": "A", "transitions": [\#(list.joined(separator: ", "))]}"#
     }
 
-    @Test func racingIfMatchClientsOnThreeProcessesLeaveOneValidPath() async throws {
-        let cluster = try await SharedRedisCluster()
-        defer { cluster.stop() }
+    static var body: String { #"{"backend": "redis", "definition": \#(definition)}"# }
+
+    static func note(_ text: String) { print("[shared-redis] \(text)") }
+
+    /// The cluster (`extra` in every process's config) with the machine
+    /// created through process 0, once every process serves it; its version.
+    func start(extra: [String: Any] = [:]) async throws -> (SharedRedisCluster, Int) {
+        let cluster = try await SharedRedisCluster(extra: extra)
         let created = try cluster.ushers[0].call("PUT", "/v1/machines/\(Self.machine)", Self.body)
         #expect(created.status == 201, "\(created.text)")
-        let initialVersion = try #require(created.json["version"] as? Int)
         for usher in cluster.ushers {
             let seen = await poll(5) { (try? usher.call("GET", "/v1/machines/\(Self.machine)").status) == 200 }
             #expect(seen, "usher \(usher.index) does not see the machine")
         }
+        return (cluster, try #require(created.json["version"] as? Int))
+    }
+
+    @Test func racingIfMatchClientsOnThreeProcessesLeaveOneValidPath() async throws {
+        let (cluster, initialVersion) = try await start()
+        defer { cluster.stop() }
         let seconds = ProcessInfo.processInfo.environment["USHER_SOAK_SECONDS"].flatMap(Double.init) ?? 20
-        let end = Date().addingTimeInterval(seconds)
-        let wins = Locked<[MachineWin]>([])
-        let statuses = Locked<[Int: Int]>([:])
-        await onThreads(9) { worker in
-            let usher = cluster.ushers[worker % cluster.ushers.count]
-            let client = TestHTTPClient(port: usher.port, timeoutSeconds: 15)
-            var random = SystemRandomNumberGenerator()
-            while Date() < end {
-                guard let read = try? client.request("GET", "/v1/machines/\(Self.machine)"),
-                    read.status == 200, let version = read.json["version"] as? Int
-                else {
-                    statuses.withLock { $0[-1, default: 0] += 1 }
-                    continue
-                }
-                let allowed = read.json["allowed_events"] as? [String] ?? []
-                // Mostly an event allowed when read; now and then any event.
-                let event =
-                    Int.random(in: 0..<5, using: &random) == 0 || allowed.isEmpty
-                    ? Self.events.randomElement(using: &random)! : allowed.randomElement(using: &random)!
-                guard
-                    let fired = try? client.request(
-                        "POST", "/v1/machines/\(Self.machine)/events/\(event)", body: "{}",
-                        headers: ["If-Match": "\"\(version)\""])
-                else {
-                    statuses.withLock { $0[-1, default: 0] += 1 }
-                    continue
-                }
-                statuses.withLock { $0[fired.status, default: 0] += 1 }
-                if fired.status == 200 {
-                    let win = MachineWin(
-                        ifMatch: version, version: fired.json["version"] as? Int ?? -1,
-                        from: fired.json["previous_state"] as? String ?? "?", event: event,
-                        to: fired.json["state"] as? String ?? "?", usher: usher.index)
-                    wins.withLock { $0.append(win) }
-                }
-            }
-        }
-        let answered = statuses.withLock { $0 }
-        let won = wins.withLock { $0 }
+        let race = MachineRace(ports: cluster.ushers.map(\.port), machine: Self.machine, events: Self.events)
+        await race.run(workers: 9, seconds: seconds)
+        let answered = race.statusCounts
+        let won = race.wins
         let final = try cluster.ushers[2].call("GET", "/v1/machines/\(Self.machine)")
         let violations = MachinePathChecker(transitions: Self.transitions, initial: "A", initialVersion: initialVersion)
             .check(won, finalState: final.json["state"] as? String, finalVersion: final.json["version"] as? Int)
         #expect(violations.isEmpty, "\(violations.count) violations: \(violations.prefix(10))")
         #expect(Set(answered.keys).isSubset(of: [200, 409, 412]), "unexpected answers: \(answered)")
+        #expect(race.readFailures.isEmpty, "reads failed: \(race.readFailures)")
         #expect(answered[200, default: 0] > Int(seconds) * 5, "too few transitions: \(answered)")
         #expect(answered[412, default: 0] > 0, "no race was lost: \(answered)")
         #expect(Set(won.map(\.usher)) == [0, 1, 2], "every process won some")
@@ -91,9 +67,161 @@ struct SharedMachineDrillTests {
         let lastWins = won.map(\.version).sorted().suffix(history.count)
         #expect(history == Array(lastWins), "the history differs from the answers")
         #expect(cluster.deaths().isEmpty, "\(cluster.deaths())")
-        print(
-            "[shared-redis] machine: \(seconds) s, answers \(answered.sorted { $0.key < $1.key }), "
+        Self.note(
+            "machine: \(seconds) s, answers \(answered.sorted { $0.key < $1.key }), "
                 + "\(won.count) transitions, \(violations.count) violations")
+    }
+
+    /// Checks what the race left against the machine's end state: the
+    /// answered transitions since `initialVersion` (with events whose answer
+    /// was lost filling gaps) form one path to where the machine is, and the
+    /// server's history is that path's end. The number of gaps filled.
+    func verify(
+        _ race: MachineRace, _ cluster: SharedRedisCluster, since initialVersion: Int, label: String
+    ) throws -> Int {
+        let final = try cluster.ushers[1].call("GET", "/v1/machines/\(Self.machine)")
+        let checker = MachinePathChecker(transitions: Self.transitions, initial: "A", initialVersion: initialVersion)
+        let (path, violations) = checker.walk(
+            race.wins.filter { $0.version > initialVersion }, unanswered: race.unanswered,
+            end: (final.json["state"] as? String, final.json["version"] as? Int))
+        #expect(violations.isEmpty, "\(label): \(violations.count) violations: \(violations.prefix(10))")
+        let history = (final.json["history"] as? [[String: Any]] ?? []).map(MachineWin.init(historyEntry:))
+        let disagreements = MachinePathChecker.historyProblems(history, path: path)
+        #expect(disagreements.isEmpty, "\(label): \(disagreements.prefix(5))")
+        #expect(race.refusals.isEmpty, "\(label): \(race.refusals.prefix(5))")
+        #expect(cluster.deaths().isEmpty, "\(cluster.deaths())")
+        let filled = path.count - race.wins.filter { $0.version > initialVersion }.count
+        Self.note(
+            "machine \(label): events answered \(race.statusCounts.sorted { $0.key < $1.key }), reads refused "
+                + "\(race.readFailures.sorted { $0.key < $1.key }); \(path.count) transitions since version "
+                + "\(initialVersion) (\(filled) of them answered 503 or not at all), history of \(history.count) agrees"
+        )
+        return filled
+    }
+
+    /// The fault drill: under the race, the subscriber connections killed
+    /// twice, then Redis paused (SIGSTOP) for 5 s. Meanwhile the machine
+    /// answers 503 `backend_unavailable` with `Retry-After` on every process,
+    /// a memory machine and `/healthz` answer at once; after SIGCONT every
+    /// process serves it again within seconds, and the transitions keep to one path.
+    @Test func subscribersKilledAndRedisPaused() async throws {
+        let (cluster, initialVersion) = try await start()
+        defer { cluster.stop() }
+        let path = "/v1/machines/\(Self.machine)"
+        for usher in cluster.ushers {
+            let local = try usher.call("PUT", "/v1/machines/local", #"{"definition": \#(Self.definition)}"#)
+            #expect(local.status == 201, "\(local.text)")
+        }
+        let race = MachineRace(ports: cluster.ushers.map(\.port), machine: Self.machine, events: Self.events)
+        let started = Date()
+        async let running: Void = race.run(workers: 9, seconds: 11)
+        for _ in 0..<2 {
+            try await Task.sleep(for: .seconds(1.5))
+            let killed = try await cluster.redisCommand(["CLIENT", "KILL", "TYPE", "pubsub"]).int
+            #expect(killed == 3, "\(String(describing: killed)) subscribers killed")
+        }
+        try await Task.sleep(for: .seconds(1))
+        let paused = Date()
+        cluster.redis.signal(SIGSTOP)
+        try await Task.sleep(for: .milliseconds(300))
+        let during = await cluster.answersWhilePaused(shared: path, memory: "/v1/machines/local")
+        try await Task.sleep(until: .now + .seconds(5 - Date().timeIntervalSince(paused)))
+        let resumed = Date()
+        cluster.redis.signal(SIGCONT)
+        let serving = await cluster.recovery(path, since: resumed)
+        let winsBefore = race.wins.count
+        await running
+        for (i, a) in during.enumerated() {
+            #expect(a.health.status == 200 && a.health.seconds < 1, "usher \(i) /healthz: \(a.health)")
+            #expect(a.memory.status == 200 && a.memory.seconds < 1, "usher \(i) memory machine: \(a.memory)")
+            #expect(
+                a.shared.status == 503 && a.shared.code == "backend_unavailable" && a.shared.retryAfter != nil
+                    && a.shared.seconds < 3.5, "usher \(i) Redis machine: \(a.shared)")
+            #expect(a.ready.status == 503, "usher \(i) /readyz: \(a.ready)")
+        }
+        Self.note(
+            "machine pause: Redis machine answered "
+                + during.map { "\($0.shared.status) in \(String(format: "%.2f", $0.shared.seconds)) s" }
+                .joined(separator: ", ") + "; memory machine and /healthz within "
+                + String(format: "%.3f s", during.map { max($0.memory.seconds, $0.health.seconds) }.max() ?? -1)
+                + "; serving again after SIGCONT in \(secondsList(serving))")
+        #expect(serving.allSatisfy { ($0 ?? 99) < 5 }, "\(serving)")
+        _ = try verify(race, cluster, since: initialVersion, label: "pause")
+        let answered = race.statusCounts
+        #expect(Set(answered.keys).isSubset(of: [200, 409, 412, 503]), "unexpected answers: \(answered)")
+        #expect(Set(race.readFailures.keys).isSubset(of: [503]), "reads: \(race.readFailures)")
+        #expect(answered[503, default: 0] + race.readFailures[503, default: 0] > 0, "no 503 while Redis was paused")
+        #expect(race.wins.count > winsBefore, "no transition after SIGCONT")
+        Self.note("machine pause drill: \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+    }
+
+    /// Redis restarted empty under the race: the machine made by `PUT` is
+    /// gone (404 on every process) until a `PUT` makes it anew in its initial
+    /// state, with a version above every one before; a machine the config
+    /// declares comes back by itself in its initial state. No process dies,
+    /// and the transitions on each side of the loss keep to one path.
+    @Test func redisRestartedEmpty() async throws {
+        let declared = "declared"
+        let declaration = try JSONSerialization.jsonObject(with: Data(Self.body.utf8))
+        let (cluster, initialVersion) = try await start(extra: ["machines": [declared: declaration]])
+        defer { cluster.stop() }
+        let path = "/v1/machines/\(Self.machine)"
+        // The declared machine moved on, so that coming back shows.
+        let moved = try cluster.ushers[0].call("POST", "/v1/machines/\(declared)/events/go", "{}")
+        #expect(moved.status == 200 && moved.json["state"] as? String == "B", "\(moved.text)")
+        let race = MachineRace(ports: cluster.ushers.map(\.port), machine: Self.machine, events: Self.events)
+        let started = Date()
+        async let running: Void = race.run(workers: 9, seconds: 8)
+        try await Task.sleep(for: .seconds(2))
+        let killed = Date()
+        cluster.redis.stop()
+        try await Task.sleep(for: .milliseconds(500))
+        let down = try await onThread { try cluster.ushers[2].call("GET", path) }
+        #expect(down.status == 503 && down.code == "backend_unavailable", "\(down.text)")
+        try await cluster.redis.start()
+        let restarted = Date()
+        async let declaredBack = cluster.recovery("/v1/machines/\(declared)", since: restarted, timeout: 10)
+        let gone = await cluster.answersUntil(path, since: restarted) { $0 == 404 }
+        Self.note("machine restart: answers after the restart, \(gone)")
+        #expect(gone.filter { $0.hasSuffix("404 not_found") }.count == 3, "\(gone)")
+        let back = await declaredBack
+        Self.note("machine restart: the declared machine served again in \(secondsList(back))")
+        #expect(back.allSatisfy { $0 != nil }, "\(back)")
+        var declaredVersions: Set<Int> = []
+        for usher in cluster.ushers {
+            let state = try await onThread { try usher.call("GET", "/v1/machines/\(declared)") }
+            #expect(state.json["state"] as? String == "A", "usher \(usher.index): \(state.text)")
+            declaredVersions.insert(state.json["version"] as? Int ?? -1)
+        }
+        #expect(declaredVersions.count == 1, "the processes disagree: \(declaredVersions)")
+        let movedVersion = moved.json["version"] as? Int ?? .max
+        #expect(declaredVersions.allSatisfy { $0 > movedVersion }, "\(declaredVersions), \(movedVersion) before")
+        let recreate = try await onThread { try cluster.ushers[1].call("PUT", path, Self.body) }
+        #expect(recreate.status == 201 && recreate.json["state"] as? String == "A", "\(recreate.text)")
+        let recreatedVersion = try #require(recreate.json["version"] as? Int)
+        let serving = await cluster.recovery(path, since: Date(), timeout: 5)
+        Self.note(
+            "machine restart: Redis down \(String(format: "%.2f", restarted.timeIntervalSince(killed))) s; "
+                + "after the PUT, serving in \(secondsList(serving))")
+        #expect(serving.allSatisfy { $0 != nil }, "\(serving)")
+        await running
+        // Before the loss: the answered transitions lie on one path (where it ended is lost).
+        let checker = MachinePathChecker(transitions: Self.transitions, initial: "A", initialVersion: initialVersion)
+        let before = race.wins.filter { $0.version < recreatedVersion }
+        let (pathBefore, violationsBefore) = checker.walk(before, unanswered: race.unanswered)
+        #expect(violationsBefore.isEmpty, "before the loss: \(violationsBefore.prefix(10))")
+        #expect(!pathBefore.isEmpty, "no transition before the loss")
+        // Versions keep rising across the loss.
+        let lastBefore = pathBefore.last?.version ?? .max
+        #expect(lastBefore < recreatedVersion, "version \(recreatedVersion) after the loss, \(lastBefore) before")
+        let after = try verify(race, cluster, since: recreatedVersion, label: "restart")
+        let answered = race.statusCounts
+        #expect(Set(answered.keys).isSubset(of: [200, 404, 409, 410, 412, 503]), "unexpected answers: \(answered)")
+        #expect(race.wins.count - before.count > 0, "no transition after the PUT")
+        Self.note(
+            "machine restart drill: \(before.count) answered transitions before the loss, "
+                + "\(race.wins.count - before.count) after (\(after) gaps filled); "
+                + "\(String(format: "%.1f", Date().timeIntervalSince(started))) s")
     }
 
     @Test func theCheckerFindsBrokenPaths() {
@@ -122,6 +250,44 @@ struct SharedMachineDrillTests {
         #expect(!checker.check(good, finalState: "A", finalVersion: 13).isEmpty)
         #expect(!checker.check(good, finalState: "C", finalVersion: 14).isEmpty)
     }
+
+    /// The drills' additions can fail: a gap is filled only by an event
+    /// whose answer was lost, sent with the version before the gap and
+    /// leading where the path goes on, and each such event once; the
+    /// server's history must be the path's end.
+    @Test func lostAnswersFillGapsOnlyWhereTheyFit() {
+        let checker = MachinePathChecker(transitions: Self.transitions, initial: "A", initialVersion: 10)
+        let wins = [
+            MachineWin(ifMatch: 10, version: 11, from: "A", event: "go", to: "B", usher: 0),
+            MachineWin(ifMatch: 12, version: 13, from: "A", event: "skip", to: "C", usher: 2),
+        ]
+        let back = MachineAttempt(ifMatch: 11, event: "back", usher: 1)
+        let (path, violations) = checker.walk(wins, unanswered: [back], end: ("C", 13))
+        #expect(violations.isEmpty, "\(violations)")
+        #expect(path.map(\.version) == [11, 12, 13] && path[1].from == "B" && path[1].to == "A")
+        // Sent with another version, or leading elsewhere: the gap stays.
+        for misfit in [
+            MachineAttempt(ifMatch: 10, event: "back", usher: 1), MachineAttempt(ifMatch: 11, event: "go", usher: 1),
+        ] {
+            #expect(!checker.walk(wins, unanswered: [misfit]).violations.isEmpty, "\(misfit)")
+        }
+        // A second gap needs a lost answer of its own.
+        let twoGaps = wins + [MachineWin(ifMatch: 14, version: 15, from: "A", event: "go", to: "B", usher: 0)]
+        let again = MachineAttempt(ifMatch: 13, event: "go", usher: 1)
+        #expect(!checker.walk(twoGaps, unanswered: [back]).violations.isEmpty)
+        #expect(checker.walk(twoGaps, unanswered: [back, again]).violations.isEmpty)
+        // A lost answer may be the last step, but only to where the machine is.
+        #expect(checker.walk(wins, unanswered: [back, again], end: ("A", 14)).violations.isEmpty)
+        let elsewhere = checker.walk(wins, unanswered: [back, again], end: ("B", 14)).violations
+        #expect(elsewhere == ["B at 14 is not where the answers lead (C at 13)"])
+        // The history must be the path's end, step for step.
+        #expect(MachinePathChecker.historyProblems(Array(path.suffix(2)), path: path).isEmpty)
+        #expect(!MachinePathChecker.historyProblems(Array(path.prefix(2)), path: path).isEmpty)
+        var forged = path
+        forged[2].to = "A"
+        #expect(!MachinePathChecker.historyProblems(forged, path: path).isEmpty)
+        #expect(MachinePathChecker.historyProblems([], path: path).isEmpty)
+    }
 }
 
 /// One transition of the definition.
@@ -134,13 +300,105 @@ struct MachineStep: Hashable, CustomStringConvertible {
 }
 
 /// A `200` a client got for an event sent with `If-Match: ifMatch`.
-struct MachineWin: Sendable {
+struct MachineWin: Sendable, Equatable {
     var ifMatch: Int
     var version: Int
     var from: String
     var event: String
     var to: String
     var usher: Int
+}
+
+extension MachineWin {
+    /// An entry of the machine's `history` (which has no `If-Match`).
+    init(historyEntry entry: [String: Any]) {
+        self.init(
+            ifMatch: -1, version: entry["version"] as? Int ?? -1, from: entry["from"] as? String ?? "?",
+            event: entry["event"] as? String ?? "?", to: entry["to"] as? String ?? "?", usher: -1)
+    }
+}
+
+/// An event sent with `If-Match: ifMatch` whose answer was lost (503, or
+/// none): Redis may have applied it or not.
+struct MachineAttempt: Sendable, Equatable {
+    var ifMatch: Int
+    var event: String
+    var usher: Int
+}
+
+/// Clients on every process of a `SharedRedisCluster` racing on one machine:
+/// each reads it and fires an event (mostly one allowed when read, now and
+/// then any) with `If-Match` the version read. Wins, events whose answer
+/// was lost, and every other answer are kept for the end.
+final class MachineRace: Sendable {
+    let ports: [UInt16]
+    let path: String
+    let events: [String]
+    private let won = Locked<[MachineWin]>([])
+    private let lost = Locked<[MachineAttempt]>([])
+    private let statuses = Locked<[Int: Int]>([:])
+    private let reads = Locked<[Int: Int]>([:])
+    private let bareRefusals = Locked<[String]>([])
+
+    init(ports: [UInt16], machine: String, events: [String]) {
+        self.ports = ports
+        self.path = "/v1/machines/\(machine)"
+        self.events = events
+    }
+
+    var wins: [MachineWin] { won.withLock { $0 } }
+    /// Events answered 503 or not at all.
+    var unanswered: [MachineAttempt] { lost.withLock { $0 } }
+    /// How many events had each status (0: no answer).
+    var statusCounts: [Int: Int] { statuses.withLock { $0 } }
+    /// Reads that did not answer 200, by status (0: no answer).
+    var readFailures: [Int: Int] { reads.withLock { $0 } }
+    /// The 503s that were not `backend_unavailable` with `Retry-After`.
+    var refusals: [String] { bareRefusals.withLock { $0 } }
+
+    private func refused(_ label: String, _ r: TestHTTPClient.Response) {
+        if let problem = refusalProblem(status: r.status, code: r.code, retryAfter: r.headers["retry-after"]) {
+            bareRefusals.withLock { $0.append("\(label): \(problem)") }
+        }
+    }
+
+    func run(workers: Int, seconds: Double) async {
+        let end = Date().addingTimeInterval(seconds)
+        await onThreads(workers) { [self] worker in
+            let usher = worker % ports.count
+            let client = TestHTTPClient(port: ports[usher], timeoutSeconds: 15)
+            var random = SystemRandomNumberGenerator()
+            while Date() < end {
+                let read = try? client.request("GET", path)
+                guard let read, read.status == 200, let version = read.json["version"] as? Int else {
+                    reads.withLock { $0[read?.status ?? 0, default: 0] += 1 }
+                    if let read { refused("read", read) }
+                    // Refused at once (Redis down, the machine gone): a moment before the next try.
+                    usleep(50_000)
+                    continue
+                }
+                let allowed = read.json["allowed_events"] as? [String] ?? []
+                // Mostly an event allowed when read; now and then any event.
+                let event =
+                    Int.random(in: 0..<5, using: &random) == 0 || allowed.isEmpty
+                    ? events.randomElement(using: &random)! : allowed.randomElement(using: &random)!
+                let fired = try? client.request(
+                    "POST", "\(path)/events/\(event)", body: "{}", headers: ["If-Match": "\"\(version)\""])
+                let status = fired?.status ?? 0
+                statuses.withLock { $0[status, default: 0] += 1 }
+                if let fired { refused("event", fired) }
+                if status == 0 || status == 503 {
+                    lost.withLock { $0.append(MachineAttempt(ifMatch: version, event: event, usher: usher)) }
+                } else if let fired, status == 200 {
+                    let win = MachineWin(
+                        ifMatch: version, version: fired.json["version"] as? Int ?? -1,
+                        from: fired.json["previous_state"] as? String ?? "?", event: event,
+                        to: fired.json["state"] as? String ?? "?", usher: usher)
+                    won.withLock { $0.append(win) }
+                }
+            }
+        }
+    }
 }
 
 /// Checks that the transitions clients were answered form one path of the
@@ -153,11 +411,40 @@ struct MachinePathChecker {
     let initialVersion: Int
 
     func check(_ wins: [MachineWin], finalState: String?, finalVersion: Int?) -> [String] {
+        walk(wins, end: (finalState, finalVersion)).violations
+    }
+
+    /// The path the wins make, in version order, and what is wrong with it.
+    /// An event whose answer was lost (`unanswered`) fills a gap when it was
+    /// sent with the version before the gap and leads from the state there
+    /// to where the next win starts (or, last, to `end`): each fills one. An
+    /// `end` (state and version the machine has now) must be where the path ends.
+    func walk(
+        _ wins: [MachineWin], unanswered: [MachineAttempt] = [], end: (state: String?, version: Int?)? = nil
+    ) -> (path: [MachineWin], violations: [String]) {
         var violations: [String] = []
-        let ordered = wins.sorted { $0.version < $1.version }
+        var path: [MachineWin] = []
+        var spare = unanswered
         var state = initial
         var version = initialVersion
-        for win in ordered {
+        // A lost answer's event applied: from `state` at `version` to `to` at `next`.
+        func fill(to: String, next: Int) {
+            guard next > version,
+                let i = spare.firstIndex(where: {
+                    $0.ifMatch == version
+                        && transitions.contains(MachineStep(from: state, event: $0.event, to: to))
+                })
+            else { return }
+            let attempt = spare.remove(at: i)
+            path.append(
+                MachineWin(
+                    ifMatch: version, version: next, from: state, event: attempt.event, to: to,
+                    usher: attempt.usher))
+            state = to
+            version = next
+        }
+        for win in wins.sorted(by: { $0.version < $1.version }) {
+            if win.ifMatch != version { fill(to: win.from, next: win.ifMatch) }
             if win.version <= version { violations.append("version \(win.version) not above \(version)") }
             if win.ifMatch != version {
                 violations.append("won with If-Match \(win.ifMatch) after version \(version) (lost update)")
@@ -166,11 +453,28 @@ struct MachinePathChecker {
             if !transitions.contains(MachineStep(from: win.from, event: win.event, to: win.to)) {
                 violations.append("\(win.from) -\(win.event)-> \(win.to) is not in the definition")
             }
+            path.append(win)
             state = win.to
             version = win.version
         }
-        if finalState != state { violations.append("ended in \(finalState ?? "nil"), the answers say \(state)") }
-        if finalVersion != version { violations.append("ended at version \(finalVersion ?? -1), answers \(version)") }
-        return violations
+        if let end {
+            if end.version != version, let to = end.state, let next = end.version { fill(to: to, next: next) }
+            if end.state != state || end.version != version {
+                violations.append(
+                    "\(end.state ?? "nil") at \(end.version ?? -1) is not where the answers lead (\(state) at \(version))"
+                )
+            }
+        }
+        return (path, violations)
+    }
+
+    /// What is wrong with the server's `history` (oldest first) as the end
+    /// of `path`: it must be the path's last transitions, step for step.
+    static func historyProblems(_ history: [MachineWin], path: [MachineWin]) -> [String] {
+        let steps = { (w: MachineWin) in "\(w.version): \(w.from) -\(w.event)-> \(w.to)" }
+        let expected = path.suffix(history.count).map(steps)
+        let got = history.map(steps)
+        return zip(got, expected).filter { $0 != $1 }.map { "history has \($0.0), the answers \($0.1)" }
+            + (got.count > expected.count ? ["history longer than the path: \(got.count) > \(expected.count)"] : [])
     }
 }
