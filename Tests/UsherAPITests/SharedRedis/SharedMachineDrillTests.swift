@@ -115,37 +115,9 @@ struct SharedMachineDrillTests {
         let race = MachineRace(ports: cluster.ushers.map(\.port), machine: Self.machine, events: Self.events)
         let started = Date()
         async let running: Void = race.run(workers: 9, seconds: 11)
-        for _ in 0..<2 {
-            try await Task.sleep(for: .seconds(1.5))
-            let killed = try await cluster.redisCommand(["CLIENT", "KILL", "TYPE", "pubsub"]).int
-            #expect(killed == 3, "\(String(describing: killed)) subscribers killed")
-        }
-        try await Task.sleep(for: .seconds(1))
-        let paused = Date()
-        cluster.redis.signal(SIGSTOP)
-        try await Task.sleep(for: .milliseconds(300))
-        let during = await cluster.answersWhilePaused(shared: path, memory: "/v1/machines/local")
-        try await Task.sleep(until: .now + .seconds(5 - Date().timeIntervalSince(paused)))
-        let resumed = Date()
-        cluster.redis.signal(SIGCONT)
-        let serving = await cluster.recovery(path, since: resumed)
+        try await cluster.killSubscribersThenPause(shared: path, memory: "/v1/machines/local", what: "machine")
         let winsBefore = race.wins.count
         await running
-        for (i, a) in during.enumerated() {
-            #expect(a.health.status == 200 && a.health.seconds < 1, "usher \(i) /healthz: \(a.health)")
-            #expect(a.memory.status == 200 && a.memory.seconds < 1, "usher \(i) memory machine: \(a.memory)")
-            #expect(
-                a.shared.status == 503 && a.shared.code == "backend_unavailable" && a.shared.retryAfter != nil
-                    && a.shared.seconds < 3.5, "usher \(i) Redis machine: \(a.shared)")
-            #expect(a.ready.status == 503, "usher \(i) /readyz: \(a.ready)")
-        }
-        Self.note(
-            "machine pause: Redis machine answered "
-                + during.map { "\($0.shared.status) in \(String(format: "%.2f", $0.shared.seconds)) s" }
-                .joined(separator: ", ") + "; memory machine and /healthz within "
-                + String(format: "%.3f s", during.map { max($0.memory.seconds, $0.health.seconds) }.max() ?? -1)
-                + "; serving again after SIGCONT in \(secondsList(serving))")
-        #expect(serving.allSatisfy { ($0 ?? 99) < 5 }, "\(serving)")
         _ = try verify(race, cluster, since: initialVersion, label: "pause")
         let answered = race.statusCounts
         #expect(Set(answered.keys).isSubset(of: [200, 409, 412, 503]), "unexpected answers: \(answered)")
@@ -172,21 +144,8 @@ struct SharedMachineDrillTests {
         let race = MachineRace(ports: cluster.ushers.map(\.port), machine: Self.machine, events: Self.events)
         let started = Date()
         async let running: Void = race.run(workers: 9, seconds: 8)
-        try await Task.sleep(for: .seconds(2))
-        let killed = Date()
-        cluster.redis.stop()
-        try await Task.sleep(for: .milliseconds(500))
-        let down = try await onThread { try cluster.ushers[2].call("GET", path) }
-        #expect(down.status == 503 && down.code == "backend_unavailable", "\(down.text)")
-        try await cluster.redis.start()
-        let restarted = Date()
-        async let declaredBack = cluster.recovery("/v1/machines/\(declared)", since: restarted, timeout: 10)
-        let gone = await cluster.answersUntil(path, since: restarted) { $0 == 404 }
-        Self.note("machine restart: answers after the restart, \(gone)")
-        #expect(gone.filter { $0.hasSuffix("404 not_found") }.count == 3, "\(gone)")
-        let back = await declaredBack
-        Self.note("machine restart: the declared machine served again in \(secondsList(back))")
-        #expect(back.allSatisfy { $0 != nil }, "\(back)")
+        let (killed, restarted) = try await cluster.restartRedisEmpty(
+            shared: path, declared: "/v1/machines/\(declared)", what: "machine")
         var declaredVersions: Set<Int> = []
         for usher in cluster.ushers {
             let state = try await onThread { try usher.call("GET", "/v1/machines/\(declared)") }

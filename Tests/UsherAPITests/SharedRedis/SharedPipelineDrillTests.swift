@@ -84,21 +84,8 @@ struct SharedPipelineDrillTests {
         let load = SharedPipelineLoad(cluster: cluster, pipeline: Self.pipeline)
         let started = Date()
         async let run: Void = load.run(producers: 6, consumers: 6, seconds: 7, seed: seed)
-        try await Task.sleep(for: .seconds(2))
-        let killed = Date()
-        cluster.redis.stop()
-        try await Task.sleep(for: .milliseconds(500))
-        let down = try await onThread { try cluster.ushers[2].call("GET", path) }
-        #expect(down.status == 503 && down.code == "backend_unavailable", "\(down.text)")
-        try await cluster.redis.start()
-        let restarted = Date()
-        async let declaredBack = cluster.recovery("/v1/pipelines/\(declared)", since: restarted, timeout: 10)
-        let gone = await cluster.answersUntil(path, since: restarted) { $0 == 404 }
-        SharedQueueDrillTests.note("pipeline restart: answers after the restart, \(gone)")
-        #expect(gone.filter { $0.hasSuffix("404 not_found") }.count == 3, "\(gone)")
-        let back = await declaredBack
-        SharedQueueDrillTests.note("pipeline restart: the declared pipeline served again in \(secondsList(back))")
-        #expect(back.allSatisfy { $0 != nil }, "\(back)")
+        let (killed, restarted) = try await cluster.restartRedisEmpty(
+            shared: path, declared: "/v1/pipelines/\(declared)", what: "pipeline")
         // The declared pipeline works across processes: pushed on one, taken on another.
         let pushed = try await onThread {
             try cluster.ushers[0].call("POST", "/v1/pipelines/\(declared)/items", #"{"id": "after", "payload": {}}"#)

@@ -120,36 +120,8 @@ struct SharedPoolDrillTests {
         let load = PoolLoad(ports: cluster.ushers.map(\.port), pool: Self.pool)
         let started = Date()
         async let running: Void = load.run(workers: 9, seconds: 12, seed: seed)
-        for _ in 0..<2 {
-            try await Task.sleep(for: .seconds(1.5))
-            let killed = try await cluster.redisCommand(["CLIENT", "KILL", "TYPE", "pubsub"]).int
-            #expect(killed == 3, "\(String(describing: killed)) subscribers killed")
-        }
-        try await Task.sleep(for: .seconds(1))
-        let paused = Date()
-        cluster.redis.signal(SIGSTOP)
-        try await Task.sleep(for: .milliseconds(300))
-        let during = await cluster.answersWhilePaused(shared: path, memory: "/v1/pools/local")
-        try await Task.sleep(until: .now + .seconds(5 - Date().timeIntervalSince(paused)))
-        let resumed = Date()
-        cluster.redis.signal(SIGCONT)
-        let serving = await cluster.recovery(path, since: resumed)
+        try await cluster.killSubscribersThenPause(shared: path, memory: "/v1/pools/local", what: "pool")
         await running
-        for (i, a) in during.enumerated() {
-            #expect(a.health.status == 200 && a.health.seconds < 1, "usher \(i) /healthz: \(a.health)")
-            #expect(a.memory.status == 200 && a.memory.seconds < 1, "usher \(i) memory pool: \(a.memory)")
-            #expect(
-                a.shared.status == 503 && a.shared.code == "backend_unavailable" && a.shared.retryAfter != nil
-                    && a.shared.seconds < 3.5, "usher \(i) Redis pool: \(a.shared)")
-            #expect(a.ready.status == 503, "usher \(i) /readyz: \(a.ready)")
-        }
-        Self.note(
-            "pool pause: Redis pool answered "
-                + during.map { "\($0.shared.status) in \(String(format: "%.2f", $0.shared.seconds)) s" }
-                .joined(separator: ", ") + "; memory pool and /healthz within "
-                + String(format: "%.3f s", during.map { max($0.memory.seconds, $0.health.seconds) }.max() ?? -1))
-        Self.note("pool pause: serving again after SIGCONT in \(secondsList(serving))")
-        #expect(serving.allSatisfy { ($0 ?? 99) < 5 }, "\(serving)")
         let report = try await verify(load, cluster, allowed: [200, 409, 503], label: "drill (seed \(seed))")
         #expect(load.statusCounts[503, default: 0] > 0, "no 503 while Redis was paused")
         #expect(report.byStatus["expired", default: 0] > 0 && report.byStatus["recycled", default: 0] > 0)
@@ -170,21 +142,8 @@ struct SharedPoolDrillTests {
         let seed = UInt64(Date().timeIntervalSince1970)
         let load = PoolLoad(ports: cluster.ushers.map(\.port), pool: Self.pool)
         async let running: Void = load.run(workers: 9, seconds: 9, seed: seed)
-        try await Task.sleep(for: .seconds(2))
-        let killed = Date()
-        cluster.redis.stop()
-        try await Task.sleep(for: .milliseconds(500))
-        let down = try await onThread { try cluster.ushers[2].call("GET", path) }
-        #expect(down.status == 503 && down.code == "backend_unavailable", "\(down.text)")
-        try await cluster.redis.start()
-        let restarted = Date()
-        async let declaredBack = cluster.recovery("/v1/pools/\(declared)", since: restarted, timeout: 10)
-        let gone = await cluster.answersUntil(path, since: restarted) { $0 == 404 }
-        Self.note("pool restart: answers after the restart, \(gone)")
-        #expect(gone.filter { $0.hasSuffix("404 not_found") }.count == 3, "\(gone)")
-        let back = await declaredBack
-        Self.note("pool restart: the declared pool served again in \(secondsList(back))")
-        #expect(back.allSatisfy { $0 != nil }, "\(back)")
+        let (killed, restarted) = try await cluster.restartRedisEmpty(
+            shared: path, declared: "/v1/pools/\(declared)", what: "pool")
         for usher in cluster.ushers {
             let state = try await onThread { try usher.call("GET", "/v1/pools/\(declared)") }
             #expect(state.json["size"] as? Int == 2, "usher \(usher.index): \(state.text)")

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import RedisTestServer
+import Testing
 
 @testable import Locking
 @testable import RedisClient
@@ -236,6 +237,74 @@ extension SharedRedisCluster {
             }
         }
         return changes.withLock { $0 }
+    }
+}
+
+/// The two fault drills every kind runs under its load, with the checks
+/// they share; each kind then checks its own invariants on what survived.
+extension SharedRedisCluster {
+    /// The subscriber connections killed twice (1.5 s apart), then Redis
+    /// paused (SIGSTOP) for 5 s: meanwhile every process answers `/healthz`
+    /// and `GET memory` (a memory resource) at once, `GET shared` 503
+    /// `backend_unavailable` with `Retry-After` within 3.5 s, `/readyz` 503;
+    /// after SIGCONT each serves `shared` again within 5 s. `what` names the
+    /// resource in notes and failures ("pool").
+    func killSubscribersThenPause(shared: String, memory: String, what: String) async throws {
+        for _ in 0..<2 {
+            try await Task.sleep(for: .seconds(1.5))
+            let killed = try await redisCommand(["CLIENT", "KILL", "TYPE", "pubsub"]).int
+            #expect(killed == 3, "\(String(describing: killed)) subscribers killed")
+        }
+        try await Task.sleep(for: .seconds(1))
+        let paused = Date()
+        redis.signal(SIGSTOP)
+        try await Task.sleep(for: .milliseconds(300))
+        let during = await answersWhilePaused(shared: shared, memory: memory)
+        try await Task.sleep(until: .now + .seconds(5 - Date().timeIntervalSince(paused)))
+        let resumed = Date()
+        redis.signal(SIGCONT)
+        let serving = await recovery(shared, since: resumed)
+        for (i, a) in during.enumerated() {
+            #expect(a.health.status == 200 && a.health.seconds < 1, "usher \(i) /healthz: \(a.health)")
+            #expect(a.memory.status == 200 && a.memory.seconds < 1, "usher \(i) memory \(what): \(a.memory)")
+            #expect(
+                a.shared.status == 503 && a.shared.code == "backend_unavailable" && a.shared.retryAfter != nil
+                    && a.shared.seconds < 3.5, "usher \(i) Redis \(what): \(a.shared)")
+            #expect(a.ready.status == 503, "usher \(i) /readyz: \(a.ready)")
+        }
+        SharedQueueDrillTests.note(
+            "\(what) pause: Redis \(what) answered "
+                + during.map { "\($0.shared.status) in \(String(format: "%.2f", $0.shared.seconds)) s" }
+                .joined(separator: ", ") + "; memory \(what) and /healthz within "
+                + String(format: "%.3f s", during.map { max($0.memory.seconds, $0.health.seconds) }.max() ?? -1)
+                + "; serving again after SIGCONT in \(secondsList(serving))")
+        #expect(serving.allSatisfy { ($0 ?? 99) < 5 }, "\(serving)")
+    }
+
+    /// Redis stopped 2 s into the load (`GET shared` answers 503
+    /// `backend_unavailable` meanwhile) and started again empty: every
+    /// process comes to answer 404 for `shared` (made by PUT, so lost) and
+    /// serves `declared` (in the config file, so made again). Answers when
+    /// Redis was stopped and when it was started.
+    func restartRedisEmpty(shared: String, declared: String, what: String) async throws -> (
+        stopped: Date, restarted: Date
+    ) {
+        try await Task.sleep(for: .seconds(2))
+        let stopped = Date()
+        redis.stop()
+        try await Task.sleep(for: .milliseconds(500))
+        let down = try await onThread { [ushers] in try ushers[2].call("GET", shared) }
+        #expect(down.status == 503 && down.code == "backend_unavailable", "\(down.text)")
+        try await redis.start()
+        let restarted = Date()
+        async let declaredBack = recovery(declared, since: restarted, timeout: 10)
+        let gone = await answersUntil(shared, since: restarted) { $0 == 404 }
+        SharedQueueDrillTests.note("\(what) restart: answers after the restart, \(gone)")
+        #expect(gone.filter { $0.hasSuffix("404 not_found") }.count == 3, "\(gone)")
+        let back = await declaredBack
+        SharedQueueDrillTests.note("\(what) restart: the declared \(what) served again in \(secondsList(back))")
+        #expect(back.allSatisfy { $0 != nil }, "\(back)")
+        return (stopped, restarted)
     }
 }
 

@@ -86,34 +86,8 @@ struct SharedWindowDrillTests {
         let load = WindowLoad(ports: cluster.ushers.map(\.port), window: Self.window, tolerated: [503])
         let started = Date()
         async let running: Void = load.run(workers: 6, seconds: 12)
-        for _ in 0..<2 {
-            try await Task.sleep(for: .seconds(1.5))
-            let killed = try await cluster.redisCommand(["CLIENT", "KILL", "TYPE", "pubsub"]).int
-            #expect(killed == 3, "\(String(describing: killed)) subscribers killed")
-        }
-        try await Task.sleep(for: .seconds(1))
-        let paused = Date()
-        cluster.redis.signal(SIGSTOP)
-        try await Task.sleep(for: .milliseconds(300))
-        let during = await cluster.answersWhilePaused(shared: path, memory: "/v1/windows/local")
-        try await Task.sleep(until: .now + .seconds(5 - Date().timeIntervalSince(paused)))
-        let resumed = Date()
-        cluster.redis.signal(SIGCONT)
-        let serving = await cluster.recovery(path, since: resumed)
+        try await cluster.killSubscribersThenPause(shared: path, memory: "/v1/windows/local", what: "window")
         await running
-        for (i, a) in during.enumerated() {
-            #expect(a.health.status == 200 && a.health.seconds < 1, "usher \(i) /healthz: \(a.health)")
-            #expect(a.memory.status == 200 && a.memory.seconds < 1, "usher \(i) memory window: \(a.memory)")
-            #expect(
-                a.shared.status == 503 && a.shared.code == "backend_unavailable" && a.shared.retryAfter != nil
-                    && a.shared.seconds < 3.5, "usher \(i) Redis window: \(a.shared)")
-            #expect(a.ready.status == 503, "usher \(i) /readyz: \(a.ready)")
-        }
-        Self.note(
-            "windows pause: Redis window answered "
-                + during.map { "\($0.shared.status) in \(String(format: "%.2f", $0.shared.seconds)) s" }
-                .joined(separator: ", ") + "; serving again after SIGCONT in \(secondsList(serving))")
-        #expect(serving.allSatisfy { ($0 ?? 99) < 5 }, "\(serving)")
         let report = await verify(load, cluster, label: "drill")
         #expect(load.statusCounts[503, default: 0] > 0, "no 503 while Redis was paused")
         #expect(report.shown > 20 && report.byStatus["expired", default: 0] > 0)
@@ -131,21 +105,8 @@ struct SharedWindowDrillTests {
         let path = "/v1/windows/\(Self.window)"
         let load = WindowLoad(ports: cluster.ushers.map(\.port), window: Self.window, tolerated: [404, 410, 503])
         async let running: Void = load.run(workers: 6, seconds: 8)
-        try await Task.sleep(for: .seconds(2))
-        let killed = Date()
-        cluster.redis.stop()
-        try await Task.sleep(for: .milliseconds(500))
-        let down = try await onThread { try cluster.ushers[2].call("GET", path) }
-        #expect(down.status == 503 && down.code == "backend_unavailable", "\(down.text)")
-        try await cluster.redis.start()
-        let restarted = Date()
-        async let declaredBack = cluster.recovery("/v1/windows/\(declared)", since: restarted, timeout: 10)
-        let gone = await cluster.answersUntil(path, since: restarted) { $0 == 404 }
-        Self.note("windows restart: answers after the restart, \(gone)")
-        #expect(gone.filter { $0.hasSuffix("404 not_found") }.count == 3, "\(gone)")
-        let back = await declaredBack
-        Self.note("windows restart: the declared window served again in \(secondsList(back))")
-        #expect(back.allSatisfy { $0 != nil }, "\(back)")
+        let (killed, restarted) = try await cluster.restartRedisEmpty(
+            shared: path, declared: "/v1/windows/\(declared)", what: "window")
         let recreate = try await onThread { try cluster.ushers[1].call("PUT", path, Self.body) }
         #expect(recreate.status == 201, "\(recreate.text)")
         let recreated = Date()
