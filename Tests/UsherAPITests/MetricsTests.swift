@@ -82,6 +82,24 @@ import Testing
         #expect(Self.parse(out.text).first?.labels["name"] == "a\"b\\c\nd")
     }
 
+    /// Integers below 2^53 (exact in a Double) print whole, a Redis
+    /// machine's µs-based version (~1.8e15) included.
+    @Test func integersBelowTwoToThe53PrintWhole() {
+        #expect(PrometheusText.format(1_796_142_459_963_773) == "1796142459963773")
+        #expect(PrometheusText.format(1e15) == "1000000000000000")
+        #expect(PrometheusText.format(9_007_199_254_740_991) == "9007199254740991")
+        #expect(PrometheusText.format(-9_007_199_254_740_991) == "-9007199254740991")
+        // From 2^53 on (and for fractions), the Double's own text, as before.
+        #expect(PrometheusText.format(0x1p53) == "9007199254740992.0")
+        #expect(PrometheusText.format(1e300) == "1e+300")
+        #expect(PrometheusText.format(1_796_142_459_963_773.5) == "1796142459963773.5")
+        #expect(PrometheusText.format(-0.0) == "0")
+        #expect(PrometheusText.format(0.25) == "0.25")
+        var out = PrometheusText()
+        out.sample("usher_machine_version", ["name": "m"], 1_796_142_459_963_773)
+        #expect(out.text == "usher_machine_version{name=\"m\"} 1796142459963773\n")
+    }
+
     @Test func routeSlotsAndOtherSeriesAreCountedApart() {
         let metrics = HTTPMetrics(routes: [("GET", "/a/{x}"), ("POST", "/a/{x}")])
         metrics.record(slot: 0, route: "/a/{x}", method: "GET", status: 200, seconds: 0.001)

@@ -78,7 +78,11 @@ import Testing
         #expect(Self.value(onB, "usher_pipeline_ready", "pipelines", "pl") == 2)
         #expect(Self.value(onB, "usher_resource_events_total", "pipelines", "pl", ["event": "pushed"]) == 2)
         #expect(Self.value(onB, "usher_machine_state", "machines", "m", ["state": "NotReady"]) == 1)
-        #expect(Self.value(onB, "usher_machine_version", "machines", "m") != nil)
+        // Its version (µs-based, above 1e15) prints as an integer.
+        #expect((Self.value(onB, "usher_machine_version", "machines", "m") ?? 0) > 1e15)
+        let versionLine = try await b.call("GET", "/metrics").text.split(separator: "\n")
+            .first { $0.hasPrefix("usher_machine_version{") && $0.contains("name=\"m\"") }
+        #expect(versionLine?.split(separator: " ").last?.allSatisfy(\.isNumber) == true, "\(versionLine ?? "")")
         // Not kept in Redis: left out rather than shown as 0.
         #expect(Self.value(onB, "usher_resource_oldest_waiting_age_seconds", "pipelines", "pl") == nil)
         #expect(!onB.contains { $0.name.hasPrefix("usher_resource_wait_seconds") && $0.labels["name"] != "local" })

@@ -77,11 +77,15 @@ struct PrometheusText {
         }
     }
 
-    /// A sample value: integers without a fraction, `+Inf`, `-Inf`, `NaN`.
+    /// 2^53: every integer below it is exact in a `Double`, so it prints whole.
+    private static let exactIntegerLimit = 0x1p53
+
+    /// A sample value: integers below 2^53 without a fraction (a Redis
+    /// machine's µs-based version too), `+Inf`, `-Inf`, `NaN`.
     static func format(_ value: Double) -> String {
         if value.isNaN { return "NaN" }
         if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
-        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        if value == value.rounded(), abs(value) < exactIntegerLimit { return String(Int64(value)) }
         return String(value)
     }
 }

@@ -84,16 +84,12 @@ final class RedisScrape: Sendable {
         ) {
             self.started = started
             Task { [self] in
-                await withTaskGroup(of: Void.self) { group in
-                    for resource in resources {
-                        group.addTask {
-                            do throws(SampleMissed) {
-                                let sample = try await resource.redisMetricsSample()
-                                self.state.withLock { if let sample { $0.samples.append(sample) } }
-                            } catch {
-                                self.state.withLock { $0.missed += 1 }
-                            }
-                        }
+                await resources.forEachAtOnce { resource in
+                    do throws(SampleMissed) {
+                        let sample = try await resource.redisMetricsSample()
+                        self.state.withLock { if let sample { $0.samples.append(sample) } }
+                    } catch {
+                        self.state.withLock { $0.missed += 1 }
                     }
                 }
                 let waiters = state.withLock { state in

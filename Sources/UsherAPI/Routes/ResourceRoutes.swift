@@ -31,16 +31,14 @@ enum ResourceRoutes {
         }
         let shared = page.resources.compactMap { $0 as? any SharedResource }
         guard !shared.isEmpty else { return .respond(reply(page.resources.map { $0.summary() })) }
-        // Summaries of Redis-backed resources need their counts from Redis.
+        // Summaries of Redis-backed resources need their counts from Redis:
+        // the page's are asked at once; the first that fails, in the list's
+        // order, is the answer.
         let resources = page.resources
         return call.app.later { () async throws(APIError) -> HTTPResponse in
-            var items: [JSONValue] = []
-            for resource in resources {
-                if let shared = resource as? any SharedResource {
-                    items.append(try await shared.sharedSummary().value())
-                } else {
-                    items.append(resource.summary())
-                }
+            let items = try await resources.mapAtOnce { (resource) async throws(APIError) -> JSONValue in
+                guard let shared = resource as? any SharedResource else { return resource.summary() }
+                return try await shared.sharedSummary().value()
             }
             return reply(items)
         }
