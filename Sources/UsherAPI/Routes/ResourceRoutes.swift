@@ -23,24 +23,31 @@ enum ResourceRoutes {
         let after = try Paging.cursor(query) { Names.isValid($0) ? $0 : nil }
         let page = call.app.registry.list(kind, after: after, limit: limit)
         let maxBytes = call.app.config.maxResponseBytes
-        @Sendable func reply(_ items: [JSONValue]) -> HTTPResponse {
-            let list = ListBody(kind: kind, items: items, nextCursor: nil)
+        @Sendable func reply(_ listed: [(name: String, item: JSONValue)]) -> HTTPResponse {
+            let list = ListBody(kind: kind, items: listed.map(\.item), nextCursor: nil)
             return Paging.reply(
-                list, list: \.items, nextCursor: \.nextCursor, cursors: page.resources.map(\.name), more: page.more,
+                list, list: \.items, nextCursor: \.nextCursor, cursors: listed.map(\.name), more: page.more,
                 maxBytes: maxBytes, body: { $0 }, itemSize: { Wire.bytes($0).count })
         }
-        let shared = page.resources.compactMap { $0 as? any SharedResource }
-        guard !shared.isEmpty else { return .respond(reply(page.resources.map { $0.summary() })) }
-        // Summaries of Redis-backed resources need their counts from Redis:
-        // the page's are asked at once; the first that fails, in the list's
-        // order, is the answer.
         let resources = page.resources
-        return call.app.later { () async throws(APIError) -> HTTPResponse in
-            let items = try await resources.mapAtOnce { (resource) async throws(APIError) -> JSONValue in
+        guard resources.contains(where: { $0 is any SharedResource }) else {
+            return .respond(reply(resources.map { ($0.name, $0.summary()) }))
+        }
+        // Summaries of Redis-backed resources need their counts from Redis:
+        // the page's are asked at once. One deleted through another instance
+        // (its notice not heard here yet) is left out and forgotten; any other
+        // failure, the first in the list's order, is the answer.
+        let app = call.app
+        return app.later { () async throws(APIError) -> HTTPResponse in
+            let items = try await resources.mapAtOnce { (resource) async throws(APIError) -> JSONValue? in
                 guard let shared = resource as? any SharedResource else { return resource.summary() }
-                return try await shared.sharedSummary().value()
+                do throws(APIError) { return try await shared.sharedSummary().value() } catch  where error.status == 410
+                {
+                    app.registry.forget(kind, resource.name)
+                    return nil
+                }
             }
-            return reply(items)
+            return reply(zip(resources, items).compactMap { resource, item in item.map { (resource.name, $0) } })
         }
     }
 
