@@ -96,6 +96,9 @@ import Testing
         let failed = try await a.send("POST", "/v1/queues/\(lost)/visitors", #"{"id": "v"}"#)
         #expect(failed.status == 503 && failed.code == "backend_unavailable")
         #expect(failed.headers["retry-after"] != nil)
+        // Looked up anew (as by an instance that has not heard of it): 503 too, not 404.
+        a.app.registry.forget(.queues, lost)
+        #expect(try await a.send("GET", "/v1/queues/\(lost)").status == 503)
         for name in up {
             #expect(try await a.send("POST", "/v1/queues/\(name)/visitors", #"{"id": "v"}"#).status == 201, "\(name)")
         }

@@ -104,6 +104,26 @@ import Testing
         #expect(try await s.call("POST", "/v1/queues/local/visitors", "{}").status == 201)
     }
 
+    @Test func aQueueBeingDeletedIsNotTakenUpAgainByAnotherServer() async throws {
+        let redis = try await RedisServer()
+        let a = try await BackendLiveServer(.redis, redis: redis)
+        let b = try await BackendLiveServer(.redis, redis: redis)
+        #expect(try await a.call("PUT", "/v1/queues/q", a.put(#"{"capacity": 1}"#)).status == 201)
+        #expect(try await b.call("GET", "/v1/queues/q").status == 200)
+        // A deletion between its script (keys gone, `deleted` published: B
+        // forgets the queue) and the index's entry going.
+        _ = try await redis.connection().command(["DEL", "usher:{queue:q}:meta"])
+        let notice = #"{"kind": "queue", "name": "q", "time": "1", "deleted": true}"#
+        _ = try await redis.connection().command(["PUBLISH", "usher:notices", notice])
+        #expect(await poll(5) { (try? b.live.app.registry.resource(.queues, "q")) == nil })
+        let onB = try await b.call("GET", "/v1/queues/q")
+        #expect(onB.status == 404 && onB.code == "not_found", "\(onB.status) \(onB.text)")
+        _ = try await redis.connection().command(["HDEL", "usher:resources", "queue:q"])
+        #expect(try await b.call("GET", "/v1/queues/q").status == 404)
+        #expect(try await b.call("PUT", "/v1/queues/q", b.put(#"{"capacity": 2}"#)).status == 201)
+        #expect(try await b.call("GET", "/v1/queues/q").status == 200)
+    }
+
     @Test func metricsSayWhetherRedisIsHeardWithoutAskingIt() async throws {
         let s = try await BackendLiveServer(.redis, #"{"queues": {"shared": {"capacity": 1}}}"#)
         let redis = try #require(s.redis)

@@ -295,11 +295,15 @@ package final class UsherApp: HTTPHandler {
     }
 
     /// A resource this process does not know may have been created through
-    /// another instance a moment ago: looks it up in Redis's index.
+    /// another instance a moment ago: looks it up in Redis's index. One the
+    /// index names without its keys is being deleted (the entry goes after
+    /// the keys), or was lost by a master back empty: not adopted, so 404.
+    /// One whose master does not answer is adopted (it answers 503).
     func discoverShared(_ kind: ResourceKind, _ name: String) async -> Bool {
-        guard let redis, Self.sharedKind(kind) != nil,
-            (try? await redis.isIndexed(kind: kind.noun, name: name)) == true
-        else { return false }
+        guard let redis, Self.sharedKind(kind) != nil else { return false }
+        async let indexed = try? redis.isIndexed(kind: kind.noun, name: name)
+        async let present = try? redis.hasKeys(kind: kind.noun, name: name)
+        guard await indexed == true, await present != false else { return false }
         return adoptShared(kind, name) != nil
     }
 

@@ -61,6 +61,12 @@ extension RedisBackend {
         try await command(["HEXISTS", indexKey, "\(kind):\(name)"], key: indexKey).int == 1
     }
 
+    /// True when the resource's keys are there (its `meta` hash, on its slot's master).
+    package func hasKeys(kind: String, name: String) async throws(ScriptFailure) -> Bool {
+        let meta = keys(kind: kind, name: name).key("meta")
+        return try await command(["EXISTS", meta], key: meta).int == 1
+    }
+
     /// Forgets a deleted resource (its script published `deleted` already).
     package func announceDeleted(kind: String, name: String) async throws(ScriptFailure) {
         _ = try await command(["HDEL", indexKey, "\(kind):\(name)"], key: indexKey)
@@ -100,9 +106,8 @@ extension RedisBackend {
     /// Looks for the entry's resource (its `meta` key, on its slot's master)
     /// and, when it is gone, removes the entry unless it was made again.
     private func check(_ entry: Entry) async -> Check {
-        let meta = keys(kind: entry.kind, name: entry.name).key("meta")
-        guard let exists = try? await command(["EXISTS", meta], key: meta).int else { return .unchecked }
-        guard exists == 0 else { return .alive }
+        guard let present = try? await hasKeys(kind: entry.kind, name: entry.name) else { return .unchecked }
+        guard !present else { return .alive }
         switch try? await removeEntry(kind: entry.kind, name: entry.name, token: entry.token) {
         case .removed?, .absent?: return .removed
         case .madeAgain?: return .alive
