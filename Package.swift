@@ -59,7 +59,8 @@ let package = Package(
         .target(
             name: "UsherRedis", dependencies: ["RedisClient", "UsherCore", "Locking"],
             resources: [
-                .embedInCode("Support/common.lua"), .embedInCode("Line/line.lua"), .embedInCode("Queue/queue.lua"),
+                .embedInCode("Support/common.lua"), .embedInCode("Support/index.lua"), .embedInCode("Line/line.lua"),
+                .embedInCode("Queue/queue.lua"),
                 .embedInCode("Machine/machine.lua"), .embedInCode("Pipeline/pipeline.lua"),
                 .embedInCode("Window/window.lua"),
                 .embedInCode("Pool/pool.lua"),

@@ -8,15 +8,17 @@ import Testing
 
 /// Two Usher servers on a three-master Redis Cluster (`"cluster": true`):
 /// resources spread over every master, wake-ups through notices published
-/// on any node, and a master stopped and started again.
+/// on any node, and a master stopped and started again, or restarted empty.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct ClusterLiveTests {
-    static func config(_ cluster: RedisClusterServer) -> String {
-        """
-        {"redis": {"url": "\(cluster.seedURL)", "cluster": true},
-         "definitions": {"gate": {"initial": "closed",
-           "transitions": [{"event": "open", "from": "closed", "to": "opened"},
-                           {"event": "close", "from": "opened", "to": "closed"}]}}}
-        """
+    /// `declared` names a queue the config file keeps in Redis.
+    static func config(_ cluster: RedisClusterServer, declared: String? = nil) -> String {
+        let queues = declared.map { #""queues": {"\#($0)": {"capacity": 1, "backend": "redis"}},"# } ?? ""
+        return """
+            {"redis": {"url": "\(cluster.seedURL)", "cluster": true}, \(queues)
+             "definitions": {"gate": {"initial": "closed",
+               "transitions": [{"event": "open", "from": "closed", "to": "opened"},
+                               {"event": "close", "from": "opened", "to": "closed"}]}}}
+            """
     }
 
     /// The master that holds a resource's keys (at the start).
@@ -94,22 +96,25 @@ import Testing
         let failed = try await a.send("POST", "/v1/queues/\(lost)/visitors", #"{"id": "v"}"#)
         #expect(failed.status == 503 && failed.code == "backend_unavailable")
         #expect(failed.headers["retry-after"] != nil)
+        // Looked up anew (as by an instance that has not heard of it): 503 too, not 404.
+        a.app.registry.forget(.queues, lost)
+        #expect(try await a.send("GET", "/v1/queues/\(lost)").status == 503)
         for name in up {
             #expect(try await a.send("POST", "/v1/queues/\(name)/visitors", #"{"id": "v"}"#).status == 201, "\(name)")
         }
         #expect(try await a.send("POST", "/v1/queues/local/visitors", #"{"id": "v"}"#).status == 201)
         #expect(try await a.send("GET", "/readyz").status == 200)  // other masters answer
 
-        // Back, empty (no persistence): the queue is gone (410: the index, on
-        // another master, still names it), and a PUT makes it anew.
+        // Back, empty (no persistence): the queue is gone, and so is its entry
+        // in the index (on another master): 404, and a PUT makes it anew.
         try await cluster.nodes[down].start()
         try await cluster.waitUntilSettled()
         var answer: TestHTTPClient.Response?
         let answered = try await poll(10) {
             answer = try await a.send("GET", "/v1/queues/\(lost)")
-            return answer?.status != 503
+            return answer?.status == 404
         }
-        #expect(answered && answer?.code == "gone", "\(answer?.status ?? 0) \(answer?.text ?? "")")
+        #expect(answered, "\(answer?.status ?? 0) \(answer?.text ?? "")")
         #expect(try await a.send("PUT", "/v1/queues/\(lost)", #"{"capacity": 1, "backend": "redis"}"#).status == 201)
         #expect(try await a.send("POST", "/v1/queues/\(lost)/visitors", #"{"id": "v"}"#).status == 201)
 
@@ -127,6 +132,53 @@ import Testing
             })
         #expect(try await poll(10) { try await a.send("GET", "/readyz").status == 200 })
         #expect(try await a.send("POST", "/v1/queues/\(elsewhere)/visitors", #"{"id": "x"}"#).status == 201)
+    }
+
+    @Test func aMasterBackEmptyLosesItsResourcesForEveryInstanceAndRemakesTheDeclared() async throws {
+        let cluster = try await RedisClusterServer()
+        // Not the seed (the subscriber's node) nor the index hash's master.
+        let index = RedisClusterServer.nodeIndex(ofKey: "usher:resources")
+        let down = try #require([1, 2].first { $0 != index })
+        let onDown = Self.names("queue", on: down, count: 2)
+        let (lost, declared) = (onDown[0], onDown[1])
+        let kept = Self.names("queue", on: index, count: 1)[0]
+        let config = Self.config(cluster, declared: declared)
+        let a = try LiveServer(config)
+        let b = try LiveServer(config)
+        #expect(try await poll(10) { try await a.send("GET", "/v1/queues/\(declared)").status == 200 })
+        for name in [lost, kept] {
+            #expect(
+                try await a.send("PUT", "/v1/queues/\(name)", #"{"capacity": 1, "backend": "redis"}"#).status == 201)
+        }
+        for name in [lost, kept, declared] {
+            #expect(try await a.send("POST", "/v1/queues/\(name)/visitors", #"{"id": "v"}"#).status == 201, "\(name)")
+            #expect(try await b.send("GET", "/v1/queues/\(name)/visitors/v").status == 200, "\(name)")
+        }
+
+        // Restarted empty (no persistence) while both servers know its queues.
+        cluster.nodes[down].stop()
+        try await cluster.nodes[down].start()
+        try await cluster.waitUntilSettled()
+        let started = Date()
+        #expect(
+            try await poll(10) {
+                let onA = try await a.send("GET", "/v1/queues/\(lost)").status
+                let onB = try await b.send("GET", "/v1/queues/\(lost)").status
+                return onA == 404 && onB == 404
+            })
+        #expect(Date().timeIntervalSince(started) < 5)
+        for server in [a, b] {
+            let answer = try await server.send("GET", "/v1/queues/\(lost)")
+            #expect(answer.status == 404 && answer.code == "not_found", "\(answer.status) \(answer.text)")
+            // The declared queue is made again, empty; the one on another master keeps its visitor.
+            #expect(try await poll(5) { try await server.send("GET", "/v1/queues/\(declared)").status == 200 })
+            let listed = try await server.send("GET", "/v1/queues").json["queues"] as? [[String: Any]]
+            #expect(Set(listed?.compactMap { $0["name"] as? String } ?? []) == [kept, declared])
+            #expect(try await server.send("GET", "/v1/queues/\(declared)/visitors/v").status == 404)
+            #expect(try await server.send("GET", "/v1/queues/\(kept)/visitors/v").status == 200)
+        }
+        #expect(try await b.send("POST", "/v1/queues/\(declared)/visitors", #"{"id": "w"}"#).status == 201)
+        #expect(try await a.send("GET", "/v1/queues/\(declared)/visitors/w").status == 200)
     }
 }
 

@@ -221,7 +221,7 @@ package final class UsherApp: HTTPHandler {
 
     /// Reads Redis's index again: adopts what this process missed, forgets
     /// what was deleted meanwhile (or lost, when Redis restarted empty), and
-    /// applies what came due. The subscriber may be back before the command
+    /// applies what came due; then, after a restart, cleans the index. The subscriber may be back before the command
     /// connections' back-off ends: the read is retried for up to 10 s.
     private func resynchronizeShared() async {
         guard let redis else { return }
@@ -244,30 +244,70 @@ package final class UsherApp: HTTPHandler {
             if let shared = adoptShared(kind, name) as? any SharedResource { await shared.catchUp() }
         }
         for (kind, name) in before where !known.contains("\(kind.noun):\(name)") { registry.forget(kind, name) }
-        // Redis restarted or failed over: what the file declares and Redis lost is made again.
+        await afterRedisRestart(redis, known: known)
+    }
+
+    /// When Redis restarted or failed over (a new `run_id`; on a cluster,
+    /// any master's), and at the first look: removes from the index what it
+    /// lost, and makes again what the file declares and it lost. `known`:
+    /// the `kind:name` the index held when read just before.
+    private func afterRedisRestart(_ redis: RedisBackend, known: Set<String>) async {
         guard let runID = try? await redis.serverRunID() else { return }
         let previous = redisRunID.withLock { id in
             defer { id = runID }
             return id
         }
-        guard let previous, previous != runID else { return }
-        let lost = declaredShared.withLock { $0 }.filter { !known.contains("\($0.kind.noun):\($0.name)") }
-        if !lost.isEmpty {
+        guard previous != runID else { return }
+        let (lost, checkedAll) = await removeLostShared(redis)
+        // Some master did not answer: the next resynchronization looks again.
+        if !checkedAll { redisRunID.withLock { if $0 == runID { $0 = previous } } }
+        let remade = declaredShared.withLock { $0 }.filter { declaration in
+            let key = "\(declaration.kind.noun):\(declaration.name)"
+            // At the first look, the declared resources are being made already (`createDeclaredShared`).
+            return lost.contains(key) || (previous != nil && !known.contains(key))
+        }
+        if !remade.isEmpty {
             logger.warn(
                 "redis restarted: declared resources it lost are made again",
-                [("resources", .array(lost.map { .string("\($0.kind.rawValue)/\($0.name)") }))])
-            declareShared(lost)
+                [("resources", .array(remade.map { .string("\($0.kind.rawValue)/\($0.name)") }))])
+            declareShared(remade)
         }
     }
 
+    /// Removes from Redis's index the resources a master lost (a Cluster
+    /// master back empty: the index, on another, still names them); every
+    /// instance hears they are deleted, and this one forgets them at once.
+    /// Masters that do not answer are asked again for up to 10 s. Answers
+    /// the `kind:name` of each lost resource, and whether every entry was checked.
+    private func removeLostShared(_ redis: RedisBackend) async -> (lost: Set<String>, checkedAll: Bool) {
+        var lost = Set<String>()
+        for attempt in 0..<50 where !isStopping {
+            if attempt > 0 { try? await Task.sleep(for: .milliseconds(200)) }
+            guard let found = try? await redis.removeLost() else { continue }
+            for (noun, name) in found.removed {
+                lost.insert("\(noun):\(name)")
+                if let kind = ResourceKind(noun: noun) { registry.forget(kind, name) }
+            }
+            if !found.removed.isEmpty {
+                logger.warn(
+                    "redis lost resources: removed from the index",
+                    [("resources", .array(found.removed.map { .string("\($0.kind)/\($0.name)") }))])
+            }
+            if found.unchecked == 0 { return (lost, true) }
+        }
+        return (lost, false)
+    }
+
     /// A resource this process does not know may have been created through
-    /// another instance a moment ago: looks it up in Redis's index (and
-    /// adopts it only while its keys are there: a deletion's notice may have
-    /// passed already, and nothing would tell this process again).
+    /// another instance a moment ago: looks it up in Redis's index. One the
+    /// index names without its keys is being deleted (the entry goes after
+    /// the keys), or was lost by a master back empty: not adopted, so 404.
+    /// One whose master does not answer is adopted (it answers 503).
     func discoverShared(_ kind: ResourceKind, _ name: String) async -> Bool {
-        guard let redis, Self.sharedKind(kind) != nil,
-            (try? await redis.isLive(kind: kind.noun, name: name)) == true
-        else { return false }
+        guard let redis, Self.sharedKind(kind) != nil else { return false }
+        async let indexed = try? redis.isIndexed(kind: kind.noun, name: name)
+        async let present = try? redis.hasKeys(kind: kind.noun, name: name)
+        guard await indexed == true, await present != false else { return false }
         return adoptShared(kind, name) != nil
     }
 

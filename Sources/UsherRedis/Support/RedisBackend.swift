@@ -127,45 +127,6 @@ package final class RedisBackend: Sendable {
         _ = listeners.withLock { $0.removeValue(forKey: "\(kind):\(name)") }
     }
 
-    // MARK: The index of resources
-
-    /// The hash of every Redis-backed resource: `kind:name` → the time it was created.
-    private var indexKey: String { "\(settings.keyPrefix)resources" }
-
-    /// Every Redis-backed resource, as (kind, name).
-    package func indexedResources() async throws(ScriptFailure) -> [(kind: String, name: String)] {
-        let reply = try await command(["HKEYS", indexKey], key: indexKey)
-        return (reply.array ?? []).compactMap { item in
-            guard let text = item.string, let colon = text.firstIndex(of: ":") else { return nil }
-            return (String(text[..<colon]), String(text[text.index(after: colon)...]))
-        }
-    }
-
-    /// How many resources the index holds.
-    package func indexedCount() async throws(ScriptFailure) -> Int {
-        Int(try await command(["HLEN", indexKey], key: indexKey).int ?? 0)
-    }
-
-    /// Records a resource created through this instance and tells every instance.
-    package func announceCreated(kind: String, name: String) async throws(ScriptFailure) {
-        _ = try await command(["HSET", indexKey, "\(kind):\(name)", "1"], key: indexKey)
-        _ = try await command(["PUBLISH", channel, Self.membershipNotice(kind: kind, name: name, created: true)])
-    }
-
-    /// True when the index names the resource (created through some instance)
-    /// and its keys are there: one whose deletion has begun (its keys go
-    /// before its index entry) or that a restarted Cluster master lost is not.
-    package func isLive(kind: String, name: String) async throws(ScriptFailure) -> Bool {
-        guard try await command(["HEXISTS", indexKey, "\(kind):\(name)"], key: indexKey).int == 1 else { return false }
-        let meta = keys(kind: kind, name: name).key("meta")
-        return try await command(["EXISTS", meta], key: meta).int == 1
-    }
-
-    /// Forgets a deleted resource (its script published `deleted` already).
-    package func announceDeleted(kind: String, name: String) async throws(ScriptFailure) {
-        _ = try await command(["HDEL", indexKey, "\(kind):\(name)"], key: indexKey)
-    }
-
     /// A plain command (on `key` when it has one, so that a cluster routes it);
     /// an error reply or no answer is a `ScriptFailure`.
     package func command(_ arguments: [String], key: String? = nil) async throws(ScriptFailure) -> RedisReply {
