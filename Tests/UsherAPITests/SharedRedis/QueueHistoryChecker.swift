@@ -82,12 +82,20 @@ struct VisitorOutcome: Sendable {
 ///    grant. "First" and "before" must be certain despite the milliseconds
 ///    (the entry intervals do not overlap). A is still in the line at B's
 ///    grant when A's own grant has the higher fence, or A left ungranted
-///    (cancelled) in a later millisecond than B's grant. Visitors that never
+///    (cancelled) in a later millisecond than B's grant. A hold that expired
+///    is applied at its expiry instant, but the grant it frees is dated when
+///    the script runs (the next operation or timer, milliseconds later, so
+///    that the holder gets its whole hold): B's grant may have been decided
+///    at an expiry up to `catchUpMilliseconds` before its date, so a higher
+///    priority A that entered after such an expiry (and B before it) is not
+///    counted as ahead. Visitors that never
 ///    entered the line (merged; the newcomer of an opposite pair; cancelled
 ///    while delayed) are left out, and so are the few whose entry cannot be
 ///    told apart from their partner's or their cancel (counted as `unsure`).
 struct QueueHistoryChecker {
     let capacity: Int
+    /// How long after an expiry its freed slot's grant may be dated.
+    var catchUpMilliseconds: Int64 = 1000
 
     struct Report: Sendable {
         var violations: [String] = []
@@ -223,6 +231,17 @@ struct QueueHistoryChecker {
         }
     }
 
+    /// Whether `b`'s grant (dated `grantMs`) may have been decided at an
+    /// expiry that came certainly after `b` entered and before `a` did.
+    private func decidedAtAnExpiry(
+        before a: VisitorOutcome, forGrantAt grantMs: Int64, of b: VisitorOutcome, _ expiries: [Int64]
+    ) -> Bool {
+        expiries.contains { x in
+            x <= grantMs && grantMs - x <= catchUpMilliseconds && b.entry.upperBound <= x * 1000
+                && (x + 1) * 1000 <= a.entry.lowerBound
+        }
+    }
+
     private func checkOrder(_ visitors: [VisitorOutcome], _ report: inout Report) {
         let byID = Dictionary(visitors.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         var inLine: [VisitorOutcome] = []
@@ -234,6 +253,7 @@ struct QueueHistoryChecker {
             }
         }
         let grantedInLine = inLine.filter { $0.grantedAt != nil && $0.fence != nil }
+        let expiries = visitors.filter { $0.status == "expired" }.compactMap(\.finishedAt).sorted()
         for b in grantedInLine {
             let (grantMs, grantFence) = (b.grantedAt!, b.fence!)
             for a in inLine where a.id != b.id && a.priority >= b.priority {
@@ -241,7 +261,9 @@ struct QueueHistoryChecker {
                 if a.priority == b.priority {
                     ahead = a.entry.upperBound < b.entry.lowerBound
                 } else {
-                    ahead = a.entry.upperBound < grantMs * 1000
+                    ahead =
+                        a.entry.upperBound < grantMs * 1000
+                        && !decidedAtAnExpiry(before: a, forGrantAt: grantMs, of: b, expiries)
                 }
                 guard ahead else { continue }
                 if a.priority == b.priority { report.fifoPairs += 1 } else { report.priorityPairs += 1 }

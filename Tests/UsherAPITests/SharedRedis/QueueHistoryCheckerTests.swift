@@ -76,6 +76,28 @@ import Testing
         #expect(report.violations.contains { $0.hasPrefix("priority: d") }, "\(report.violations)")
     }
 
+    /// A slot an expiry freed is granted when the next script runs: the
+    /// grant, dated then, may follow a higher priority's entry that came
+    /// after the expiry. Within the catch-up it is not an inversion; later it is.
+    @Test func aGrantDecidedAtAnEarlierExpiryIsNoInversion() {
+        let checker = QueueHistoryChecker(capacity: 1)
+        var holder = held("h", 10, 100, enqueued: 0)
+        holder.status = "expired"
+        holder.expiresAt = Self.t0 + 100
+        let low = held("low", 112, 150, enqueued: 20)  // decided at 100, dated 112
+        var high = VisitorOutcome(
+            id: "high", status: "cancelled", priority: 5, enqueuedAt: Self.t0 + 105, finishedAt: Self.t0 + 140,
+            reason: "client")
+        high.delayMicros = 0
+        #expect(checker.check([holder, low, high]).violations.isEmpty)
+        // Dated more than catchUpMilliseconds after the expiry: the higher priority was ahead.
+        let strict = QueueHistoryChecker(capacity: 1, catchUpMilliseconds: 5)
+        #expect(strict.check([holder, low, high]).violations.contains { $0.hasPrefix("priority: low") })
+        // A grant freed by a completion (dated when it happens) has no such excuse.
+        holder.status = "completed"
+        #expect(checker.check([holder, low, high]).violations.contains { $0.hasPrefix("priority: low") })
+    }
+
     @Test func delayedAndOppositeVisitorsEnterTheLineWhenTheyShould() {
         // n was delayed 500 ms: it entered the line after d and e, so their grants are fine.
         var delayed = held("n", 600, 650, enqueued: 5)
