@@ -133,6 +133,94 @@ import Testing
         }
     }
 
+    // MARK: - Retries with the same id
+
+    /// The client's first request was answered a grant it never saw; its
+    /// retry with the same id is answered that grant; the first request's
+    /// undo, coming after, must leave it alone: the client holds it now.
+    @Test func aGrantAnsweredToARetryOutlivesTheFirstRequestsUndo() async throws {
+        let h = try DisconnectHarness(#"{"queues": {"deploy": {"capacity": 1, "hold_seconds": 60}}}"#)
+        _ = try h.now("POST", "/v1/queues/deploy/visitors", body: #"{"id": "a"}"#)
+        let parked = try h.park("POST", "/v1/queues/deploy/visitors", [("wait", "30")], body: #"{"id": "b"}"#)
+        _ = try h.now("POST", "/v1/queues/deploy/visitors", body: #"{"id": "c"}"#)
+        let queue = try h.queue("deploy")
+        await h.eventually { await queue.waiterCount == 1 }
+        _ = try h.now("POST", "/v1/queues/deploy/visitors/a/complete")
+        let first = await parked.value
+        #expect(first.json["status"].text == "granted")
+        let retry = try h.now("POST", "/v1/queues/deploy/visitors", body: #"{"id": "b"}"#)
+        #expect(retry.status == 200 && retry.json["status"].text == "granted")
+        #expect(retry.json["fence"] == first.json["fence"])
+        try undo(first)
+        let b = try h.now("GET", "/v1/queues/deploy/visitors/b").json
+        #expect(b["status"].text == "granted" && b["fence"] == first.json["fence"])
+        #expect(try h.now("GET", "/v1/queues/deploy/visitors/c").json["status"].text == "waiting")
+        // Nor does the retry's own undo: which answer reached the client is unknown.
+        try undo(retry)
+        #expect(try h.now("GET", "/v1/queues/deploy/visitors/b").json["status"].text == "granted")
+    }
+
+    /// A retry that parks beside the first request: both are answered the
+    /// grant, and the first one's undo leaves it to the retry.
+    @Test func aParkedRetryKeepsTheGrantTheFirstRequestCouldNotDeliver() async throws {
+        let h = try DisconnectHarness(#"{"queues": {"deploy": {"capacity": 1, "hold_seconds": 60}}}"#)
+        _ = try h.now("POST", "/v1/queues/deploy/visitors", body: #"{"id": "a"}"#)
+        let first = try h.park("POST", "/v1/queues/deploy/visitors", [("wait", "30")], body: #"{"id": "b"}"#)
+        let queue = try h.queue("deploy")
+        await h.eventually { await queue.waiterCount == 1 }
+        let retry = try h.park("POST", "/v1/queues/deploy/visitors", [("wait", "30")], body: #"{"id": "b"}"#)
+        await h.eventually { await queue.waiterCount == 2 }
+        _ = try h.now("POST", "/v1/queues/deploy/visitors/a/complete")
+        let (firstAnswer, retryAnswer) = (await first.value, await retry.value)
+        #expect(firstAnswer.json["status"].text == "granted" && retryAnswer.json["status"].text == "granted")
+        try undo(firstAnswer)
+        #expect(try h.now("GET", "/v1/queues/deploy/visitors/b").json["status"].text == "granted")
+    }
+
+    /// The other order: an undo that came first is what the retry is told.
+    @Test func aRetryAfterTheUndoIsToldTheGrantWasTakenBack() async throws {
+        let h = try DisconnectHarness(#"{"queues": {"deploy": {"capacity": 1, "hold_seconds": 60}}}"#)
+        let first = try h.now("POST", "/v1/queues/deploy/visitors", body: #"{"id": "a"}"#)
+        try undo(first)
+        let retry = try h.now("POST", "/v1/queues/deploy/visitors", body: #"{"id": "a"}"#).json
+        #expect(retry["status"].text == "released" && retry["reason"].text == "undelivered")
+    }
+
+    @Test func aLeaseAnsweredToARetryOutlivesTheFirstRequestsUndo() async throws {
+        let h = try DisconnectHarness(#"{"pools": {"gpus": {"elements": ["g1"]}}}"#)
+        _ = try h.now("POST", "/v1/pools/gpus/fetch", body: #"{"id": "held"}"#)
+        let parked = try h.park("POST", "/v1/pools/gpus/fetch", [("wait", "30")], body: #"{"id": "w"}"#)
+        let pool = try h.pool("gpus")
+        await h.eventually { await pool.waiterCount == 1 }
+        _ = try h.now("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "held"}"#)
+        let first = await parked.value
+        #expect(first.json["lease"]?["status"].text == "active")
+        let retry = try h.now("POST", "/v1/pools/gpus/fetch", [("wait", "30")], body: #"{"id": "w"}"#)
+        #expect(retry.json["lease"]?["status"].text == "active")
+        #expect(retry.json["lease"]?["fence"] == first.json["lease"]?["fence"])
+        try undo(first)
+        try undo(retry)
+        let w = try h.now("GET", "/v1/pools/gpus/leases/w").json["lease"]
+        #expect(w?["status"].text == "active" && w?["reason"] == nil)
+        #expect(try h.now("GET", "/v1/pools/gpus").json["available"] == .int(0))
+    }
+
+    @Test func aParkedRetryKeepsTheLeaseTheFirstFetchCouldNotDeliver() async throws {
+        let h = try DisconnectHarness(#"{"pools": {"gpus": {"elements": ["g1"]}}}"#)
+        _ = try h.now("POST", "/v1/pools/gpus/fetch", body: #"{"id": "held"}"#)
+        let first = try h.park("POST", "/v1/pools/gpus/fetch", [("wait", "30")], body: #"{"id": "w"}"#)
+        let pool = try h.pool("gpus")
+        await h.eventually { await pool.waiterCount == 1 }
+        let retry = try h.park("POST", "/v1/pools/gpus/fetch", [("wait", "30")], body: #"{"id": "w"}"#)
+        await h.eventually { await pool.waiterCount == 2 }
+        _ = try h.now("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "held"}"#)
+        let (firstAnswer, retryAnswer) = (await first.value, await retry.value)
+        #expect(firstAnswer.json["lease"]?["status"].text == "active")
+        #expect(retryAnswer.json["lease"]?["status"].text == "active")
+        try undo(firstAnswer)
+        #expect(try h.now("GET", "/v1/pools/gpus/leases/w").json["lease"]?["status"].text == "active")
+    }
+
     // MARK: - Pools
 
     @Test func aWaitingFetchLeavesTheLineWhenItsClientHangsUp() async throws {

@@ -56,6 +56,25 @@ import Testing
         #expect(try e.visitor(id: "b", now: F.at(10)).status == .granted)
     }
 
+    /// An enqueue naming a known id (a client's retry) may be the answer
+    /// that carried the grant: no undo takes that grant back afterwards,
+    /// whether the retry found it granted or still waiting.
+    @Test func undoGrantLeavesAGrantARetryNamedAlone() throws {
+        var e = F.engine(QueueConfig(capacity: 1, holdSeconds: 60))
+        let a = try e.add("a")
+        try e.add("b")
+        let retry = try e.enqueue(VisitorRequest(id: "a"), now: F.at(1))
+        #expect(retry.view == a && !retry.created)
+        #expect(e.undoGrant(id: "a", fence: try #require(a.fence), now: F.at(1)) == nil)
+        #expect(try e.visitor(id: "a", now: F.at(1)).status == .granted)
+        _ = try e.enqueue(VisitorRequest(id: "b"), now: F.at(2))
+        _ = try e.complete(id: "a", now: F.at(3))
+        let b = try e.visitor(id: "b", now: F.at(3))
+        #expect(b.status == .granted)
+        #expect(e.undoGrant(id: "b", fence: try #require(b.fence), now: F.at(4)) == nil)
+        #expect(e.counts.holding == 1 && e.counts.releasedTotal == 0)
+    }
+
     // MARK: - The queue's long-poll
 
     func queue(_ config: QueueConfig = QueueConfig(capacity: 1, holdSeconds: 60), events: EventLog? = nil)

@@ -68,6 +68,23 @@ import Testing
         #expect(await poll { rig.eventTypes == ["leased a", "recycled a"] }, "\(rig.eventTypes)")
         await rig.stop()
     }
+
+    /// A retry with the same id answered the lease: the undo of the fetch
+    /// before it leaves the lease alone (`b`, not retried, is the control).
+    @Test(arguments: Backend.allCases)
+    func aLeaseAnsweredToARetryIsNotUndone(_ backend: Backend) async throws {
+        let two = PoolConfig(elements: [PoolElementSpec(id: "e"), PoolElementSpec(id: "f")], leaseSeconds: 10)
+        let rig = try await Rig(backend, config: two)
+        let a = try await rig.pool.fetchLease(FetchRequest(id: "a")).value()
+        let b = try await rig.pool.fetchLease(FetchRequest(id: "b")).value()
+        #expect(try await rig.pool.fetchLease(FetchRequest(id: "a")).value() == a)
+        rig.pool.recycleUndelivered(id: "a", fence: try #require(a.fence))
+        rig.pool.recycleUndelivered(id: "b", fence: try #require(b.fence))
+        #expect(await poll { (try? await rig.pool.readLease("b").value())?.status == .recycled })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await rig.pool.readLease("a").value() == a)
+        await rig.stop()
+    }
 }
 
 extension Result where Success == Lease, Failure == PoolError {

@@ -363,6 +363,22 @@ import Testing
         }
     }
 
+    /// A retry with the same id answered the grant: the undo of the request
+    /// before it leaves the grant alone (`b`, not retried, is the control).
+    @Test(arguments: both) func aGrantAnsweredToARetryIsNotUndone(_ backend: TestBackend) async throws {
+        try await Q.with(backend, QueueConfig(capacity: 2, holdSeconds: 60)) { q in
+            let a = try await q.enqueue("a")
+            let b = try await q.enqueue("b")
+            let retry = try await q.enqueueOutcome(VisitorRequest(id: "a"))
+            #expect(retry.view == a && !retry.created)
+            q.queue.releaseUndelivered(id: "a", fence: try #require(a.fence))
+            q.queue.releaseUndelivered(id: "b", fence: try #require(b.fence))
+            await eventually { (try? await q.status("b")) == .released }
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(try await q.status("a") == .granted)
+        }
+    }
+
     // MARK: Long-polls
 
     @Test(arguments: both) func longPollsAreWokenByACompleteFromAnotherTask(_ backend: TestBackend) async throws {

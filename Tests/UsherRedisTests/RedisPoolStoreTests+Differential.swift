@@ -20,6 +20,7 @@ extension RedisPoolStoreTests {
         #expect(counts.grownTotal > 0, "grown")
         #expect(run.withdrawn > 0, "withdrawn")
         #expect(run.waitedAndGranted > 0, "waited and granted")
+        #expect(run.undelivered > 0, "undelivered")
     }
 }
 
@@ -30,7 +31,7 @@ extension LeasePool {
     func fetchEnteringLine(_ r: FetchRequest) throws(PoolError) -> Lease {
         try checkLease(r.leaseSeconds)
         try run(nil) { (e, now) in e.advance(to: now) }
-        if let given = r.id, let known = engine.currentView(id: given) { return lease(known) }
+        if let given = r.id, let known = engine.noteRetry(id: given) { return lease(known) }
         try grow(forWaiters: 1)
         let v = try run(nil) { (e, now) throws(QueueError) in try e.enqueue(r.visitorRequest, now: now).view }
         return leaseNow(v.id)
@@ -58,6 +59,8 @@ struct PoolDifferentialRun {
     /// Redis fence -> memory fence of every lease seen.
     var fences: [Int64: Int64] = [:]
     var withdrawn = 0
+    /// Leases recycled `undelivered` (the others were retried, ended, or the fence was wrong).
+    var undelivered = 0
     /// Fetches that entered the line, to withdraw most often.
     var waitingIDs: [String] = []
     var waitedAndGranted = 0
@@ -97,7 +100,7 @@ struct PoolDifferentialRun {
             let element: String = chance(8) ? "x\(step % 7)" : pick(elementIDs)
             let seconds: Double? = pick([nil, nil, 2, 5, 0, 11, 0.5])
             let label: String
-            switch rng.next() % 14 {
+            switch rng.next() % 15 {
             case 0, 1, 2:
                 label = "fetch \(leaseID)"
                 let r = FetchRequest(id: leaseID, holder: holder, leaseSeconds: seconds)
@@ -168,6 +171,25 @@ struct PoolDifferentialRun {
                 try same(
                     mem { p throws(PoolError) in try p.apply(patch) },
                     await Self.redis { () async throws(PoolError) in try await store.apply(patch) }, label, step)
+            case 13:
+                // Mostly an active lease: most picks would find none to undo.
+                let active =
+                    (try? mem { p throws(PoolError) in try p.state(limit: 100) }.get())?.elements
+                    .compactMap { $0.lease?.status == .active ? $0.lease?.id : nil } ?? []
+                let leaseID = active.isEmpty || chance(4) ? leaseID : pick(active)
+                label = "undelivered \(leaseID)"
+                let memoryFence = memory.withIsolation { $0.engine.currentView(id: leaseID)?.fence }
+                let redisFence = fences.first { $0.value == memoryFence }?.key
+                let wrong: Int64 = chance(4) ? 1 : 0
+                let a = mem { p throws(PoolError) in
+                    try p.recycleUndelivered(lease: leaseID, fence: (memoryFence ?? 0) + wrong)
+                }
+                if case .success(_?) = a { undelivered += 1 }
+                try same(
+                    a,
+                    await Self.redis { () async throws(PoolError) in
+                        try await store.recycleUndelivered(lease: leaseID, fence: (redisFence ?? 0) + wrong)
+                    }, label, step)
             default:
                 label = "advance"
                 if chance(2), let next = memory.withIsolation({ $0.engine.nextDeadline }) {

@@ -190,6 +190,26 @@ struct PoolRig {
         #expect(try await rig.store.recycleUndelivered(lease: "a", fence: a.fence!) == nil)
     }
 
+    /// What `RedisPool.abandon` does for a fetch answered 503, after the
+    /// client's retry with the same id found it waiting and then got the
+    /// lease: the withdrawal finds it active and its recycle changes nothing.
+    @Test func anAbandonedFetchKeepsTheLeaseARetryWasAnswered() async throws {
+        let rig = try await PoolRig()
+        _ = try await rig.created(PoolConfig(elements: PoolRig.elements(1)))
+        _ = try await rig.store.fetch(FetchRequest(id: "held"))
+        #expect(try await rig.store.fetch(FetchRequest(id: "w"), waiting: true).status == .waiting)
+        #expect(try await rig.store.fetch(FetchRequest(id: "w"), waiting: true).status == .waiting)
+        _ = try await rig.store.recycle(lease: "held")
+        let w = try await rig.store.withdraw(id: "w")
+        #expect(w.status == .active)
+        #expect(try await rig.store.recycleUndelivered(lease: "w", fence: w.fence!) == nil)
+        #expect(try await rig.store.lease(id: "w") == w)
+        // A retry that found it active already: the same.
+        let again = try await rig.store.fetch(FetchRequest(id: "w"))
+        #expect(again == w)
+        #expect(try await rig.store.recycleUndelivered(lease: "w", fence: w.fence!) == nil)
+    }
+
     // MARK: - Elements and grow
 
     @Test func elementsAreAddedReplacedAndRemoved() async throws {

@@ -344,4 +344,22 @@ extension RedisQueueStoreTests {
         #expect(try await q.store.undoGrant(id: "a", fence: fence) == nil)
         #expect(try await q.store.undoGrant(id: "nobody", fence: fence) == nil)
     }
+
+    /// A retry with the same id was answered the grant: no undo takes it back
+    /// after that, nor one of a visitor a retry found still waiting.
+    @Test func aGrantARetryWasAnsweredIsNotUndone() async throws {
+        let q = try await Line(QueueConfig(capacity: 1))
+        let a = try await q.add("a")
+        let retry = try await q.store.enqueue(VisitorRequest(id: "a"), tryOnce: false)
+        #expect(!retry.created && retry.view == a)
+        let fence = try #require(a.fence)
+        #expect(try await q.store.undoGrant(id: "a", fence: fence) == nil)
+        #expect(try await q.status("a") == .granted)
+        try await q.add("b")
+        _ = try await q.store.enqueue(VisitorRequest(id: "b"), tryOnce: false)
+        _ = try await q.store.complete(id: "a")
+        let b = try await q.store.visitor(id: "b")
+        #expect(try await q.store.undoGrant(id: "b", fence: #require(b.fence)) == nil)
+        #expect(try await q.status("b") == .granted)
+    }
 }

@@ -209,7 +209,8 @@ extension OpenAPIDocument {
                 "on_disconnect", Schema.enumeration(["withdraw", "keep"]),
                 """
                 withdraw (default): when the client hangs up while the request waits, \(what); an answer that \
-                could not be handed to the client is undone (reason undelivered). keep: a hang-up only ends the wait
+                could not be handed to the client is undone (reason undelivered), unless a retry with the same id \
+                named it first. keep: a hang-up only ends the wait
                 """)
         }
 

@@ -51,15 +51,33 @@ extension QueueEngine {
     /// client: the holder leaves as `status` (`released`; a pool's lease
     /// `completed`, shown as recycled) with reason `undelivered`, and its slot
     /// passes on. Nil, changing nothing, when it no longer holds that grant
-    /// (it finished meanwhile, or the id now names a later visitor).
+    /// (it finished meanwhile, or the id now names a later visitor), and when
+    /// a retry named it (`noteRetry`): that answer may have carried the grant.
     package mutating func undoGrant(
         id: String, fence: Int64, as status: VisitorStatus = .released, now: Timestamp
     ) -> VisitorView? {
         begin(now)
         defer { end() }
-        guard let h = ids[id], records[Int(h)].status == .granted, records[Int(h)].fence == fence else { return nil }
+        guard let h = ids[id], records[Int(h)].status == .granted, records[Int(h)].fence == fence,
+            !records[Int(h)].retried
+        else { return nil }
         finish(h, as: status, at: now.micros, reason: .undelivered)
         grantFree(now)
+        return view(h)
+    }
+
+    /// A request named the live visitor `h` again (a client's retry of an
+    /// enqueue or fetch, answered this record): from now on no `undoGrant`
+    /// takes its grant back, whichever request's clean-up asks, since that
+    /// answer, or a later one, may be what its client holds.
+    mutating func noteRetry(_ h: Int32) {
+        if !records[Int(h)].status.isFinished { records[Int(h)].retried = true }
+    }
+
+    /// `noteRetry` by id; the visitor as it is, nil for an unknown id.
+    mutating func noteRetry(id: String) -> VisitorView? {
+        guard let h = ids[id] else { return nil }
+        noteRetry(h)
         return view(h)
     }
 }

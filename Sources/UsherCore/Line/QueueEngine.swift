@@ -107,7 +107,7 @@ package struct QueueEngine: Sendable {
 
     /// Adds a visitor: granted at once if a slot is free, else waiting (or
     /// delayed, or merged/cancelled by the dedup rules). An `id` that already
-    /// exists returns that visitor with `created == false`.
+    /// exists returns that visitor with `created == false` (a retry: see `noteRetry`).
     ///
     /// Room: only a visitor that will wait or be delayed needs it. One that
     /// is granted at once, merges, or cancels with an opposite never makes the
@@ -117,7 +117,10 @@ package struct QueueEngine: Sendable {
     ) throws(QueueError) -> (view: VisitorView, created: Bool) {
         begin(now)
         defer { end() }
-        if let id = r.id, let h = ids[id] { return (view(h), false) }
+        if let id = r.id, let h = ids[id] {
+            noteRetry(h)
+            return (view(h), false)
+        }
         try check(r)
         let delay = r.delaySeconds.map(Self.micros) ?? 0
         if delay > 0 {

@@ -16,6 +16,9 @@ struct VisitorRecord: Sendable {
     var payload: JSONValue?
     var status: VisitorStatus
     var reason: FinishReason?
+    /// A later request named this id again (a retry): which request's answer
+    /// reached the client is unknown, so no `undoGrant` takes its grant back.
+    var retried = false
     var priority: Int32 = 0
     var enqueuedAt: Int64
     var grantedAt: Int64 = noTime

@@ -102,11 +102,12 @@ package actor LeasePool: EngineHost {
     // MARK: - Fetch
 
     /// `POST …/fetch` without `wait`: a free element (expired leases are
-    /// recycled first, and `grow` may create one), or `pool_exhausted`.
+    /// recycled first, and `grow` may create one), or `pool_exhausted`. A
+    /// known `id` answers its lease, now safe from undos (`noteRetry`).
     package func fetch(_ r: FetchRequest) throws(PoolError) -> Lease {
         try checkLease(r.leaseSeconds)
         try run(nil) { (e, now) in e.advance(to: now) }
-        if let id = r.id, let known = engine.currentView(id: id) {
+        if let id = r.id, let known = engine.noteRetry(id: id) {
             guard !known.status.isWaiting else { throw exhausted() }
             return lease(known)
         }
@@ -124,7 +125,7 @@ package actor LeasePool: EngineHost {
         try checkLease(r.leaseSeconds)
         try run(nil) { (e, now) in e.advance(to: now) }
         let id: String
-        if let given = r.id, let known = engine.currentView(id: given) {
+        if let given = r.id, let known = engine.noteRetry(id: given) {
             guard known.status.isWaiting else { return lease(known) }
             id = given
         } else {

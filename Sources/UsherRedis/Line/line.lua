@@ -16,7 +16,8 @@ local K_META, K_WAIT, K_ARR, K_HOLD, K_EXP, K_DELAYED, K_VIS, K_LK, K_LP, K_FIN,
 -- (status), rs (reason), enq, gat, dl (VisitorRecord.deadline), fat, fence,
 -- hold (µs asked for, -1 none), seq (arrival number while waiting), dm (its
 -- `delayed` member), kp/kn and pp/pn (the key and key+action chains), rel
--- (merged_into or cancelled_with).
+-- (merged_into or cancelled_with), rt ('1': a retry named it, so no undo
+-- takes its grant back; VisitorRecord.retried).
 
 -- What the kind's script sets: the `kind` its notices carry.
 local LINE = { kind = 'queue' }
@@ -87,6 +88,14 @@ local function rec_put(r)
     dirty[r.id] = true
     dirty_list[#dirty_list + 1] = r.id
   end
+end
+
+-- A request named the live record `r` again (a retry): no undo takes its
+-- grant back from now on (QueueEngine.noteRetry). Writes only the first time.
+local function note_retry(r)
+  if r.rt or not (r.st == 'granted' or r.st == 'waiting' or r.st == 'delayed') then return end
+  r.rt = '1'
+  rec_put(r)
 end
 
 local function rec_drop(id)

@@ -252,6 +252,7 @@ if OP == 'fetch' then
   if id then
     local known = rec_get(id)
     if known then
+      note_retry(known)
       if known.st == 'waiting' and not wait then return P.refuse('exhausted', next_deadline()) end
       return P.done({ P.lease_view(known) })
     end
@@ -316,9 +317,10 @@ if OP == 'recycle' or OP == 'recycle_element' then
 end
 
 if OP == 'undelivered' then
-  -- ARGV: id, fence: the lease is recycled (reason undelivered) if it still holds that grant.
+  -- ARGV: id, fence: the lease is recycled (reason undelivered) if it still
+  -- holds that grant and no retry named it.
   local r = rec_get(A[5])
-  if not r or r.st ~= 'granted' or r.fence ~= A[6] then return P.done({}) end
+  if not r or r.st ~= 'granted' or r.fence ~= A[6] or r.rt then return P.done({}) end
   finish(r, 'completed', NOW, 'undelivered')
   grant_free()
   P.assign()

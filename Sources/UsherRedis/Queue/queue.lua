@@ -75,6 +75,7 @@ if OP == 'enqueue' then
   local r
   if id then r = rec_get(id) end
   local created = '0'
+  if r then note_retry(r) end
   if not r then
     if A[13] ~= '' then return refuse('invalid', A[13] .. ' ' .. A[14]) end
     local hold_seconds = num(A[11])
@@ -151,7 +152,7 @@ end
 
 if OP == 'undo_grant' then
   local r = rec_get(A[5])
-  if not r or r.st ~= 'granted' or r.fence ~= A[6] then return done({}) end
+  if not r or r.st ~= 'granted' or r.fence ~= A[6] or r.rt then return done({}) end
   finish(r, 'released', NOW, 'undelivered')
   grant_free()
   return done({ view(r) })
