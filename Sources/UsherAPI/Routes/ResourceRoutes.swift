@@ -41,8 +41,10 @@ enum ResourceRoutes {
         return app.later { () async throws(APIError) -> HTTPResponse in
             let items = try await resources.mapAtOnce { (resource) async throws(APIError) -> JSONValue? in
                 guard let shared = resource as? any SharedResource else { return resource.summary() }
-                do throws(APIError) { return try await shared.sharedSummary().value() } catch  where error.status == 410
-                {
+                do throws(APIError) {
+                    return try await shared.sharedSummary().value()
+                } catch {
+                    guard error.status == 410 else { throw error }
                     app.registry.forget(kind, resource.name)
                     return nil
                 }
