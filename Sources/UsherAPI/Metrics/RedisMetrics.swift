@@ -168,11 +168,7 @@ extension RedisPool: RedisMetricsSampled {
             throw SampleMissed()
         }
         guard let counts = await counts else { throw SampleMissed() }
-        var s = ResourceSample(.pools, name)
-        s.gauges += [
-            ("size", state.size), ("available", state.available), ("leased", state.leased), ("waiting", state.waiting),
-        ]
-        s.add(.pool(state.counts))
+        var s = ResourceSample(pool: name, state)
         s.oldestSince = counts.oldestWaitingSince
         return s
     }
@@ -181,15 +177,7 @@ extension RedisPool: RedisMetricsSampled {
 extension RedisPipeline: RedisMetricsSampled {
     func redisMetricsSample() async throws(SampleMissed) -> ResourceSample? {
         do throws(PipelineError) {
-            let state = try await readState(limit: 0, after: nil).value()
-            var s = ResourceSample(.pipelines, name)
-            s.gauges += [
-                ("capacity", state.capacity), ("ready", state.ready), ("in_flight", state.inFlight),
-                ("delayed", state.delayed),
-                ("dead", state.dead), ("waiting_consumers", state.waitingConsumers),
-                ("waiting_producers", state.waitingProducers), ("paused", state.paused ? 1 : 0),
-            ]
-            s.add(.pipeline(state.counts))
+            var s = ResourceSample(pipeline: name, try await readState(limit: 0, after: nil).value())
             s.oldestKnown = false
             return s
         } catch .gone {

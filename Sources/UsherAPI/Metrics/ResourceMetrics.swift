@@ -24,6 +24,27 @@ struct ResourceSample {
         self.name = name
     }
 
+    /// A pool's numbers from its state (either backend).
+    init(pool name: String, _ state: PoolState) {
+        self.init(.pools, name)
+        gauges += [
+            ("size", state.size), ("available", state.available), ("leased", state.leased), ("waiting", state.waiting),
+        ]
+        add(.pool(state.counts))
+    }
+
+    /// A pipeline's numbers from its state (either backend).
+    init(pipeline name: String, _ state: PipelineSnapshot) {
+        self.init(.pipelines, name)
+        gauges += [
+            ("capacity", state.capacity), ("ready", state.ready), ("in_flight", state.inFlight),
+            ("delayed", state.delayed),
+            ("dead", state.dead), ("waiting_consumers", state.waitingConsumers),
+            ("waiting_producers", state.waitingProducers), ("paused", state.paused ? 1 : 0),
+        ]
+        add(.pipeline(state.counts))
+    }
+
     /// Takes a counts object's members: `*_total` ones as events, the
     /// others as gauges.
     mutating func add(_ counts: CountsBody) {
@@ -72,12 +93,7 @@ extension LeasePool: MetricsSampled {
     nonisolated func metricsSample() -> ResourceSample? {
         withIsolation { p in
             guard let state = try? p.state(limit: 0) else { return nil }
-            var s = ResourceSample(.pools, p.name)
-            s.gauges += [
-                ("size", state.size), ("available", state.available), ("leased", state.leased),
-                ("waiting", state.waiting),
-            ]
-            s.add(.pool(state.counts))
+            var s = ResourceSample(pool: p.name, state)
             s.oldestSince = p.oldestWaitingSince
             s.wait = p.waitHistogram
             return s
@@ -89,14 +105,7 @@ extension Pipeline: MetricsSampled {
     nonisolated func metricsSample() -> ResourceSample? {
         withIsolation { p in
             let state = p.state(limit: 0)
-            var s = ResourceSample(.pipelines, p.name)
-            s.gauges += [
-                ("capacity", state.capacity), ("ready", state.ready), ("in_flight", state.inFlight),
-                ("delayed", state.delayed),
-                ("dead", state.dead), ("waiting_consumers", state.waitingConsumers),
-                ("waiting_producers", state.waitingProducers), ("paused", state.paused ? 1 : 0),
-            ]
-            s.add(.pipeline(state.counts))
+            var s = ResourceSample(pipeline: p.name, state)
             if let source = state.source {
                 s.events.append(("source_pulled", source.pulledTotal))
                 s.events.append(("source_errors", source.errorsTotal))
