@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -549,6 +550,7 @@ def main():
     work = tempfile.mkdtemp(prefix="usher-browser-")
     server = Server(args.usher, CONFIG, free_port(), work)
     driver = None
+    finished = False
     try:
         server.start()
         seed(server)
@@ -572,6 +574,7 @@ def main():
                   and "Content Security Policy" in e["message"]]
         check(errors == [], f"CSP violations: {errors}")
         token(driver, args.usher, work)
+        finished = True
     except Exception:
         if driver:
             for entry in driver.get_log("browser")[-20:]:
@@ -581,6 +584,11 @@ def main():
         if driver:
             driver.quit()
         server.stop()
+        # The server's config and log stay only when they may explain a failure.
+        if finished:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"server config and log kept in {work}")
     print(f"browser test: {passed} checks passed in {time.monotonic() - started:.1f} s")
 
 
