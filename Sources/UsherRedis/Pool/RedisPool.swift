@@ -133,40 +133,14 @@ package final class RedisPool: PoolService, RedisResource {
 
     // MARK: Internals
 
-    /// Waits until `met` holds for the lease, `deadline` passes, or the task
-    /// is cancelled. Re-reads at every notice about it and at least every
-    /// `pollSeconds`. Redis unreachable until the deadline: `backendUnavailable`.
+    /// Waits until `met` holds for the lease (`park`).
     private func park(id: String, until deadline: Timestamp, _ met: (Lease) -> Bool) async -> Result<
         Lease, PoolError
     > {
-        let clock = backend.clock
-        while true {
-            switch host.phase {
-            case .closed: return .failure(.gone)
-            case .shuttingDown: return .failure(.shuttingDown)
-            case .open: break
-            }
-            let ticket = board.open(id)
-            let read: Result<Lease, PoolError>
-            do throws(PoolError) { read = .success(try await store.lease(id: id)) } catch { read = .failure(error) }
-            let now = clock.now()
-            switch read {
-            case .success(let lease):
-                if met(lease) || now >= deadline || Task.isCancelled {
-                    board.close(ticket)
-                    return .success(lease)
-                }
-            case .failure(.backendUnavailable(let why)):
-                // A cancelled wait would not sleep again: it ends rather than spin.
-                if now >= deadline || Task.isCancelled {
-                    board.close(ticket)
-                    return .failure(.backendUnavailable(why))
-                }
-            case .failure(let error):
-                board.close(ticket)
-                return .failure(error)
-            }
-            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
+        await park(id, until: deadline) { store async throws(PoolError) in
+            try await store.lease(id: id)
+        } met: {
+            met($0)
         }
     }
 

@@ -27,15 +27,29 @@ package protocol ResourceStore: Sendable {
 package protocol ResourceFailure: Error {
     /// The resource was deleted.
     static var gone: Self { get }
+    /// The server is stopping.
+    static var shuttingDown: Self { get }
     /// Redis did not answer.
     static func backendUnavailable(_ why: String) -> Self
+    /// True for `backendUnavailable`: a wait tries again rather than end.
+    var isBackendUnavailable: Bool { get }
 }
 
-extension QueueError: ResourceFailure {}
-extension WindowError: ResourceFailure {}
-extension PoolError: ResourceFailure {}
-extension PipelineError: ResourceFailure {}
-extension MachineError: ResourceFailure {}
+extension QueueError: ResourceFailure {
+    package var isBackendUnavailable: Bool { if case .backendUnavailable = self { true } else { false } }
+}
+extension WindowError: ResourceFailure {
+    package var isBackendUnavailable: Bool { if case .backendUnavailable = self { true } else { false } }
+}
+extension PoolError: ResourceFailure {
+    package var isBackendUnavailable: Bool { if case .backendUnavailable = self { true } else { false } }
+}
+extension PipelineError: ResourceFailure {
+    package var isBackendUnavailable: Bool { if case .backendUnavailable = self { true } else { false } }
+}
+extension MachineError: ResourceFailure {
+    package var isBackendUnavailable: Bool { if case .backendUnavailable = self { true } else { false } }
+}
 
 extension RedisResource {
     /// The longest a long-poll sleeps without checking: notices may be lost.
@@ -43,6 +57,40 @@ extension RedisResource {
 
     /// Where long-polls parked in this process wait for notices.
     var board: NoticeBoard { host.board }
+
+    /// Reads with `read` until `met` holds for what it answers, `deadline`
+    /// passes, or the task is cancelled; re-reads at every notice about
+    /// `subject` and at least every `pollSeconds`. Redis unreachable until
+    /// the deadline: `backendUnavailable`.
+    func park<T: Sendable>(
+        _ subject: String, until deadline: Timestamp,
+        read: (Store) async throws(Store.Failure) -> T, met: (T) -> Bool
+    ) async -> Result<T, Store.Failure> {
+        let clock = host.backend.clock
+        while true {
+            switch host.phase {
+            case .closed: return .failure(.gone)
+            case .shuttingDown: return .failure(.shuttingDown)
+            case .open: break
+            }
+            let ticket = board.open(subject)
+            let answer: Result<T, Store.Failure>
+            do throws(Store.Failure) { answer = .success(try await read(store)) } catch { answer = .failure(error) }
+            let now = clock.now()
+            let ends: Bool
+            switch answer {
+            case .success(let value): ends = met(value) || now >= deadline || Task.isCancelled
+            // A cancelled wait would not sleep again: it ends rather than spin.
+            case .failure(let error) where error.isBackendUnavailable: ends = now >= deadline || Task.isCancelled
+            case .failure: ends = true
+            }
+            if ends {
+                board.close(ticket)
+                return answer
+            }
+            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
+        }
+    }
 
     /// Starts hearing notices about the resource (once it is the one registered here).
     package func listen() {

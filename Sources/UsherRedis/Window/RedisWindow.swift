@@ -66,7 +66,7 @@ package final class RedisWindow: WindowService, RedisResource {
         } met: {
             $0?.id != after
         }
-        return ShowingWait(result, window: name)
+        return ShowingWait(result.mapError(Self.lineError), window: name)
     }
 
     package func parkUntilChange(id: String, from status: WindowItemStatus, until deadline: Timestamp) async
@@ -79,7 +79,7 @@ package final class RedisWindow: WindowService, RedisResource {
         } met: {
             $0.status != from
         }
-        return ItemWait(result, id: id, window: name)
+        return ItemWait(result.mapError(Self.lineError), id: id, window: name)
     }
 
     // MARK: Lifecycle
@@ -111,46 +111,6 @@ package final class RedisWindow: WindowService, RedisResource {
     }
 
     // MARK: Internals
-
-    /// Reads with `read` until `met` holds for what it answers, `deadline`
-    /// passes, or the task is cancelled; re-reads at every notice about
-    /// `subject` and at least every `Self.pollSeconds`. Redis
-    /// unreachable until the deadline: `backendUnavailable`. Failures in the
-    /// line's words, as the memory window's waits hold them.
-    private func park<T: Sendable>(
-        _ subject: String, until deadline: Timestamp,
-        read: (RedisWindowStore) async throws(WindowError) -> T, met: (T) -> Bool
-    ) async -> Result<T, QueueError> {
-        let clock = backend.clock
-        while true {
-            switch host.phase {
-            case .closed: return .failure(.gone)
-            case .shuttingDown: return .failure(.shuttingDown)
-            case .open: break
-            }
-            let ticket = board.open(subject)
-            let answer: Result<T, WindowError>
-            do throws(WindowError) { answer = .success(try await read(store)) } catch { answer = .failure(error) }
-            let now = clock.now()
-            switch answer {
-            case .success(let value):
-                if met(value) || now >= deadline || Task.isCancelled {
-                    board.close(ticket)
-                    return .success(value)
-                }
-            case .failure(.backendUnavailable(let why)):
-                // A cancelled wait would not sleep again: it ends rather than spin.
-                if now >= deadline || Task.isCancelled {
-                    board.close(ticket)
-                    return .failure(.backendUnavailable(why))
-                }
-            case .failure(let error):
-                board.close(ticket)
-                return .failure(Self.lineError(error))
-            }
-            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
-        }
-    }
 
     /// A read's failure as the line's error (what `ShowingWait`/`ItemWait` hold;
     /// they put it back in the window's words).
