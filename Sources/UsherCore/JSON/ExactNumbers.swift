@@ -1,40 +1,118 @@
 import Foundation
 
 /// Numbers a body carries must come back as they were sent. Foundation's
-/// parser turns an integer beyond 64 bits, or a fraction with more digits
-/// than a `Double` keeps, into a nearby `Double`; such a number is refused
-/// instead of being changed on its way through.
+/// parser reads some numbers other than as their text says (a fraction of 17
+/// digits as a neighbouring double, a negative integer of 19 digits as a
+/// double, `-0` as the integer 0): each is read again from its text, which
+/// Swift's `Double` and `Int` read correctly rounded. A number that neither a
+/// double nor a 64-bit integer spells (`0.30000000000000001`, 2^64) is
+/// refused instead of being changed on its way through.
 enum ExactNumbers {
     /// Where a number sits: per open container, the current member's name,
     /// or the array index.
     typealias Path = [(name: String?, index: Int?)]
 
-    /// The first number in `bytes` that parsing did not keep exactly, with
-    /// the member path it sits at (`payload.items.2`; `(body)` at the top).
-    static func firstInexact(_ bytes: UnsafeRawBufferPointer) -> (field: String, text: String)? {
-        var found: (field: String, text: String)?
-        forEachNumber(in: bytes) { path, text in
-            if isKept(text) { return true }
-            found = (field(path), text)
-            return false
-        }
-        return found
+    /// A number as its text gives it, and where it sits.
+    typealias Reading = (path: Path, value: JSONValue)
+
+    /// A number that cannot be kept, with the member path it sits at
+    /// (`payload.items.2`; `(body)` at the top).
+    struct Inexact: Error {
+        var field: String
+        var text: String
     }
 
-    /// Integers too wide for a `Double` to hold exactly (beyond ±2^53), with
-    /// where they sit: the parser reads some of them as doubles (negative
-    /// ones of 19 digits), which `JSONValue.restoringIntegers` undoes.
-    static func wideIntegers(_ bytes: UnsafeRawBufferPointer) -> [(path: Path, value: Int)] {
-        var found: [(path: Path, value: Int)] = []
-        forEachNumber(in: bytes) { path, text in
-            if let value = Int(text), value.magnitude > 1 << 53 { found.append((path, value)) }
-            return true
+    /// The most significant digits a double's exact decimal value has.
+    private static let maxExactDigits = 767
+
+    /// Every number in `bytes` the parser may have read otherwise, as its
+    /// text gives it: each fraction or exponent form, each integer beyond
+    /// ±2^53, and `-0`; or the first number that cannot be kept.
+    static func readings(_ bytes: UnsafeRawBufferPointer) -> Result<[Reading], Inexact> {
+        var readings: [Reading] = []
+        var inexact: Inexact?
+        forEachNumber(in: bytes) { path, number in
+            switch read(number) {
+            case .asParsed: return true
+            case .value(let value):
+                readings.append((path, value))
+                return true
+            case .refused:
+                inexact = Inexact(field: field(path), text: String(decoding: number, as: UTF8.self))
+                return false
+            }
         }
-        return found
+        if let inexact { return .failure(inexact) }
+        return .success(readings)
+    }
+
+    /// True when `text` (JSON number text) is kept: an integer that fits 64
+    /// bits, or a double's value to the digits given.
+    static func isKept(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { read(UnsafeRawBufferPointer($0)) } != .refused
+    }
+
+    private enum Read: Equatable {
+        /// The parser reads it right: an integer within ±2^53, but `-0`.
+        case asParsed
+        /// What the text says.
+        case value(JSONValue)
+        case refused
+    }
+
+    /// What one number's text says, from its digits: integers of at most 15
+    /// digits without making a `String`.
+    private static func read(_ number: UnsafeRawBufferPointer) -> Read {
+        var isInteger = true
+        var digits = 0
+        var firstNonZero = -1
+        var lastNonZero = -1
+        for b in number {
+            if b >= 0x30 && b <= 0x39 {
+                if b != 0x30 {
+                    if firstNonZero < 0 { firstNonZero = digits }
+                    lastNonZero = digits
+                }
+                digits += 1
+            } else if b == 0x2E {
+                isInteger = false
+            } else if b == 0x65 || b == 0x45 {
+                isInteger = false
+                break
+            }
+        }
+        let significant = firstNonZero < 0 ? 0 : lastNonZero - firstNonZero + 1
+        let negative = number.first == 0x2D
+        if isInteger && significant == 0 { return negative ? .value(.double(-0.0)) : .asParsed }
+        if isInteger && digits <= 15 { return .asParsed }
+        let text = String(decoding: number, as: UTF8.self)
+        if isInteger, let integer = Int(text) { return integer.magnitude > 1 << 53 ? .value(.int(integer)) : .asParsed }
+        guard let double = Double(text), double.isFinite, isSpelled(text, by: double, significant: significant) else {
+            return .refused
+        }
+        return .value(.double(double))
+    }
+
+    /// True when `text`, of `significant` digits, is `double` written to
+    /// those digits: its shortest form (`0.1`), or its exact value correctly
+    /// rounded to that many digits (`4.9406564584124654e-324`, `%.17g`).
+    private static func isSpelled(_ text: String, by double: Double, significant: Int) -> Bool {
+        if significant == 0 { return true }
+        // A normal double keeps any 15 significant digits (`DBL_DIG`).
+        if significant <= 15 && double.isNormal { return true }
+        let shortest = "\(double)"
+        if text == shortest { return true }
+        guard let sent = DecimalText(text) else { return false }
+        if sent == DecimalText(shortest) { return true }
+        guard significant <= maxExactDigits else { return false }
+        return sent == DecimalText(String(format: "%.\(significant - 1)e", double))
     }
 
     /// Calls `visit` with each number's path and text, in order, until it answers false.
-    private static func forEachNumber(in bytes: UnsafeRawBufferPointer, _ visit: (Path, String) -> Bool) {
+    private static func forEachNumber(
+        in bytes: UnsafeRawBufferPointer, _ visit: (Path, UnsafeRawBufferPointer) -> Bool
+    ) {
         var path: Path = []
         var expectingName = false
         var i = 0
@@ -68,23 +146,12 @@ enum ExactNumbers {
             case 0x2D, 0x30...0x39:
                 let start = i
                 while i + 1 < n, isNumberByte(bytes[i + 1]) { i += 1 }
-                let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start...i]), as: UTF8.self)
-                if !visit(path, text) { return }
+                if !visit(path, UnsafeRawBufferPointer(rebasing: bytes[start...i])) { return }
             default:
                 break
             }
             i += 1
         }
-    }
-
-    /// True when parsing keeps the number's value: an integer that fits 64
-    /// bits, or a number whose nearest `Double` has the same decimal value.
-    static func isKept(_ text: String) -> Bool {
-        if Int(text) != nil { return true }
-        guard let double = Double(text), double.isFinite, let sent = DecimalText(text),
-            let kept = DecimalText("\(double)")
-        else { return false }
-        return sent == kept
     }
 
     private static func isNumberByte(_ b: UInt8) -> Bool {
@@ -103,7 +170,6 @@ enum ExactNumbers {
         return segments.isEmpty ? "(body)" : segments.joined(separator: ".")
     }
 }
-
 /// A decimal number's exact value, whatever its exponent (`Decimal` stops at
 /// 10^127): the sign, the significant digits without leading or trailing
 /// zeros, and the power of ten of the last one. Zero has no digits.
@@ -155,35 +221,65 @@ struct DecimalText: Equatable {
 }
 
 extension JSONValue {
-    /// The value with each of `integers` set at its path where parsing left a
-    /// `Double` in its place.
-    func restoringIntegers(_ integers: [(path: ExactNumbers.Path, value: Int)]) -> JSONValue {
+    /// The value with each reading set at its path, in place of the number
+    /// parsing left there.
+    func restoring(_ readings: [ExactNumbers.Reading]) -> JSONValue {
         var value = self
-        for (path, integer) in integers { value.restore(integer, at: path[...]) }
+        for (path, number) in readings { value.restore(number, at: path[...]) }
         return value
     }
 
-    private mutating func restore(_ integer: Int, at path: ArraySlice<(name: String?, index: Int?)>) {
+    private mutating func restore(_ number: JSONValue, at path: ArraySlice<(name: String?, index: Int?)>) {
         guard let step = path.first else {
-            if case .double = self { self = .int(integer) }
+            switch self {
+            case .int, .double: self = number
+            default: break
+            }
             return
         }
-        switch self {
-        case .object(var members):
-            guard let name = step.name, let i = members.firstIndex(where: { $0.0 == name }) else { return }
-            members[i].1.restore(integer, at: path.dropFirst())
+        if case .object = self {
+            var members = takeMembers()
+            if let name = step.name, let i = Self.index(of: name, in: members) {
+                members[i].1.restore(number, at: path.dropFirst())
+            }
             self = .object(members)
-        case .array(var elements):
-            guard let index = step.index, elements.indices.contains(index) else { return }
-            elements[index].restore(integer, at: path.dropFirst())
+        } else if case .array = self {
+            var elements = takeElements()
+            if let index = step.index, elements.indices.contains(index) {
+                elements[index].restore(number, at: path.dropFirst())
+            }
             self = .array(elements)
-        default:
-            return
         }
     }
 
+    /// An object's members, leaving `.null` in its place: held once, they
+    /// change in place instead of being copied.
+    private mutating func takeMembers() -> [(String, JSONValue)] {
+        guard case .object(let members) = self else { return [] }
+        self = .null
+        return members
+    }
+
+    /// An array's elements, leaving `.null` in its place (as `takeMembers`).
+    private mutating func takeElements() -> [JSONValue] {
+        guard case .array(let elements) = self else { return [] }
+        self = .null
+        return elements
+    }
+
+    /// Where `name` is among members sorted by name, as `parse` sorts them.
+    private static func index(of name: String, in members: [(String, JSONValue)]) -> Int? {
+        var low = 0
+        var high = members.count
+        while low < high {
+            let middle = (low + high) / 2
+            if members[middle].0 < name { low = middle + 1 } else { high = middle }
+        }
+        return low < members.count && members[low].0 == name ? low : nil
+    }
+
     /// True when a `Double` is anywhere inside: only then can a number have
-    /// been changed by parsing (integers that fit are kept as `Int`).
+    /// been read otherwise (integers that fit are kept as `Int`).
     var containsDouble: Bool {
         switch self {
         case .double: true

@@ -30,17 +30,17 @@ extension JSONValue {
             throw JSONSyntaxError(
                 message: "JSON nested deeper than \(maxDepth) levels (max_json_depth)", isTooDeep: true)
         }
-        try StrictJSON.check(data, parsed: value)
-        guard value.containsDouble else { return value }
-        if let inexact = data.withUnsafeBytes({ ExactNumbers.firstInexact($0) }) {
+        let scan = try StrictJSON.check(data, parsed: value)
+        guard value.containsDouble || scan.hasNegativeZero else { return value }
+        switch data.withUnsafeBytes({ ExactNumbers.readings($0) }) {
+        case .success(let readings):
+            return readings.isEmpty ? value : value.restoring(readings)
+        case .failure(let inexact):
             throw JSONSyntaxError(
                 message:
-                    "\(inexact.field): the number \(inexact.text) cannot be kept exactly (at most a 64-bit integer, or a number a double holds without change)",
+                    "\(inexact.field): the number \(inexact.text) cannot be kept exactly (a 64-bit integer, or a double written to the digits given: its shortest form or its exact value rounded to them)",
                 field: inexact.field)
         }
-        // The parser reads negative integers of 19 digits as doubles: they are put back.
-        let wide = data.withUnsafeBytes { ExactNumbers.wideIntegers($0) }
-        return wide.isEmpty ? value : value.restoringIntegers(wide)
     }
 
     /// Parses JSON text given as a string.
@@ -72,7 +72,7 @@ extension JSONValue {
             case UInt8(ascii: "c"), UInt8(ascii: "B"):
                 self = .bool(n.boolValue)
             case UInt8(ascii: "d"), UInt8(ascii: "f"):
-                // Also some integers (`parse` puts those back).
+                // Also some integers, and some fractions read inexactly (`parse` reads those again).
                 self = .double(n.doubleValue)
             case UInt8(ascii: "Q"):
                 let u = n.uint64Value

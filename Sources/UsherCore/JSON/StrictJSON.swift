@@ -5,8 +5,10 @@ import Foundation
 /// the last silently). Foundation stays the parser: these checks run over text
 /// it has accepted, and look only at the bytes outside strings.
 enum StrictJSON {
-    /// Checks text that `JSONSerialization` accepted and turned into `value`.
-    static func check(_ data: Data, parsed value: JSONValue) throws(JSONSyntaxError) {
+    /// Checks text that `JSONSerialization` accepted and turned into `value`;
+    /// answers what the pass over the bytes found.
+    @discardableResult
+    static func check(_ data: Data, parsed value: JSONValue) throws(JSONSyntaxError) -> Scan {
         let scan = data.withUnsafeBytes { scanStructure($0) }
         if scan.hasNUL { throw JSONSyntaxError(message: "malformed JSON: the text must be UTF-8") }
         if let comma = scan.trailingComma {
@@ -14,7 +16,7 @@ enum StrictJSON {
         }
         // Every member of every object has exactly one colon outside strings;
         // fewer members parsed means some name was given twice.
-        guard memberCount(value) < scan.colons else { return }
+        guard memberCount(value) < scan.colons else { return scan }
         let duplicate = data.withUnsafeBytes { firstDuplicate($0) }
         guard let duplicate else { throw JSONSyntaxError(message: "malformed JSON: a member name is given twice") }
         throw JSONSyntaxError(
@@ -30,6 +32,9 @@ enum StrictJSON {
         var trailingComma: Int?
         /// A NUL byte: UTF-16 or UTF-32 text, which Foundation also accepts.
         var hasNUL = false
+        /// A number starting `-0`: the parser reads `-0` as the integer 0,
+        /// which `ExactNumbers` gives its sign back.
+        var hasNegativeZero = false
     }
 
     /// One pass over the bytes, skipping strings.
@@ -64,6 +69,9 @@ enum StrictJSON {
             case 0x00:
                 scan.hasNUL = true
                 return scan
+            case 0x2D:
+                pendingComma = -1
+                if i + 1 < n, bytes[i + 1] == 0x30 { scan.hasNegativeZero = true }
             default:
                 pendingComma = -1
             }
