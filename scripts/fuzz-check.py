@@ -20,7 +20,12 @@ is normalised on the way) and judges every answer:
   route that reads it), or (token run) a NUL in the Authorization header,
   and still 2xx: the value was cut at the NUL (RFC 9110 section 5.5);
 - auth (token run): 2xx without the token on a path that is not one of the
-  open routes after the normalisation a lenient server might do.
+  open routes after the normalisation a lenient server might do;
+- strict: a head RFC 9110/9112 refuse answered 2xx (two Host, Origin or
+  Authorization headers, HTTP/1.1 without Host, a Host with userinfo,
+  whitespace before a colon, more query parameters than the server takes),
+  a Host with whitespace around it answered 421, or (token run) 100
+  Continue sent before a refusal.
 
 Each failure is reduced (mutations, query, body and earlier requests are
 dropped while the failure stays) and printed once per distinct kind and set
@@ -142,6 +147,7 @@ class Exchange:
         self.stream = False  # an event stream: left open on purpose
         self.error = None
         self.seconds = 0.0
+        self.interim = False  # a 1xx came before the first final answer
 
 
 def parse_responses(buf, first_is_head):
@@ -242,6 +248,7 @@ def exchange(port, data, first_is_head, timeout):
         if m:
             responses.append((int(m.group(1)), {}, rest))
     ex.responses = responses
+    ex.interim = re.match(rb"HTTP/\d\.\d 1\d\d ", buf) is not None
     ex.seconds = time.monotonic() - started
     return ex
 
@@ -368,12 +375,23 @@ def chunked(body, style):
     if style == "one-byte":
         return b"".join(b"1\r\n%s\r\n" % body[i:i + 1] for i in range(len(body))) + b"0\r\n\r\n"
     # Invalid spellings: must be refused, never read some other way.
+    data = body if len(body) >= 2 else b"{}"
+    if style == "bare-lf":
+        return b"%x\n%s\r\n0\r\n\r\n" % (len(data), data) + SMUGGLED
+    if style == "bare-lf-data":
+        return b"1\r\n%s\n%x\r\n%s\r\n0\r\n\r\n" % (data[:1], len(data) - 1, data[1:]) + SMUGGLED
+    if style == "huge":
+        # Larger than any max_body_bytes: 413 when the line arrives.
+        return b"FFFFFFFFFFFFFFFF\r\n" + body + b"\r\n0\r\n\r\n" + SMUGGLED
     size = {"negative": b"-%x" % len(body), "hex-prefix": b"0x%x" % len(body), "plus": b"+%x" % len(body),
             "not-hex": b"g", "overflow": b"1" + b"0" * 16, "space-inside": b"%x %x" % (len(body), 1)}[style]
     return size + b"\r\n" + body + b"\r\n0\r\n\r\n" + SMUGGLED
 
 
-INVALID_CHUNK_STYLES = ["negative", "hex-prefix", "plus", "not-hex", "overflow", "space-inside"]
+INVALID_CHUNK_STYLES = ["negative", "hex-prefix", "plus", "not-hex", "overflow", "space-inside", "bare-lf",
+                        "bare-lf-data", "huge"]
+# The server's max_query_parameters (the default).
+MAX_QUERY_PARAMETERS = 100
 VALID_CHUNK_STYLES = ["plain", "upper-zeros", "extensions", "one-byte"]
 
 
@@ -444,6 +462,11 @@ def render(req, token):
         if m[0] == "query-raw":
             query = (query + b"&" if query else b"") + m[1]
             tags.append("query-raw")
+        elif m[0] == "many-query":
+            query = (query + b"&" if query else b"") + b"&".join(b"fz%d=1" % k for k in range(m[1]))
+    if any(m[0] == "many-query" for m in req.mutations):
+        count = len(query.split(b"&"))
+        tags.append("many-query:" + ("over" if count > MAX_QUERY_PARAMETERS else "within"))
     if query:
         target += b"?" + query
     target += fragment
@@ -490,6 +513,9 @@ def render(req, token):
             tags.append(tag)
         elif tag == "many-headers":
             extra += [b"X-Fuzz-%d: %d" % (k, k) for k in range(m[1])]
+            tags.append(tag)
+        elif tag == "many-cookies":
+            extra.append(b"Cookie: " + b"; ".join(b"c%d=%d" % (k, k) for k in range(m[1])))
             tags.append(tag)
     headers += extra
     te_values, cl_te = [], False
@@ -630,6 +656,16 @@ def judge(rendered, ex, alive, token_run, hang_seconds):
             return "framing", f"invalid chunk size ({framing[1]}) answered {status} (RFC 9112 7.1: 400)"
         if rendered.cl_te and later:
             return "framing", "connection kept open after Content-Length with Transfer-Encoding (RFC 9112 6.1: close it)"
+    strict = sorted(t for t in rendered.tags if t in STRICT_TAGS or (
+        t == "host:missing" and rendered.version == b"HTTP/1.1"))
+    if strict and 200 <= status < 300:
+        return "strict", f"{strict[0]} answered {status} (RFC 9110/9112: 400)"
+    if "many-query:over" in rendered.tags and 200 <= status < 300:
+        return "strict", f"more than {MAX_QUERY_PARAMETERS} query parameters answered {status} (414)"
+    if status == 421 and any(t in ("host:padded", "host:padded-tab") for t in rendered.tags):
+        return "strict", "a Host with whitespace around it answered 421 (RFC 9110 5.5: the whitespace is not the value)"
+    if token_run and ex.interim and status in (401, 403, 421):
+        return "strict", f"100 Continue came before the {status}: the body was asked for, then refused"
     if not 200 <= status < 300:
         return None
     # Open routes ignore queries and tokens: a NUL there changes nothing.
@@ -643,6 +679,13 @@ def judge(rendered, ex, alive, token_run, hang_seconds):
     if token_run and not rendered.has_token and not is_open:
         return "auth", f"{status} without the token"
     return None
+
+
+# Heads RFC 9110/9112 refuse: never 2xx.
+STRICT_TAGS = {"host:duplicate", "host:duplicate-same", "host:at", "host:userinfo", "host:space-inside",
+               "host:space-before-colon", "host:origin-duplicate", "auth:wrong-then-right", "auth:right-then-wrong",
+               "auth:space-before-colon", "header:space-in-name", "header:space-before-colon",
+               "header:tab-before-colon", "header:te-space-before-colon", "header:if-match-duplicate"}
 
 
 # --- repros ---------------------------------------------------------------------
@@ -798,7 +841,8 @@ def mutation(draw):
         "path-encode-char", "path-encoded-slash", "path-nul", "path-control", "path-overlong", "path-unicode",
         "path-bad-utf8", "path-case", "path-backslash", "path-trailing-slash", "path-absolute",
         "path-no-leading-slash", "path-fragment", "path-prefix", "path-prefix", "query-raw", "version", "framing", "framing", "framing",
-        "auth", "auth", "host", "header", "huge-header", "many-headers", "line-endings",
+        "auth", "auth", "host", "host", "header", "huge-header", "many-headers", "many-cookies", "many-query",
+        "line-endings",
         "json-deep", "json-number", "json-wrong-type", "json-unknown-member", "json-duplicate-key",
         "json-deep-pointer", "json-long-string", "json-text"]))
     at = draw(st.integers(0, 6))
@@ -879,6 +923,10 @@ def mutation(draw):
             ("long", [b"Host: " + b"h" * 5000]), ("control", [b"Host: 127.0.0.1\x01"]), ("at", [b"Host: a@b"]),
             ("origin-evil", [HOST, b"Origin: http://evil.example"]), ("origin-null", [HOST, b"Origin: null"]),
             ("origin-same", [HOST, b"Origin: http://127.0.0.1"]), ("forwarded", [HOST, b"X-Forwarded-Host: evil"]),
+            ("userinfo", [b"Host: 127.0.0.1:80@evil.example"]), ("padded", [b"Host:  127.0.0.1 "]),
+            ("padded-tab", [b"Host:\t127.0.0.1\t"]), ("space-inside", [b"Host: 127.0.0.1 evil.example"]),
+            ("duplicate-same", [HOST, HOST]), ("space-before-colon", [b"Host : 127.0.0.1"]),
+            ("origin-duplicate", [HOST, b"Origin: http://127.0.0.1", b"Origin: http://evil.example"]),
         ]))
         return (kind, name, lines)
     if kind == "header":
@@ -890,12 +938,19 @@ def mutation(draw):
             ("content-type-odd", [b"Content-Type: text/plain; charset=utf-16"]), ("if-match", [b"If-Match: \"x\""]),
             ("last-event-id", [b"Last-Event-ID: -1"]), ("utf8-value", ["X-Fuzz: é😀".encode()]),
             ("latin1-value", [b"X-Fuzz: \xe9"]), ("keep-alive-10", [b"Connection: keep-alive"]),
+            ("space-before-colon", [b"X-Fuzz : 1"]), ("tab-before-colon", [b"X-Fuzz\t: 1"]),
+            ("te-space-before-colon", [b"Transfer-Encoding : chunked"]),
+            ("if-match-duplicate", [b"If-Match: \"1\"", b"If-Match: \"2\""]),
         ]))
         return (kind, name, lines)
     if kind == "huge-header":
         return (kind, draw(st.sampled_from([4000, 16000, 40000, 100000])))
     if kind == "many-headers":
         return (kind, draw(st.sampled_from([100, 500, 3000])))
+    if kind == "many-cookies":
+        return (kind, draw(st.sampled_from([10, 200, 800, 3000])))
+    if kind == "many-query":
+        return (kind, draw(st.sampled_from([50, 100, 116, 200, 600, 1500, 3000])))
     if kind == "line-endings":
         return (kind,)
     if kind == "json-deep":
@@ -989,6 +1044,27 @@ def corpus():
            mutations=[("header", "empty-name", [b": x"])])],
         [r("POST", "/v1/pipelines/gifts/items", None, auth=True, mutations=[("json-deep", 30000, "[", 0)])],
         [deep_filter, push, take],
+        # Issue 25: many query parameters, and the strict HTTP edge.
+        [r("GET", "/healthz", mutations=[("many-query", 116)])],
+        [r("GET", "/v1/queues", auth=True, mutations=[("many-query", 1500)])],
+        [r("GET", "/v1/queues", auth=True, mutations=[("path-nul", 1, b"\x00", b"x"), ("many-query", 600)])],
+        [r("GET", "/v1/queues", auth=True, mutations=[("many-cookies", 800)])],
+        [r("GET", "/v1/queues", auth=True, mutations=[("host", "duplicate", [HOST, b"Host: evil.example"])])],
+        [r("GET", "/v1/queues", auth=True, mutations=[("host", "missing", [])])],
+        [r("GET", "/v1/queues", auth=True, mutations=[("host", "userinfo", [b"Host: 127.0.0.1:80@evil.example"])])],
+        [r("GET", "/v1/queues", auth=True, mutations=[("host", "padded", [b"Host:  127.0.0.1 "])])],
+        [r("GET", "/v1/queues", auth=True, mutations=[
+            ("host", "origin-duplicate", [HOST, b"Origin: http://127.0.0.1", b"Origin: http://evil.example"])])],
+        [r("GET", "/v1/queues", mutations=[
+            ("auth", "right-then-wrong", [b"Authorization: Bearer TOKEN", b"Authorization: Bearer nope"])])],
+        [r("POST", "/v1/queues/printer/visitors", {"id": "te-space"}, auth=True,
+           mutations=[("header", "te-space-before-colon", [b"Transfer-Encoding : chunked"])])],
+        [r("POST", "/v1/queues/printer/visitors", {"id": "chunk-lf"}, auth=True,
+           mutations=[("framing", "chunked", "bare-lf")])],
+        [r("POST", "/v1/queues/printer/visitors", {"id": "chunk-huge"}, auth=True,
+           mutations=[("framing", "chunked", "huge")])],
+        [r("POST", "/v1/queues/printer/visitors", {"id": "expect"},
+           mutations=[("header", "expect-continue", [b"Expect: 100-continue"])])],
     ]
 
 

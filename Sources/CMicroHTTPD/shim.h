@@ -20,12 +20,15 @@ CUsherMHD_start_daemon(unsigned int flags, uint16_t port,
                        void *(*uri_log)(void *cls, const char *uri, struct MHD_Connection *connection),
                        void *uri_log_cls,
                        MHD_NotifyConnectionCallback notify_connection, void *notify_connection_cls,
+                       size_t (*unescape)(void *cls, struct MHD_Connection *connection, char *s),
+                       void *unescape_cls,
                        struct MHD_OptionItem *options)
 {
     return MHD_start_daemon(flags, port, accept_policy, accept_policy_cls, handler, handler_cls,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
                             MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_cls,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, unescape_cls,
                             MHD_OPTION_ARRAY, options,
                             MHD_OPTION_END);
 }

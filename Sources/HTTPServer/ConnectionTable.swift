@@ -77,6 +77,9 @@ final class ConnectionTable: @unchecked Sendable {
         let address: Address?
         /// Phase in the low 8 bits, its start in milliseconds above them.
         private let word: Atomic<UInt64>
+        /// Where the current request's target starts in libmicrohttpd's read
+        /// buffer (only the connection's server thread touches it).
+        let target = Atomic<UInt>(0)
 
         fileprivate init(socket: Int32, address: Address?, phase: Phase, since: Double) {
             self.socket = socket

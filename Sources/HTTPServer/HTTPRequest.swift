@@ -41,7 +41,7 @@ package struct CapturedHeaders: Sendable, ExpressibleByDictionaryLiteral {
         for (name, value) in elements { add(name.lowercased(), value) }
     }
 
-    /// Adds a header; `name` must be lower-case. The first of repeated ones counts.
+    /// Adds a header; `name` must be lower-case (`RequestHead` refuses repeated ones).
     mutating func add(_ name: String, _ value: String) {
         guard self[name] == nil else { return }
         entries.append((name, value))

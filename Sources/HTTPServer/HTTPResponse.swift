@@ -87,6 +87,12 @@ package protocol HTTPHandler: Sendable {
     /// The answer to a request refused before routing (a malformed head or
     /// framing, a body over the limit); the server closes the connection after it.
     func refusal(_ refusal: HTTPRefusal) -> HTTPResponse
+
+    /// The answer to a request that sent `Expect: 100-continue`, when it is
+    /// refused whatever its body (access, routing), or nil to let the body
+    /// come. Called with the head only (`body` empty), before libmicrohttpd
+    /// would answer `100 Continue`; the server closes the connection after it.
+    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse?
 }
 
 extension HTTPHandler {
@@ -94,9 +100,14 @@ extension HTTPHandler {
     package func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
         let detail =
             switch refusal {
-            case .badRequest(let reason), .notImplemented(let reason): reason
+            case .badRequest(let reason), .notImplemented(let reason), .uriTooLong(let reason),
+                .headerFieldsTooLarge(let reason):
+                reason
             case .payloadTooLarge(let limit): "request bodies are limited to \(limit) bytes"
             }
         return HTTPResponse(status: refusal.status, contentType: "text/plain", text: detail)
     }
+
+    /// No request is refused before its body, for handlers that need no check.
+    package func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? { nil }
 }

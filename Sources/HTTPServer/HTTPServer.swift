@@ -32,8 +32,13 @@ package final class HTTPServer: @unchecked Sendable {
         package var threads: Int = 2
         /// Per-connection memory pool in bytes (libmicrohttpd's default is 32 KiB).
         package var connectionMemoryLimit: Int = 32 * 1024
-        /// Request headers copied into `HTTPRequest.headers` (lower-case names).
+        /// Request headers copied into `HTTPRequest.headers` (lower-case
+        /// names); a request that gives one of them twice is refused.
         package var capturedHeaders: [String] = []
+        /// Most header lines in a request head; more are answered 431.
+        package var maxHeaders = 100
+        /// Most query arguments in a request target; more are answered 414.
+        package var maxQueryArguments = 100
 
         package init() {}
     }
@@ -85,6 +90,16 @@ package final class HTTPServer: @unchecked Sendable {
     /// The bound port (after `start()`).
     package var port: UInt16 { boundPort }
 
+    /// Room left in the connection's pool for an answer's head: Usher's
+    /// (a 429 with `Retry-After`, an event stream's) measured 124–165 bytes
+    /// with what libmicrohttpd adds; the rest is margin for longer headers.
+    static let answerHeadBytes = 1024
+
+    /// What `RequestHead` counts against.
+    private var headLimits: RequestHead.Limits {
+        RequestHead.Limits(headers: configuration.maxHeaders, queryArguments: configuration.maxQueryArguments)
+    }
+
     /// Requests that have arrived and not finished.
     var activeRequests: Int { counters.withLock { $0.active } }
 
@@ -127,7 +142,7 @@ package final class HTTPServer: @unchecked Sendable {
             return options.withUnsafeMutableBufferPointer { buffer in
                 CUsherMHD_start_daemon(
                     flags, configuration.port, acceptPolicy, me, accessHandler, me, requestCompleted, me,
-                    uriLogged, me, connectionNotified, me, buffer.baseAddress)
+                    uriLogged, me, connectionNotified, me, unescaped, me, buffer.baseAddress)
             }
         }
         guard let started else {
@@ -194,8 +209,35 @@ package final class HTTPServer: @unchecked Sendable {
             RequestHead.RawLine(
                 target: Array(UnsafeRawBufferPointer(start: uri, count: strlen(uri))), address: UInt(bitPattern: uri))
         }
+        if let uri, let line {
+            entry?.target.store(line.address, ordering: .relaxed)
+            // libmicrohttpd 0.9.75 would next parse the query into a table in
+            // the connection's memory pool; when that fills up, it loses the
+            // head and never answers. `RequestTarget` parses the raw target,
+            // so the query it sees starts with a NUL: nothing to parse.
+            if let question = line.target.firstIndex(of: UInt8(ascii: "?")), question + 1 < line.target.count {
+                UnsafeMutableRawPointer(mutating: uri).storeBytes(of: 0, toByteOffset: question + 1, as: UInt8.self)
+            }
+        }
         counters.withLock { $0.active += 1 }
         return Unmanaged.passRetained(RequestContext(line: line, connection: entry)).toOpaque()
+    }
+
+    /// libmicrohttpd unescapes a query argument or the path in place. The
+    /// path is left alone (`RequestTarget` reads the raw bytes). An argument
+    /// means a query hidden behind a NUL in the target (`requestStarted`
+    /// empties the visible one), which is refused now: parsing it may fill
+    /// the connection's pool, after which libmicrohttpd would never answer.
+    fileprivate func unescape(_ text: UnsafeMutablePointer<CChar>, connection: OpaquePointer?) -> Int {
+        let length = strlen(text)
+        guard let connection, let stored = CUsherMHD_socket_context(connection) else { return length }
+        let entry = Unmanaged<ConnectionTable.Entry>.fromOpaque(stored).takeUnretainedValue()
+        let target = entry.target.exchange(0, ordering: .relaxed)
+        if target != 0 && target != UInt(bitPattern: text) {
+            writeFinal(refusal(.badRequest("the request line holds a NUL byte or is malformed")), on: connection)
+            shutdown(CUsherMHD_connection_fd(connection), Int32(SHUT_RD))
+        }
+        return length
     }
 
     fileprivate func handle(
@@ -212,18 +254,48 @@ package final class HTTPServer: @unchecked Sendable {
             // (libmicrohttpd 0.9.75 closes the connection), which is wanted
             // for every refusal here.
             guard let method else { return .NO }
+            // An answer's head takes room in the connection's pool too; where
+            // the request left too little, libmicrohttpd would close without
+            // a word: answer on the socket instead.
+            if RequestHead.crowdsPool(
+                connection, pool: configuration.connectionMemoryLimit, room: Self.answerHeadBytes)
+            {
+                let refused = HTTPRefusal.headerFieldsTooLarge(
+                    "the request head is too large: with its answer it must fit in \(configuration.connectionMemoryLimit) bytes (connection_memory_bytes)"
+                )
+                _ = context.machine.withLock { $0.headChecked(.failure(refused), maxBodyBytes: maxBody) }
+                writeFinal(refusal(refused), on: connection)
+                return .NO
+            }
             let result: Result<Int?, HTTPRefusal>
+            var checked: RequestHead?
             do throws(HTTPRefusal) {
                 let head = try RequestHead.check(
                     connection: connection, method: method, url: url, version: version, line: context.line,
-                    captured: capturedHeaderNames)
+                    captured: capturedHeaderNames, limits: headLimits)
                 context.accept(method: String(cString: method), head: head)
+                checked = head
                 result = .success(head.contentLength)
             } catch {
                 result = .failure(error)
             }
             switch context.machine.withLock({ $0.headChecked(result, maxBodyBytes: maxBody) }) {
             case .receive:
+                if let head = checked, head.expectsContinue,
+                    let refused = handler.refusalBeforeBody(
+                        HTTPRequest(
+                            method: context.method, path: context.path, query: context.query, headers: context.headers))
+                {
+                    // Before libmicrohttpd answers 100 Continue, which it does
+                    // when this call queues nothing.
+                    context.machine.withLock { $0.refusedBeforeBody() }
+                    var response = refused
+                    response.headers.append(("Connection", "close"))
+                    return queue(response, on: connection)
+                }
+                if let head = checked, head.isChunked {
+                    context.chunks = ChunkFraming(headEnd: head.end, span: configuration.connectionMemoryLimit)
+                }
                 if let entry = context.connection { connections.moved(entry, to: .body) }
                 return .YES
             case .refuse(let refused): return queue(refusal(refused), on: connection)
@@ -233,7 +305,20 @@ package final class HTTPServer: @unchecked Sendable {
         if uploadSize.pointee > 0 {
             let size = uploadSize.pointee
             uploadSize.pointee = 0
-            switch context.machine.withLock({ $0.bodyArrived(count: size, maxBodyBytes: maxBody) }) {
+            var action = RequestStateMachine.BodyAction.append
+            if let chunks = context.chunks, let uploadData {
+                switch chunks.line(before: UInt(bitPattern: uploadData)) {
+                case .unseen: break
+                case .malformed(let reason):
+                    action = context.machine.withLock { $0.framingRefused(.badRequest(reason)) }
+                case .declared(let declared):
+                    action = context.machine.withLock { $0.chunkDeclared(declared, maxBodyBytes: maxBody) }
+                }
+            }
+            if action == .append {
+                action = context.machine.withLock { $0.bodyArrived(count: size, maxBodyBytes: maxBody) }
+            }
+            switch action {
             case .append:
                 if let uploadData {
                     uploadData.withMemoryRebound(to: UInt8.self, capacity: size) {
@@ -422,6 +507,13 @@ private func accessHandler(
     return Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().handle(
         connection: connection, method: method, url: url, version: version, uploadData: uploadData,
         uploadSize: uploadSize, slot: slot)
+}
+
+private func unescaped(
+    cls: UnsafeMutableRawPointer?, connection: OpaquePointer?, text: UnsafeMutablePointer<CChar>?
+) -> Int {
+    guard let cls, let text else { return 0 }
+    return Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue().unescape(text, connection: connection)
 }
 
 private func uriLogged(

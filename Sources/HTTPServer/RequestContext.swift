@@ -26,6 +26,8 @@ final class RequestContext: @unchecked Sendable {
     private(set) var query: [(name: String, value: String)] = []
     private(set) var headers = CapturedHeaders()
     var body = Data()
+    /// Reads the chunk-size lines of a chunked body.
+    var chunks: ChunkFraming?
 
     init(line: RequestHead.RawLine?, connection: ConnectionTable.Entry?) {
         self.line = line
@@ -47,6 +49,8 @@ enum HTTPStatus {
         switch status {
         case 400: "Bad Request"
         case 413: "Content Too Large"
+        case 414: "URI Too Long"
+        case 431: "Request Header Fields Too Large"
         case 501: "Not Implemented"
         default: "Error"
         }

@@ -67,6 +67,29 @@ struct RequestStateMachine {
         return .append
     }
 
+    /// A chunk-size line announced `size` more bytes: past the limit, the
+    /// refusal comes now rather than when they have arrived.
+    mutating func chunkDeclared(_ size: UInt64, maxBodyBytes: Int) -> BodyAction {
+        guard case .receiving(let bytes) = state else { return .drop }
+        guard size <= UInt64(max(0, maxBodyBytes - bytes)) else {
+            state = .refused
+            return .refuseAndClose(.payloadTooLarge(limit: maxBodyBytes))
+        }
+        return .append
+    }
+
+    /// The body's framing is malformed (`ChunkFraming`).
+    mutating func framingRefused(_ refusal: HTTPRefusal) -> BodyAction {
+        guard case .receiving = state else { return .drop }
+        state = .refused
+        return .refuseAndClose(refusal)
+    }
+
+    /// The handler refused the request from its head (`Expect: 100-continue`).
+    mutating func refusedBeforeBody() {
+        state = .refused
+    }
+
     enum CallAction {
         /// The whole request is here: call the handler.
         case handle

@@ -6,7 +6,8 @@
 /// Refused, with the reason: a target that is not a path; a raw byte outside
 /// visible ASCII; an empty, `.` or `..` segment (also percent-encoded); an
 /// encoded `/`; a NUL or control character anywhere after decoding; a bad
-/// `%` escape; text that is not UTF-8.
+/// `%` escape; text that is not UTF-8; more query arguments than the
+/// server takes (414).
 package struct RequestTarget: Sendable {
     /// The canonical path: `/` and the decoded segments joined by `/`.
     package let path: String
@@ -17,8 +18,9 @@ package struct RequestTarget: Sendable {
     /// The decoded path segments (none for `/`).
     package var segments: [String] { path.split(separator: "/").map(String.init) }
 
-    /// Parses the raw target bytes as the client sent them.
-    package init(raw: [UInt8]) throws(HTTPRefusal) {
+    /// Parses the raw target bytes as the client sent them; more than
+    /// `maxQueryArguments` query arguments are refused with 414.
+    package init(raw: [UInt8], maxQueryArguments: Int = .max) throws(HTTPRefusal) {
         guard raw.first == UInt8(ascii: "/") else {
             throw .badRequest("the request target must be a path starting with /")
         }
@@ -60,7 +62,11 @@ package struct RequestTarget: Sendable {
         }
         var query: [(name: String, value: String)] = []
         if pathEnd < raw.endIndex {
-            for piece in raw[(pathEnd + 1)...].split(separator: UInt8(ascii: "&")) {
+            let pieces = raw[(pathEnd + 1)...].split(separator: UInt8(ascii: "&"))
+            guard pieces.count <= maxQueryArguments else {
+                throw .uriTooLong("the query has \(pieces.count) arguments; at most \(maxQueryArguments) are accepted")
+            }
+            for piece in pieces {
                 let equals = piece.firstIndex(of: UInt8(ascii: "=")) ?? piece.endIndex
                 let name = try Self.decode(piece[..<equals], plusIsSpace: true, what: "query")
                 let value =
@@ -128,8 +134,13 @@ package struct RequestTarget: Sendable {
 package enum HTTPRefusal: Error, Sendable, Equatable {
     /// 400: a malformed target, head or framing.
     case badRequest(String)
-    /// 413: the body is larger than `maxBodyBytes`.
+    /// 413: the body is larger than `maxBodyBytes` (or a chunk says it will be).
     case payloadTooLarge(limit: Int)
+    /// 414: more query arguments than `maxQueryArguments`.
+    case uriTooLong(String)
+    /// 431: more header lines than `maxHeaders`, or a head too large for
+    /// the connection's memory to hold it and its answer.
+    case headerFieldsTooLarge(String)
     /// 501: a `Transfer-Encoding` other than `chunked`.
     case notImplemented(String)
 
@@ -138,6 +149,8 @@ package enum HTTPRefusal: Error, Sendable, Equatable {
         switch self {
         case .badRequest: 400
         case .payloadTooLarge: 413
+        case .uriTooLong: 414
+        case .headerFieldsTooLarge: 431
         case .notImplemented: 501
         }
     }

@@ -121,4 +121,65 @@ import Testing
         // The handler sees the decoded, canonical path.
         #expect(try TestHTTPClient.once(port: server.port, "GET", "/hel%6Co").status == 200)
     }
+
+    /// Issue 25 part 6: what RFC 9110/9112 refuse, refused at once and closed.
+    @Test func refusesWhatTheRFCsRefuse() throws {
+        let server = try startServer()
+        defer { server.stop() }
+        for raw in [
+            "GET /hello HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n",
+            "GET /hello HTTP/1.1\r\n\r\n",
+            "GET /hello HTTP/1.1\r\nX-A: b\r\n\r\n",
+            "GET /hello HTTP/1.1\r\nHost: 127.0.0.1:80@evil.example\r\n\r\n",
+            "GET /hello HTTP/1.1\r\nHost: a b\r\n\r\n",
+            "GET /hello HTTP/1.1\r\nHost: x/y\r\n\r\n",
+            "GET /hello HTTP/1.1\r\nHost: x:8o\r\n\r\n",
+            "GET /hello HTTP/1.1\r\nHost: [::1\r\n\r\n",
+            "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n",
+            "GET /hello HTTP/1.1\r\nHost: x\r\nX-A : b\r\n\r\n",
+            "GET /hello HTTP/1.1\r\nHost: x\r\nX-A\t: b\r\n\r\n",
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\nhi\r\n0\r\n\r\n",
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2;x=y\nhi\r\n0\r\n\r\n",
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\n2\r\nhi\r\n0\r\n\r\n",
+        ] {
+            let (response, closed) = try exchange(server, raw)
+            #expect(response.status == 400, "\(raw.debugDescription)")
+            #expect(closed, "\(raw.debugDescription)")
+        }
+        for host in ["127.0.0.1", "  127.0.0.1 ", "\t[::1]:8080\t", "", "a.example:", "xn--e1a.example", "a%41"] {
+            let (response, _) = try exchange(server, "GET /hello HTTP/1.1\r\nHost:\(host)\r\n\r\n")
+            #expect(response.status == 200, "\(host.debugDescription)")
+        }
+        // Values lose the whitespace around them.
+        let (echoed, _) = try exchange(server, "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: \t Bearer t \r\n\r\n")
+        #expect(echoed.headers["x-auth"] == "Bearer t")
+        #expect(try exchange(server, "GET /hello HTTP/1.0\r\n\r\n").0.status == 200)
+    }
+
+    /// A chunk that says it is larger than the body may be is refused when
+    /// its size line arrives, not when the body timeout ends the wait.
+    @Test func refusesAnOversizedChunkAtOnce() throws {
+        let server = try startServer(maxBody: 1024)
+        defer { server.stop() }
+        for size in ["FFFFFFFFFFFFFFFF", "401", "10000", "0000000000000401;ext=1"] {
+            let client = TestHTTPClient(port: server.port, timeoutSeconds: 3)
+            let start = Date()
+            try client.sendRaw(
+                Data("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\(size)\r\nhello".utf8))
+            #expect(try client.readResponse().status == 413, "\(size)")
+            #expect(Date().timeIntervalSince(start) < 1, "\(size)")
+        }
+        // Up to the limit, in one chunk or several, is fine.
+        let body = String(repeating: "z", count: 1024)
+        let one = try exchange(
+            server, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n\(body)\r\n0\r\n\r\n")
+        #expect(one.0.status == 200)
+        let two = try exchange(
+            server,
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n200\r\n\(body.prefix(512))\r\n200;a\r\n\(body.prefix(512))\r\n0\r\n\r\n"
+        )
+        #expect(two.0.status == 200)
+        #expect(two.0.body.count == 1024)
+    }
 }

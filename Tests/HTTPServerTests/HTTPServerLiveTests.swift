@@ -135,7 +135,7 @@ final class ToyHandler: HTTPHandler {
         let client = TestHTTPClient(port: server.port)
         try client.sendRaw(
             Data(
-                "POST /echo HTTP/1.1\r\nHost: x\r\nX-Other: no\r\nAUTHORIZATION: Bearer u\r\nauthorization: Bearer second\r\nContent-Length: 2\r\n\r\nhi"
+                "POST /echo HTTP/1.1\r\nHost: x\r\nX-Other: no\r\nAUTHORIZATION: Bearer u\r\nContent-Length: 2\r\n\r\nhi"
                     .utf8))
         let upper = try client.readResponse()
         #expect(upper.status == 200)

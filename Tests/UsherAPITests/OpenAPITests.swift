@@ -82,6 +82,7 @@ import Testing
             .badRequest("x"), .unauthorized(), .notFound("x"), .methodNotAllowed("PATCH", allowed: ["GET"]),
             .alreadyExists("queue", "q"), .gone("x"), .preconditionFailed("x"), .payloadTooLarge(limit: 1),
             .shuttingDown(), .internalError("x"), .originNotAllowed("x"), .hostNotAllowed("x"), .notImplemented("x"),
+            .uriTooLong("x"), .headerFieldsTooLarge("x"),
             APIError(QueueError.notGranted(current: .waiting)), APIError(QueueError.full(retryAfterSeconds: 1)),
             APIError(MachineError.unknownEvent(allowedEvents: [])),
             APIError(MachineError.invalidTransition(state: "A", allowedEvents: [])),

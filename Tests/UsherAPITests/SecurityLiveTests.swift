@@ -125,4 +125,65 @@ import Testing
         #expect(try UsherConfig.load(path: nil, environment: ["USHER_TOKEN": "t"]).authToken == "t")
         #expect(try UsherConfig.load(path: nil, environment: [:]).authToken == nil)
     }
+
+    /// Issue 25 part 6, at the app: the headers its checks read cannot be
+    /// given twice, Host is an authority, and whitespace around it is fine.
+    @Test func theHeadersTheChecksReadAreUnambiguous() throws {
+        let server = try LiveServer(#"{"auth_token": "sekrit"}"#)
+        let auth = "Authorization: Bearer sekrit\r\n"
+        for head in [
+            "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\(auth)\r\n",
+            "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1:80@evil.example\r\n\(auth)\r\n",
+            "GET /v1/queues HTTP/1.1\r\n\(auth)\r\n",
+            "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\n\(auth)\(auth)\r\n",
+            "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://127.0.0.1\r\nOrigin: http://evil.example\r\n\(auth)\r\n",
+        ] {
+            let r = try raw(server, head)
+            #expect(r.status == 400, "\(head.debugDescription)")
+            #expect(r.code == "bad_request", "\(head.debugDescription)")
+        }
+        #expect(try raw(server, "GET /v1/queues HTTP/1.1\r\nHost:  127.0.0.1 \r\n\(auth)\r\n").status == 200)
+        let padded = "GET /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization:  Bearer sekrit \r\n\r\n"
+        #expect(try raw(server, padded).status == 200)
+    }
+
+    /// Issue 25 part 6: a refused request that waits for `100 Continue`
+    /// gets its refusal instead, before sending its body.
+    @Test func aRefusalComesBeforeOneHundredContinue() throws {
+        let server = try LiveServer(#"{"auth_token": "sekrit", \#(Self.declared)}"#)
+        for extra in ["", "Authorization: Bearer nope\r\n", "Host: evil.example\r\n"] {
+            let client = TestHTTPClient(port: server.port, timeoutSeconds: 3)
+            let host = extra.hasPrefix("Host") ? "" : "Host: 127.0.0.1\r\n"
+            try client.sendRaw(
+                Data(
+                    "POST /v1/queues/keep/visitors HTTP/1.1\r\n\(host)\(extra)Expect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+                        .utf8))
+            let first = try client.readResponse()
+            #expect([401, 421].contains(first.status), "\(extra.debugDescription)")
+        }
+        // With the token, 100 Continue, then the answer to the body: the
+        // only visitor that got in.
+        let client = TestHTTPClient(port: server.port, timeoutSeconds: 3)
+        try client.sendRaw(
+            Data(
+                "POST /v1/queues/keep/visitors HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sekrit\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+                    .utf8))
+        #expect(try client.readResponse().status == 100)
+        try client.sendRaw(Data("{}".utf8))
+        #expect(try client.readResponse().status == 201)
+        let keep = try server.call("GET", "/v1/queues/keep", headers: ["Authorization": "Bearer sekrit"])
+        #expect((keep.json["counts"] as? [String: Any])?["enqueued_total"] as? Int == 1)
+    }
+
+    /// Issue 25 part 5: many query parameters answer at once on any route.
+    @Test func manyQueryParametersAnswerAtOnce() throws {
+        let server = try LiveServer("{}")
+        for count in [10, 100, 116, 200, 1500] {
+            let query = (0..<count).map { "p\($0)=1" }.joined(separator: "&")
+            let start = Date()
+            let r = try raw(server, "GET /healthz?\(query) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(r.status == (count <= 100 ? 200 : 414), "\(count)")
+            #expect(Date().timeIntervalSince(start) < 1, "\(count)")
+        }
+    }
 }

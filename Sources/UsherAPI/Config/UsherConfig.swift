@@ -45,6 +45,10 @@ package struct UsherConfig: Sendable {
     /// Default 8192 (libmicrohttpd's own is 32768, nearly all of it resident
     /// once a connection has answered: the cost of a parked long-poll).
     var connectionMemoryBytes = 8192
+    /// Most header lines in a request head; more are answered 431. Default 100.
+    var maxRequestHeaders = 100
+    /// Most query parameters in a request target; more are answered 414. Default 100.
+    var maxQueryParameters = 100
     /// Longest time from SIGTERM/SIGINT to exit, in seconds. Default 10.
     var shutdownGraceSeconds = 10.0
     /// Root directory for pipeline file sources. Default `data`; relative to
@@ -128,6 +132,8 @@ package struct UsherConfig: Sendable {
         if let v = try r.number("request_body_timeout_seconds", in: 0.5...3600) { config.requestBodyTimeoutSeconds = v }
         if let v = try r.int("max_connections_per_ip", in: 0...1_000_000) { config.maxConnectionsPerIP = v }
         if let v = try r.int("connection_memory_bytes", in: connectionMemoryRange) { config.connectionMemoryBytes = v }
+        if let v = try r.int("max_request_headers", in: 1...10_000) { config.maxRequestHeaders = v }
+        if let v = try r.int("max_query_parameters", in: 1...10_000) { config.maxQueryParameters = v }
         if let v = try r.number("shutdown_grace_seconds", in: 0...3600) { config.shutdownGraceSeconds = v }
         if let v = try r.string("data_dir") {
             guard !v.isEmpty else { throw FieldError(field: "data_dir", message: "must not be empty") }

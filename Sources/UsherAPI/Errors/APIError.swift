@@ -93,6 +93,12 @@ extension APIError {
             status: 413, code: "payload_too_large", title: "Payload too large",
             detail: "request bodies are limited to \(limit) bytes (max_body_bytes)")
     }
+    static func uriTooLong(_ detail: String) -> APIError {
+        APIError(status: 414, code: "uri_too_long", title: "URI too long", detail: detail)
+    }
+    static func headerFieldsTooLarge(_ detail: String) -> APIError {
+        APIError(status: 431, code: "header_fields_too_large", title: "Request header fields too large", detail: detail)
+    }
     static func tooMany(_ code: String, _ title: String, _ detail: String, retryAfter: Int?) -> APIError {
         APIError(
             status: 429, code: code, title: title, detail: detail,

@@ -378,6 +378,21 @@ extension OpenAPIDocument {
                 ).1
             ),
             (
+                "URITooLong",
+                problem(
+                    414, "more query parameters than max_query_parameters; the connection is closed",
+                    codes: ["uri_too_long"]
+                ).1
+            ),
+            (
+                "HeaderFieldsTooLarge",
+                problem(
+                    431,
+                    "more header lines than max_request_headers, or a head too large for connection_memory_bytes; the connection is closed",
+                    codes: ["header_fields_too_large"]
+                ).1
+            ),
+            (
                 "NotImplemented",
                 problem(
                     501, "a Transfer-Encoding other than chunked; the connection is closed", codes: ["not_implemented"]
@@ -453,7 +468,7 @@ extension OpenAPIDocument {
         }
 
         /// The operation object. Adds what every operation under `template`
-        /// can answer: 400 (a malformed request), 403 and 421 (the HTTP edge),
+        /// can answer: 400 (a malformed request), 403, 414, 421 and 431 (the HTTP edge),
         /// 401 under `/v1`, 404 for a path with parameters, 413 and 501 with
         /// a body; responses sorted by status.
         func json(template: String, tag: String) -> JSONValue {
@@ -463,7 +478,9 @@ extension OpenAPIDocument {
             }
             addMissing(Response.shared("400", "BadRequest"))
             addMissing(Response.shared("403", "OriginNotAllowed"))
+            addMissing(Response.shared("414", "URITooLong"))
             addMissing(Response.shared("421", "HostNotAllowed"))
+            addMissing(Response.shared("431", "HeaderFieldsTooLarge"))
             if template.hasPrefix("/v1") { addMissing(Response.shared("401", "Unauthorized")) }
             if template.contains("{") { addMissing(Response.shared("404", "NotFound")) }
             if body != nil {

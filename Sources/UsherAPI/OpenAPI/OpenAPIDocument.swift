@@ -32,7 +32,7 @@ enum OpenAPIDocument {
         "bad_request", "unauthorized", "origin_not_allowed", "not_found", "method_not_allowed", "host_not_allowed",
         "already_exists", "not_granted", "not_leased", "pool_exhausted", "invalid_transition", "nothing_showing",
         "not_in_flight", "in_flight", "element_leased", "transaction_open", "transaction_ended",
-        "gone", "precondition_failed", "payload_too_large",
+        "gone", "precondition_failed", "payload_too_large", "uri_too_long", "header_fields_too_large",
         "queue_full", "pipeline_full", "too_many_resources", "too_many_elements",
         "not_implemented", "shutting_down", "internal_error", "storage_full",
     ]

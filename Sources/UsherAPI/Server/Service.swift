@@ -33,6 +33,8 @@ package enum Service {
         http.maxConnectionsPerAddress = config.maxConnectionsPerIP
         http.connectionMemoryLimit = config.connectionMemoryBytes
         http.capturedHeaders = UsherApp.capturedHeaders
+        http.maxHeaders = config.maxRequestHeaders
+        http.maxQueryArguments = config.maxQueryParameters
         return http
     }
 

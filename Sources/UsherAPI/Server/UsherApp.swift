@@ -398,7 +398,30 @@ package final class UsherApp: HTTPHandler {
         case .badRequest(let detail): APIError.badRequest(detail).response
         case .payloadTooLarge(let limit): APIError.payloadTooLarge(limit: limit).response
         case .notImplemented(let detail): APIError.notImplemented(detail).response
+        case .uriTooLong(let detail): APIError.uriTooLong("\(detail) (max_query_parameters)").response
+        case .headerFieldsTooLarge(let detail): APIError.headerFieldsTooLarge(detail).response
         }
+    }
+
+    /// The Host, Origin and token checks, on the head of a request that
+    /// waits for `100 Continue`: a refusal must come before the client sends
+    /// its body. Counted and logged like any answer.
+    package func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
+        let start = HTTPMetrics.now()
+        var template = "unmatched"
+        var slot: Int?
+        var access = RouteAccess(path: request.path)
+        if case .found(let route, let matched, _) = router.match(request.method, request.path) {
+            template = matched
+            slot = route.slot
+            access = route.access
+        }
+        guard let refused = self.access.refusal(for: request, access: access) else { return nil }
+        var result = httpMetrics.measure(
+            .respond(refused.response), slot: slot, route: template, method: request.method, since: start)
+        if logger.level == .debug { result = accessLogged(result, request: request, route: template, since: start) }
+        guard case .respond(let response) = result else { return refused.response }
+        return response
     }
 
     /// The response of a handler's result, awaiting a deferred one (a stream
