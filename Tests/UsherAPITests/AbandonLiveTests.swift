@@ -13,7 +13,7 @@ import Testing
     static let both: [TestBackend] = [.memory, .redis]
 
     private static let config =
-        #"{"queues": {"printer": {"capacity": 1, "hold_seconds": 60, "idle_seconds": 1, "claim_seconds": 0.5}}}"#
+        #"{"queues": {"printer": {"capacity": 1, "hold_seconds": 60, "idle_seconds": 2, "claim_seconds": 0.5}}}"#
 
     private func visitor(_ s: BackendLiveServer, _ id: String) async throws -> [String: Any] {
         try await s.call("GET", "/v1/queues/printer/visitors/\(id)").json
@@ -73,7 +73,7 @@ import Testing
         _ = try await s.call("POST", "/v1/queues/printer/visitors", #"{"id": "a"}"#)
         _ = try await s.call("POST", "/v1/queues/printer/visitors?wait=0.1", #"{"id": "b"}"#)
         // A long-poll loop: each wait is shorter than idle_seconds, so b is heard of throughout.
-        for _ in 0..<4 {
+        for _ in 0..<6 {
             let polled = try await s.call("POST", "/v1/queues/printer/visitors?wait=0.5", #"{"id": "b"}"#)
             #expect(polled.json["status"] as? String == "waiting")
         }
