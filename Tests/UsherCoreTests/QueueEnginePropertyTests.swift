@@ -30,7 +30,7 @@ import Testing
         var rng = SeededGenerator(seed: s.seed)
         let config = QueueConfig(
             capacity: 2, maxWaiting: 25, holdSeconds: 6, dedup: s.dedup,
-            opposites: [["like", "unlike"]], history: s.history)
+            opposites: [["like", "unlike"]], history: s.history, idleSeconds: 0, claimSeconds: 0)
         var engine = F.engine(config)
         var model = QueueModel(config: config, createdAt: F.t0.micros)
         var now = F.t0.micros

@@ -8,7 +8,9 @@ import Testing
     typealias F = QueueFixtures
 
     @Test func ownOverridesLetsAVisitorHoldLongerOrForEver() throws {
-        var e = QueueEngine(name: "w", config: QueueConfig(holdSeconds: 5), createdAt: F.t0, holdPolicy: .ownOverrides)
+        var e = QueueEngine(
+            name: "w", config: QueueConfig(holdSeconds: 5, idleSeconds: 0, claimSeconds: 0), createdAt: F.t0,
+            holdPolicy: .ownOverrides)
         let pinned = try e.add("pinned", hold: 0)
         #expect(pinned.status == .granted && pinned.expiresAt == nil)
         try e.add("long", hold: 60)

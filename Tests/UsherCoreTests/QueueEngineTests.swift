@@ -255,7 +255,7 @@ import Testing
     }
 
     @Test func estimatedWaitFromTheHoldersExpiries() throws {
-        var e = F.engine(QueueConfig(capacity: 2, holdSeconds: 60))
+        var e = F.engine(QueueConfig(capacity: 2, holdSeconds: 60, idleSeconds: 0, claimSeconds: 0))
         try e.add("a")
         try e.add("b")
         try e.add("c")

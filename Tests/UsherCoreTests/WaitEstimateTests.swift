@@ -14,7 +14,7 @@ import Testing
     }
 
     @Test func theHoldersRemainingTimeNotTheMeanOfShortHolds() throws {
-        var e = F.engine(QueueConfig(capacity: 1, holdSeconds: 60))
+        var e = F.engine(QueueConfig(capacity: 1, holdSeconds: 60, idleSeconds: 0, claimSeconds: 0))
         try e.add("quick")
         _ = try e.complete(id: "quick", now: F.at(0.027))  // the mean of finished holds: 27 ms
         try e.add("holder", at: 1)
@@ -89,7 +89,8 @@ import Testing
 
     @Test func theManagerOnAManualClock() throws {
         let clock = ManualClock()
-        let q = VisitorQueue(name: "q", config: QueueConfig(capacity: 1, holdSeconds: 60), clock: clock)
+        let q = VisitorQueue(
+            name: "q", config: QueueConfig(capacity: 1, holdSeconds: 60, idleSeconds: 0, claimSeconds: 0), clock: clock)
         _ = try q.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(id: "a")) }
         let (b, _) = try q.withIsolation { q throws(QueueError) in try q.enqueue(VisitorRequest(id: "b")) }
         #expect(b.estimatedWaitSeconds == 60)

@@ -300,7 +300,7 @@ import Testing
     }
 
     @Test(arguments: both) func theWaitEstimateFollowsTheHoldersExpiries(_ backend: TestBackend) async throws {
-        try await Q.with(backend, QueueConfig(capacity: 1, holdSeconds: 60)) { q in
+        try await Q.with(backend, QueueConfig(capacity: 1, holdSeconds: 60, idleSeconds: 0, claimSeconds: 0)) { q in
             try await q.enqueue("quick")
             q.clock.advance(by: 0.027)
             try await q.complete("quick")  // the mean of finished holds: 27 ms
@@ -564,7 +564,11 @@ import Testing
 
     /// One story on each backend: the same events (type, visitor, reason) in the same order.
     @Test(arguments: both) func bothBackendsTellTheSameStoryInEvents(_ backend: TestBackend) async throws {
-        try await Q.with(backend, QueueConfig(capacity: 1, holdSeconds: 10, opposites: [["like", "unlike"]])) { q in
+        try await Q.with(
+            backend,
+            QueueConfig(
+                capacity: 1, holdSeconds: 10, opposites: [["like", "unlike"]], idleSeconds: 0, claimSeconds: 0)
+        ) { q in
             let seen = q.recordEvents()
             try await q.enqueue("a")
             try await q.enqueue("b", key: "k", action: "like")

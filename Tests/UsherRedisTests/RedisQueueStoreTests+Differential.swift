@@ -21,6 +21,7 @@ extension RedisQueueStoreTests {
         #expect(totals.expiredTotal > 0 && totals.releasedTotal > 0 && totals.timedOutTotal > 0)
         #expect(totals.cancelledTotal > totals.timedOutTotal && totals.completedTotal > 0)
         #expect(dedup == .off || totals.mergedTotal > 0)
+        #expect(totals.abandonedTotal > 0 && totals.unclaimedTotal > 0)
     }
 }
 
@@ -64,7 +65,8 @@ struct DifferentialRun {
         try await RedisQueueStoreTests.waitUntil { await RedisQueueStoreTests.subscribers(server) == 1 }
         rng = SplitMix(state: seed)
         let config = QueueConfig(
-            capacity: 2, maxWaiting: 6, holdSeconds: 8, dedup: dedup, opposites: [["like", "unlike"]], history: 5)
+            capacity: 2, maxWaiting: 6, holdSeconds: 8, dedup: dedup, opposites: [["like", "unlike"]], history: 5,
+            idleSeconds: 6, claimSeconds: 4)
         store = RedisQueueStoreTests.store(server, clock)
         engine = QueueEngine(name: "q", config: config, createdAt: clock.now())
         #expect(try await store.create(config).created)
@@ -133,11 +135,24 @@ struct DifferentialRun {
                 }
                 #expect((memory == nil) == ((try? redis.get()) ?? nil == nil), "undoGrant \(id)")
                 if let memory, case .success(let view?) = redis { compare(.success(memory), .success(view), "undo") }
-            case 62..<67:
+            case 62..<65:
                 compare(
                     outcome { () throws(QueueError) in try engine.visitor(id: id, now: now) },
                     await awaitedOutcome { () async throws(QueueError) in try await store.visitor(id: id) },
                     "visitor \(id)")
+            case 65..<67:
+                // A long-poll parks on it: heard of until its wait ends.
+                let until = now.adding(seconds: pick([0.5, 2, 5]))
+                let memory = outcome { () throws(QueueError) in
+                    let view = try engine.visitor(id: id, now: now)
+                    engine.hear(id: id, until: until)
+                    return view
+                }
+                compare(
+                    memory,
+                    await awaitedOutcome { () async throws(QueueError) in
+                        try await store.visitor(id: id, heardUntil: until)
+                    }, "park on \(id)")
             case 67..<72:
                 try await comparePages(limit: Int(rng.next() % 4), now: now)
             case 72..<74:
@@ -150,7 +165,8 @@ struct DifferentialRun {
             case 76..<78:
                 let patch = QueuePatch(
                     capacity: chance(50) ? Int(rng.next() % 4) : nil, maxWaiting: chance(20) ? 3 : nil,
-                    holdSeconds: chance(30) ? pick([5, 8, 0]) : nil, history: chance(30) ? Int(rng.next() % 7) : nil)
+                    holdSeconds: chance(30) ? pick([5, 8, 0]) : nil, history: chance(30) ? Int(rng.next() % 7) : nil,
+                    idleSeconds: chance(15) ? pick([0, 3, 6]) : nil, claimSeconds: chance(15) ? pick([0, 2, 4]) : nil)
                 let memory = engine.apply(patch, now: now)
                 #expect(try await store.apply(patch) == memory)
             default:

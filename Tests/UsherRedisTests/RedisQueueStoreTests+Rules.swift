@@ -245,7 +245,7 @@ extension RedisQueueStoreTests {
     }
 
     @Test func estimatedWaitFromTheHoldersExpiries() async throws {
-        let q = try await Line(QueueConfig(capacity: 2, holdSeconds: 60))
+        let q = try await Line(QueueConfig(capacity: 2, holdSeconds: 60, idleSeconds: 0, claimSeconds: 0))
         for id in ["a", "b", "c", "d", "f"] { try await q.add(id) }
         #expect(try await q.store.visitor(id: "c").estimatedWaitSeconds == 60)
         #expect(try await q.store.visitor(id: "f").estimatedWaitSeconds == 120)

@@ -30,6 +30,20 @@ extension OpenAPIDocument {
                 Schema.array(pairSchema(pair), "pairs of actions that cancel, e.g. [[\"like\",\"unlike\"]]; default []")
             ),
             ("history", Schema.integer(L.history, "finished visitors kept visible; default 1000")),
+            (
+                "idle_seconds",
+                Schema.seconds(
+                    L.seconds,
+                    "a waiting visitor whose client was not heard of (a call naming it, a wait parked on it) for this long is cancelled, reason abandoned; 0 = never; default 30"
+                )
+            ),
+            (
+                "claim_seconds",
+                Schema.seconds(
+                    L.seconds,
+                    "a visitor granted while no client waited on it, that no call names within this long, is released, reason unclaimed; 0 = never; default 10"
+                )
+            ),
         ]
         return [
             (
@@ -55,7 +69,8 @@ extension OpenAPIDocument {
                     [
                         ("capacity", Schema.count), ("max_waiting", Schema.count), ("hold_seconds", Schema.secondsOut),
                         ("dedup", dedup), ("opposites", Schema.array(pairSchema(Schema.array(Schema.string())))),
-                        ("history", Schema.count),
+                        ("history", Schema.count), ("idle_seconds", Schema.secondsOut),
+                        ("claim_seconds", Schema.secondsOut),
                     ], "the config, every default filled in")
             ),
             (
@@ -112,8 +127,11 @@ extension OpenAPIDocument {
                         (
                             "reason",
                             Schema.enumeration(
-                                ["opposite", "client", "disconnected", "timeout", "undelivered"],
-                                "why it finished so: cancelled (opposite, client, disconnected, timeout) or released (undelivered)"
+                                [
+                                    "opposite", "client", "disconnected", "timeout", "abandoned", "undelivered",
+                                    "unclaimed",
+                                ],
+                                "why it finished so: cancelled (opposite, client, disconnected, timeout, abandoned) or released (undelivered, unclaimed)"
                             )
                         ),
                     ], optional: ["position", "estimated_wait_seconds", "merged_into", "cancelled_with", "reason"],
@@ -125,7 +143,10 @@ extension OpenAPIDocument {
                     [
                         "waiting", "holding", "delayed", "enqueued_total", "granted_total", "completed_total",
                         "released_total", "expired_total", "cancelled_total", "merged_total", "timed_out_total",
-                    ].map { ($0, Schema.count) }, "timed_out_total: of cancelled_total, try-acquires whose wait ended")
+                        "abandoned_total", "unclaimed_total",
+                    ].map { ($0, Schema.count) },
+                    "timed_out_total and abandoned_total: of cancelled_total, try-acquires whose wait ended and visitors whose client went quiet; unclaimed_total: of released_total, grants nobody claimed"
+                )
             ),
             (
                 "QueueState",

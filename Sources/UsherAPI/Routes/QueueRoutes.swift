@@ -71,9 +71,7 @@ enum QueueRoutes: ConfiguredKind {
                     _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
                 }
             }
-            let patch = QueuePatch(
-                capacity: wanted.capacity, maxWaiting: wanted.maxWaiting, holdSeconds: wanted.holdSeconds,
-                dedup: wanted.dedup, opposites: wanted.opposites, history: wanted.history)
+            let patch = QueuePatch(setting: wanted)
             return .patching(current: { queue.withIsolation { $0.config } }, wanted: wanted, fixed: "") {
                 () throws(APIError) in
                 do throws(QueueError) {
@@ -159,9 +157,7 @@ enum QueueRoutes: ConfiguredKind {
             _ = try await creatingShared(name: name, config: config, in: app).value()
         } catch  where error.code == "already_exists" {
             guard let queue = try app.registry.resource(.queues, name) as? RedisQueue else { throw error }
-            let patch = QueuePatch(
-                capacity: config.capacity, maxWaiting: config.maxWaiting, holdSeconds: config.holdSeconds,
-                dedup: config.dedup, opposites: config.opposites, history: config.history)
+            let patch = QueuePatch(setting: config)
             do throws(QueueError) { _ = try await queue.applyPatch(patch).value() } catch { throw APIError(error) }
         }
     }

@@ -18,6 +18,7 @@ struct CountsBody: Encodable {
             ("completed_total", c.completedTotal), ("released_total", c.releasedTotal),
             ("expired_total", c.expiredTotal), ("cancelled_total", c.cancelledTotal),
             ("merged_total", c.mergedTotal), ("timed_out_total", c.timedOutTotal),
+            ("abandoned_total", c.abandonedTotal), ("unclaimed_total", c.unclaimedTotal),
         ])
     }
 

@@ -65,6 +65,8 @@ struct QueueConfigBody: Encodable {
         case capacity, dedup, opposites, history
         case maxWaiting = "max_waiting"
         case holdSeconds = "hold_seconds"
+        case idleSeconds = "idle_seconds"
+        case claimSeconds = "claim_seconds"
     }
 
     /// The members, into an object being written.
@@ -75,6 +77,8 @@ struct QueueConfigBody: Encodable {
         try container.encode(config.dedup.rawValue, forKey: .dedup)
         try container.encode(config.opposites, forKey: .opposites)
         try container.encode(config.history, forKey: .history)
+        try container.encodeSeconds(config.idleSeconds, forKey: .idleSeconds)
+        try container.encodeSeconds(config.claimSeconds, forKey: .claimSeconds)
     }
 }
 

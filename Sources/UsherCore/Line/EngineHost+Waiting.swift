@@ -112,6 +112,7 @@ extension EngineHost {
         call.timer = clock.schedule(at: deadline) { [weak self] in
             self?.withIsolation { $0.answerNow(token) }
         }
+        if case .visitor(let id) = subject { engine.hear(id: id, until: deadline) }
         host.subjects[token] = subject
         host.waiters[subject, default: []].append(Waiter(token: token, condition: condition, call: call))
     }
@@ -186,7 +187,10 @@ extension EngineHost {
         // read (each new long-poll's own check included) rescanned all of a
         // window's `showing` waiters, O(n²) to park n of them.
         guard !host.waiters.isEmpty, !changes.isEmpty else { return }
-        for id in changes where host.waiters[.visitor(id)] != nil { wake(.visitor(id)) }
+        for id in changes where host.waiters[.visitor(id)] != nil {
+            engine.hearParked(id: id)
+            wake(.visitor(id))
+        }
         if host.waiters[.firstHolder] != nil { wake(.firstHolder) }
     }
 

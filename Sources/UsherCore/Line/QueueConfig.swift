@@ -22,11 +22,24 @@ package struct QueueConfig: Sendable, Equatable {
     package var opposites: [[String]]
     /// `history` (1000): finished visitors kept visible, and their client ids remembered.
     package var history: Int
+    /// `idle_seconds` (30): a waiting visitor whose client was not heard of
+    /// (a call naming it, a wait parked on it) for this long is cancelled,
+    /// reason `abandoned`; 0 = never.
+    package var idleSeconds: Double
+    /// `claim_seconds` (10): a visitor granted while no client waited on it
+    /// that no call names within this long is released, reason `unclaimed`;
+    /// 0 = never.
+    package var claimSeconds: Double
+
+    /// The defaults of `idle_seconds` and `claim_seconds`.
+    package static let defaultIdleSeconds = 30.0
+    package static let defaultClaimSeconds = 10.0
 
     /// A config; every argument defaults to the documented default.
     package init(
         capacity: Int = 1, maxWaiting: Int = 10_000, holdSeconds: Double = 30,
-        dedup: DedupMode = .key, opposites: [[String]] = [], history: Int = 1000
+        dedup: DedupMode = .key, opposites: [[String]] = [], history: Int = 1000,
+        idleSeconds: Double = defaultIdleSeconds, claimSeconds: Double = defaultClaimSeconds
     ) {
         self.capacity = capacity
         self.maxWaiting = maxWaiting
@@ -34,6 +47,8 @@ package struct QueueConfig: Sendable, Equatable {
         self.dedup = dedup
         self.opposites = opposites
         self.history = history
+        self.idleSeconds = idleSeconds
+        self.claimSeconds = claimSeconds
     }
 
     /// Allowed ranges, shared by the config, the patch and visitor requests.
@@ -71,6 +86,8 @@ extension QueueConfig {
             .array(pairs.map { .array($0.map(JSONValue.string)) })
         }
         changes.compare("history", before.history, after.history, JSONValue.int)
+        changes.compare("idle_seconds", before.idleSeconds, after.idleSeconds, ConfigChanges.seconds)
+        changes.compare("claim_seconds", before.claimSeconds, after.claimSeconds, ConfigChanges.seconds)
         return changes
     }
 }
@@ -89,11 +106,16 @@ package struct QueuePatch: Sendable, Equatable {
     package var opposites: [[String]]?
     /// `history`: lowering it forgets the oldest finished visitors.
     package var history: Int?
+    /// `idle_seconds`: applies to the checks due from now on.
+    package var idleSeconds: Double?
+    /// `claim_seconds`: applies to grants from now on.
+    package var claimSeconds: Double?
 
     /// A patch naming only the given fields.
     package init(
         capacity: Int? = nil, maxWaiting: Int? = nil, holdSeconds: Double? = nil,
-        dedup: DedupMode? = nil, opposites: [[String]]? = nil, history: Int? = nil
+        dedup: DedupMode? = nil, opposites: [[String]]? = nil, history: Int? = nil,
+        idleSeconds: Double? = nil, claimSeconds: Double? = nil
     ) {
         self.capacity = capacity
         self.maxWaiting = maxWaiting
@@ -101,6 +123,16 @@ package struct QueuePatch: Sendable, Equatable {
         self.dedup = dedup
         self.opposites = opposites
         self.history = history
+        self.idleSeconds = idleSeconds
+        self.claimSeconds = claimSeconds
+    }
+
+    /// A patch that sets every field to `config`'s (a config file's declaration).
+    package init(setting config: QueueConfig) {
+        self.init(
+            capacity: config.capacity, maxWaiting: config.maxWaiting, holdSeconds: config.holdSeconds,
+            dedup: config.dedup, opposites: config.opposites, history: config.history,
+            idleSeconds: config.idleSeconds, claimSeconds: config.claimSeconds)
     }
 
     /// Reads the same keys as `QueueConfig.parse`, none required. The caller
@@ -120,6 +152,8 @@ package struct QueuePatch: Sendable, Equatable {
             p.opposites = try parseOpposites(list, field: reader.fieldPath("opposites"))
         }
         p.history = try reader.int("history", in: QueueConfig.Limits.history)
+        p.idleSeconds = try reader.duration("idle_seconds")
+        p.claimSeconds = try reader.duration("claim_seconds")
         return p
     }
 
@@ -132,6 +166,8 @@ package struct QueuePatch: Sendable, Equatable {
         if let dedup { c.dedup = dedup }
         if let opposites { c.opposites = opposites }
         if let history { c.history = history }
+        if let idleSeconds { c.idleSeconds = idleSeconds }
+        if let claimSeconds { c.claimSeconds = claimSeconds }
         return c
     }
 

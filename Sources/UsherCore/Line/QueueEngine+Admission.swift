@@ -91,6 +91,8 @@ extension QueueEngine {
         rec.payload = r.payload
         rec.priority = Int32(r.priority)
         rec.hold = r.holdSeconds.map(Self.micros) ?? -1
+        rec.watchOrder = nextWatchOrder
+        nextWatchOrder += 1
         if Int(h) == records.count {
             records.append(rec)
         } else {
@@ -118,6 +120,8 @@ extension QueueEngine {
 
     mutating func configChanged() {
         holdMicros = Self.micros(config.holdSeconds)
+        idleMicros = Self.micros(config.idleSeconds)
+        claimMicros = Self.micros(config.claimSeconds)
         oppositesOf = [:]
         for pair in config.opposites where pair.count == 2 {
             oppositesOf[pair[0], default: []].append(pair[1])

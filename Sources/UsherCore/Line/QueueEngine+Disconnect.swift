@@ -78,6 +78,7 @@ extension QueueEngine {
     mutating func noteRetry(id: String) -> VisitorView? {
         guard let h = ids[id] else { return nil }
         noteRetry(h)
+        hear(h)
         return view(h)
     }
 }

@@ -18,6 +18,7 @@ extension QueueEngine {
     /// its waiters could still see them), then applies everything due.
     mutating func begin(_ now: Timestamp) {
         operationTime = now.micros
+        named = VisitorRecord.none
         changed.removeAll(keepingCapacity: changed.capacity <= 1024)
         withdrawn.removeAll()
         withdrawnViews.removeAll()
@@ -30,7 +31,10 @@ extension QueueEngine {
     /// outnumber live ones (extends and early finishes leave them behind).
     mutating func end() {
         while let e = timeline.min, !isCurrent(e) { timeline.popMin() }
-        if timeline.count > 64 + 2 * (counts.delayed + counts.holding) {
+        // Each delayed visitor has one current entry, each holder up to two
+        // (expiry, claim), each waiting visitor one while idle checks are on.
+        let live = counts.delayed + 2 * counts.holding + (idleMicros > 0 ? counts.waiting : 0)
+        if timeline.count > 64 + 2 * live {
             let records = self.records  // shares storage; the closure must not capture self
             timeline.compact { !Self.isCurrent($0, in: records) }
         }
@@ -43,6 +47,9 @@ extension QueueEngine {
 
     static func isCurrent(_ e: DeadlineHeap.Entry, in records: SegmentedArray<VisitorRecord>) -> Bool {
         let r = records[Int(e.handle)]
+        if watchOrders.contains(e.order) {
+            return r.watch == e.deadline && r.watchOrder == e.order && (r.status == .waiting || r.status == .granted)
+        }
         return r.deadline == e.deadline && r.fence == e.order && (r.status == .delayed || r.status == .granted)
     }
 
@@ -54,12 +61,17 @@ extension QueueEngine {
                 timeline.popMin()
                 guard isCurrent(e) else { continue }
                 let h = e.handle
-                if records[Int(h)].status == .delayed {
+                if Self.watchOrders.contains(e.order) {
+                    watchDue(h, at: t)
+                } else if records[Int(h)].status == .delayed {
                     counts.delayed -= 1
                     records[Int(h)].status = .waiting
                     records[Int(h)].fence = VisitorRecord.noTime
+                    // Idle time counts from the line entry: a delay is not silence.
+                    records[Int(h)].heard = max(records[Int(h)].heard, t)
                     changed.append(h)
                     enterLine(h, at: t, dedup(key: records[Int(h)].key, action: records[Int(h)].action))
+                    if records[Int(h)].status == .waiting { watchIdle(h) }
                 } else {
                     finish(h, as: .expired, at: t)
                 }
@@ -140,6 +152,7 @@ extension QueueEngine {
                 records[i].deadline = VisitorRecord.noTime
             }
             linkHolder(h)
+            watchClaim(h, now: now.micros)
             counts.grantedTotal += 1
             changed.append(h)
         }

@@ -67,6 +67,16 @@ package struct QueueEngine: Sendable {
     /// Server-made ids, seeded with the creation time.
     var serverIDs: IDGenerator
     var holdMicros: Int64 = 0
+    var idleMicros: Int64 = 0
+    var claimMicros: Int64 = 0
+    /// The next record's `watchOrder`: counts up from `watchOrders.lowerBound`,
+    /// a range no delay order or fence reaches.
+    var nextWatchOrder = Self.watchOrders.lowerBound
+    /// The record the current operation names (its client is heard of, so a
+    /// grant it gets in this operation is claimed), or `none`.
+    var named = VisitorRecord.none
+    /// How an unclaimed grant finishes: `released` (a pool: `completed`, shown as recycled).
+    var unclaimedStatus = VisitorStatus.released
     var oppositesOf: [String: [String]] = [:]
     /// This engine's share of the server's storage budget: every record it
     /// keeps (waiting, holding or remembered) is charged until evicted.
@@ -91,6 +101,11 @@ package struct QueueEngine: Sendable {
     /// The earliest pending delay end or hold expiry: when `advance` next has work.
     var nextDeadline: Timestamp? {
         timeline.min.map { Timestamp(micros: $0.deadline) }
+    }
+
+    /// The earliest hold expiry (a pool's `next_expiry_at`), idle and claim checks aside.
+    package var nextHoldExpiry: Timestamp? {
+        holderExpiries.count > 0 ? Timestamp(micros: holderExpiries.deadline(rank: 1)) : nil
     }
 
     /// When the visitor that has waited longest entered the line (for metrics).
@@ -119,6 +134,7 @@ package struct QueueEngine: Sendable {
         defer { end() }
         if let id = r.id, let h = ids[id] {
             noteRetry(h)
+            hear(h)
             return (view(h), false)
         }
         try check(r)
@@ -141,10 +157,14 @@ package struct QueueEngine: Sendable {
             throw full()
         }
         let h = try create(r, status: .waiting, now: now)
+        named = h
         enterLine(h, at: now.micros, outcome)
         grantFree(now)
         // A grant or an ending already counts as a change; so does starting to wait.
-        if records[Int(h)].status == .waiting { changed.append(h) }
+        if records[Int(h)].status == .waiting {
+            watchIdle(h)
+            changed.append(h)
+        }
         return (view(h), true)
     }
 
@@ -166,6 +186,7 @@ package struct QueueEngine: Sendable {
         begin(now)
         defer { end() }
         let h = try handle(id)
+        hear(h)
         guard records[Int(h)].status == .granted else { throw .notGranted(current: records[Int(h)].status) }
         try checkHold(holdSeconds)
         let hold = holdSeconds.map(Self.micros) ?? effectiveHold(h)
@@ -200,7 +221,9 @@ package struct QueueEngine: Sendable {
     package mutating func visitor(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
         begin(now)
         defer { end() }
-        return view(try handle(id))
+        let h = try handle(id)
+        hear(h)
+        return view(h)
     }
 
     /// The queue's state with at most `limit` holders and `limit` waiting
@@ -262,8 +285,10 @@ package struct QueueEngine: Sendable {
     package mutating func apply(_ patch: QueuePatch, now: Timestamp) -> QueueConfig {
         begin(now)
         defer { end() }
+        let wasIdle = idleMicros
         config = patch.applied(to: config)
         configChanged()
+        rewatch(wasIdle: wasIdle)
         grantFree(now)
         return config
     }

@@ -9,7 +9,7 @@ struct VisitorRecord: Sendable {
     /// The absent handle.
     static let none: Int32 = -1
 
-    // Field order packs the small fields into the payload's padding (160 bytes).
+    // Field order packs the small fields into the payload's padding (184 bytes).
     var id: String
     var key: String?
     var action: String?
@@ -34,6 +34,14 @@ struct VisitorRecord: Sendable {
     var fence: Int64 = noTime
     /// The hold the visitor asked for, in µs; -1 when it asked for none.
     var hold: Int64 = -1
+    /// Until when its client counts as heard of: the last call naming it, or
+    /// the end of a wait parked on it (idle_seconds count from here).
+    var heard: Int64
+    /// Waiting: when its idle check is due; granted: its claim deadline
+    /// (`noTime` once claimed). With `watchOrder`, names its timeline entry.
+    var watch: Int64 = noTime
+    /// Unique to this record: its watch entries' order in the timeline.
+    var watchOrder: Int64 = noTime
     /// Waiting visitors with the same key, in arrival order.
     var keyPrev: Int32 = none
     var keyNext: Int32 = none
@@ -48,6 +56,7 @@ struct VisitorRecord: Sendable {
     init(id: String, enqueuedAt: Int64, status: VisitorStatus) {
         self.id = id
         self.enqueuedAt = enqueuedAt
+        self.heard = enqueuedAt
         self.status = status
     }
 
@@ -68,6 +77,11 @@ enum FinishReason: String, Sendable {
     case timeout
     /// Released (a pool: recycled): the answer that granted it never reached its client.
     case undelivered
+    /// Cancelled: waiting, its client was not heard of for `idle_seconds`.
+    case abandoned
+    /// Released (a pool: recycled): granted while no client was parked on
+    /// it, and not claimed within `claim_seconds`.
+    case unclaimed
 }
 
 /// A key with an action: the index for duplicates in `key` mode.

@@ -43,8 +43,10 @@ package struct VisitorView: Sendable, Equatable {
     package var cancelledWith: String?
     /// Why it finished as it did: cancelled `"opposite"`, `"client"`
     /// (`DELETE`), `"disconnected"` (its waiting client hung up) or
-    /// `"timeout"` (a try-acquire's wait ended); released
-    /// (a pool's lease: recycled) `"undelivered"` (the grant never reached its client).
+    /// `"timeout"` (a try-acquire's wait ended) or `"abandoned"` (its client
+    /// was not heard of for `idle_seconds`); released (a pool's lease:
+    /// recycled) `"undelivered"` (the grant never reached its client) or
+    /// `"unclaimed"` (granted while nobody waited on it, and not claimed).
     package var reason: String?
 
     /// A view; normally made by the engine.
@@ -102,6 +104,10 @@ package struct QueueCounts: Sendable, Equatable {
     package var mergedTotal = 0
     /// Of `cancelledTotal`: try-acquires whose wait ended (reason `timeout`).
     package var timedOutTotal = 0
+    /// Of `cancelledTotal`: waiting visitors whose client went quiet (reason `abandoned`).
+    package var abandonedTotal = 0
+    /// Of `releasedTotal` (a pool: recycled): grants nobody claimed (reason `unclaimed`).
+    package var unclaimedTotal = 0
 
     /// All zero.
     package init() {}

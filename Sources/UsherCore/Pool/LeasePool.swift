@@ -65,6 +65,7 @@ package actor LeasePool: EngineHost {
         self.engine = QueueEngine(
             name: name, config: config.queueConfig(size: config.elements.count), createdAt: clock.now(),
             holdPolicy: .atMostResource, budget: budget)
+        engine.unclaimedStatus = .completed
         // Declared elements came in the config, already admitted: charged, not checked.
         for e in config.elements { engine.storage.charge(Self.storedBytes(e.id, e.data)) }
     }
@@ -203,7 +204,7 @@ package actor LeasePool: EngineHost {
         let page = table.page(after: cursor, limit: limit)
         var state = PoolState(
             name: name, config: config, size: table.count, available: table.available, leased: table.leased,
-            waiting: engine.counts.waiting, nextExpiryAt: engine.nextDeadline,
+            waiting: engine.counts.waiting, nextExpiryAt: engine.nextHoldExpiry,
             elements: page.elements.map(element), counts: PoolCounts(engine.counts, grown: grownTotal))
         if cursor == nil { state.waitingLeases = engine.firstWaiting(limit).map(lease) }
         state.cursors = page.elements.map { "e\($0.order)" }
@@ -246,7 +247,7 @@ package actor LeasePool: EngineHost {
         if let problem = Self.leaseProblem(seconds, limit: config.leaseSeconds) { throw problem }
     }
 
-    func exhausted() -> PoolError { .exhausted(nextExpiryAt: engine.nextDeadline) }
+    func exhausted() -> PoolError { .exhausted(nextExpiryAt: engine.nextHoldExpiry) }
 
     func lease(_ v: VisitorView) -> Lease {
         Lease(v, data: LeaseNote(stored: v.payload).element.flatMap { table[$0]?.data })

@@ -91,7 +91,7 @@ package struct PoolConfig: Sendable, Equatable {
     func queueConfig(size: Int) -> QueueConfig {
         QueueConfig(
             capacity: size, maxWaiting: maxWaiting, holdSeconds: leaseSeconds, dedup: .off,
-            opposites: [], history: LeasePool.history)
+            opposites: [], history: LeasePool.history, idleSeconds: 0, claimSeconds: 0)
     }
 
     /// What a `PATCH` changed, for the `updated` event.

@@ -32,11 +32,12 @@ package struct WindowConfig: Sendable, Equatable {
     }
 
     /// The queue engine's config for this window: one slot, the display time
-    /// as the hold, no opposites.
+    /// as the hold, no opposites, and no idle or claim checks (an item is
+    /// shown to whoever looks: nobody has to wait on it or claim it).
     package var queueConfig: QueueConfig {
         QueueConfig(
             capacity: 1, maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup,
-            opposites: [], history: WindowSlot.history)
+            opposites: [], history: WindowSlot.history, idleSeconds: 0, claimSeconds: 0)
     }
 }
 

@@ -1,26 +1,31 @@
 -- The line every kind built on QueueEngine shares (queues, windows, pools):
 -- its records, waiting order, holds, delays, dedup and opposites, views and
--- notices. The kind's script follows it and sets LINE.kind. KEYS[1..11] are
+-- notices. The kind's script follows it and sets LINE.kind. KEYS[1..12] are
 -- the line's keys, in RedisQueueStore.parts order; a kind's own keys follow.
-local K_META, K_WAIT, K_ARR, K_HOLD, K_EXP, K_DELAYED, K_VIS, K_LK, K_LP, K_FIN, K_HOLDS =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local K_META, K_WAIT, K_ARR, K_HOLD, K_EXP, K_DELAYED, K_VIS, K_LK, K_LP, K_FIN, K_HOLDS, K_WATCH =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 -- meta: config fields, totals, `fence` (the last one; the first grant gets
--- the creation time, as in memory), `lastid`, `seq`, `dseq`, `fseq`, `hsum`, `created`.
+-- the creation time, as in memory), `lastid`, `seq`, `dseq`, `fseq`, `wseq`, `hsum`, `created`.
 -- wait: waiting ids by (PRIORITY_BIAS - priority) * 2^32 + arrival seq (grant order).
 -- arr: waiting ids by arrival seq (the most recent arrival, the oldest waiter).
 -- hold: holders' ids by fence (grant order). exp: "<fence %020>:<id>" by expiry.
 -- delayed: "<dseq %016>:<id>" by delay end. vis: id -> record (cjson, numbers as text).
 -- lk: key -> most recent waiting id with it; lp: key+action -> the same.
 -- fin: finished ids in finish order. holds: the last 100 finished holds in µs.
+-- watch: "<wo %020>:<id>" by when its idle check (waiting) or claim deadline
+-- (granted) is due (QueueEngine+Abandon).
 -- A record (VisitorRecord): id, key, action, payload (JSON text), pri, st
 -- (status), rs (reason), enq, gat, dl (VisitorRecord.deadline), fat, fence,
 -- hold (µs asked for, -1 none), seq (arrival number while waiting), dm (its
 -- `delayed` member), kp/kn and pp/pn (the key and key+action chains), rel
 -- (merged_into or cancelled_with), rt ('1': a retry named it, so no undo
--- takes its grant back; VisitorRecord.retried).
+-- takes its grant back; VisitorRecord.retried), hd (heard of until, µs), wo
+-- (its watch order, from `wseq` at creation), wm (its `watch` member while it has one).
 
 -- What the kind's script sets: the `kind` its notices carry.
-local LINE = { kind = 'queue' }
+local LINE = { kind = 'queue', unclaimed_status = 'released' }
+-- The id the current operation names: a grant it gets in this operation is claimed.
+local NAMED = nil
 
 local PRIORITY_BIAS = 1000000
 local SEQ_SPAN = 4294967296
@@ -133,6 +138,11 @@ local function load_config()
   cfg.dedup = meta.dedup
   cfg.opposites_text = meta.opposites
   cfg.history = num(meta.history)
+  -- A line made before idle and claim checks has neither.
+  cfg.idle_seconds = meta.idle_seconds or '0'
+  cfg.claim_seconds = meta.claim_seconds or '0'
+  cfg.idle_us = num(meta.idle_us or '0')
+  cfg.claim_us = num(meta.claim_us or '0')
   cfg.opposite_of = {}
   local pairs_list = {}
   if meta.opposites ~= '[]' then pairs_list = cjson.decode(meta.opposites) end
@@ -150,7 +160,7 @@ end
 
 local function config_fields()
   return { int_text(cfg.capacity), int_text(cfg.max_waiting), cfg.hold_seconds, cfg.dedup, cfg.opposites_text,
-    int_text(cfg.history) }
+    int_text(cfg.history), cfg.idle_seconds, cfg.claim_seconds }
 end
 
 -- Changes of the current operation: ids in first-change order.
@@ -293,6 +303,53 @@ local function mean_hold()
   return num(meta.hsum) / n
 end
 
+-- Idle and claim checks (QueueEngine+Abandon) ------------------------------
+
+local function watch_set(r, due)
+  if not r.wm then r.wm = string.format('%020d', num(r.wo or '0')) .. ':' .. r.id end
+  redis.call('ZADD', K_WATCH, due, r.wm)
+  rec_put(r)
+end
+
+local function watch_clear(r)
+  if not r.wm then return end
+  redis.call('ZREM', K_WATCH, r.wm)
+  r.wm = nil
+  rec_put(r)
+end
+
+-- `r` entered the line: its idle check is due idle_seconds after it was last heard of.
+local function watch_idle(r)
+  if cfg.idle_us > 0 then
+    watch_set(r, num(r.hd or r.enq) + cfg.idle_us)
+  else
+    watch_clear(r)
+  end
+end
+
+-- `r` was just granted: unless the operation names it, it has claim_seconds to be claimed.
+local function watch_claim(r)
+  if cfg.claim_us > 0 and r.id ~= NAMED then
+    watch_set(r, NOW + cfg.claim_us)
+  else
+    watch_clear(r)
+  end
+end
+
+-- A call named the live record `r` (a wait parked on it: until `until_us`):
+-- its client is heard of, and a grant waiting for its claim is claimed.
+local function hear(r, until_us)
+  if r.st == 'granted' then
+    watch_clear(r)
+  elseif r.st == 'waiting' or r.st == 'delayed' then
+    local t = math.max(NOW, until_us or NOW)
+    if t > num(r.hd or r.enq) then
+      r.hd = int_text(t)
+      rec_put(r)
+    end
+  end
+end
+
 -- Endings ---------------------------------------------------------------
 
 local TOTAL_OF = {
@@ -312,6 +369,7 @@ local function settle(r, status, t, reason)
 end
 
 local function finish(r, status, t, reason)
+  watch_clear(r)
   if r.st == 'delayed' then
     redis.call('ZREM', K_DELAYED, r.dm)
     r.dm = nil
@@ -402,6 +460,7 @@ local function grant(r)
     r.dl = nil
   end
   redis.call('ZADD', K_HOLD, fence, id)
+  watch_claim(r)
   incr('granted_total')
   rec_put(r)
   note(id)
@@ -444,9 +503,10 @@ local function begin()
     redis.call('HDEL', K_VIS, unpack(ids))
   end
   while true do
-    local d, e = first_score(K_DELAYED), first_score(K_EXP)
+    local d, e, w = first_score(K_DELAYED), first_score(K_EXP), first_score(K_WATCH)
     local t = d
     if not t or (e and e < t) then t = e end
+    if not t or (w and w < t) then t = w end
     if not t or t > NOW then break end
     touched = true
     if d == t then
@@ -455,8 +515,29 @@ local function begin()
         local r = rec_get(member:sub(18))
         r.dm = nil
         r.st = 'waiting'
+        -- Idle time counts from the line entry: a delay is not silence.
+        if t > num(r.hd or r.enq) then r.hd = int_text(t) end
         note(r.id)
         enter_line(r, t, dedup(r.key, r.action))
+        if r.st == 'waiting' then watch_idle(r) end
+      end
+    end
+    if w == t then
+      for _, member in ipairs(redis.call('ZRANGEBYSCORE', K_WATCH, t, t)) do
+        local r = rec_get(member:sub(22))
+        if r.st == 'granted' then
+          watch_clear(r)
+          if cfg.claim_us > 0 then  -- else claim_seconds was patched to 0
+            finish(r, LINE.unclaimed_status, t, 'unclaimed')
+            incr('unclaimed_total')
+          end
+        elseif cfg.idle_us > 0 and num(r.hd or r.enq) + cfg.idle_us <= t then
+          finish(r, 'cancelled', t, 'abandoned')
+          incr('abandoned_total')
+        else
+          -- Heard of since the check was set (or idle_seconds changed): check again later.
+          watch_idle(r)
+        end
       end
     end
     if e == t then
@@ -470,8 +551,9 @@ local function begin()
 end
 
 local function next_deadline()
-  local d, e = first_score(K_DELAYED), first_score(K_EXP)
+  local d, e, w = first_score(K_DELAYED), first_score(K_EXP), first_score(K_WATCH)
   if not d or (e and e < d) then d = e end
+  if not d or (w and w < d) then d = w end
   if d then return int_text(d) end
   return ''
 end
@@ -572,7 +654,7 @@ local function count_fields()
     int_text(redis.call('ZCARD', K_DELAYED)),
   }
   for _, field in ipairs({ 'enqueued_total', 'granted_total', 'completed_total', 'released_total', 'expired_total',
-    'cancelled_total', 'merged_total', 'timed_out_total' }) do
+    'cancelled_total', 'merged_total', 'timed_out_total', 'abandoned_total', 'unclaimed_total' }) do
     out[#out + 1] = meta[field] or '0'
   end
   return out
@@ -624,6 +706,9 @@ local function admit(r, action, delay)
   end
   r.id = r.id or new_id()
   r.enq = int_text(NOW)
+  r.hd = r.enq
+  r.wo = int_text(next_counter('wseq'))
+  NAMED = r.id
   incr('enqueued_total')
   if delay > 0 then
     r.st = 'delayed'
@@ -641,7 +726,10 @@ local function admit(r, action, delay)
     r.st = 'waiting'
     enter_line(r, NOW, outcome, other)
     grant_free()
-    if r.st == 'waiting' then note(r.id) end
+    if r.st == 'waiting' then
+      watch_idle(r)
+      note(r.id)
+    end
   end
   return r
 end

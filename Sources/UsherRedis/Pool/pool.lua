@@ -4,7 +4,7 @@
 -- step, `P.assign` frees the elements of leases that ended, then hands free
 -- elements, least recently freed first, to the leases granted without one.
 --
--- KEYS[12..15], after the line's: el: element id -> record (cjson: d = data
+-- KEYS[13..16], after the line's: el: element id -> record (cjson: d = data
 -- as JSON text, l = its lease, h = last holder, t = lease transitions,
 -- n = leases, o = order); order: element ids by order (the stable order,
 -- where a page resumes); free: free element ids by the ticket they were
@@ -18,8 +18,10 @@
 -- HGETALL, written back by flush), like the line's own fields.
 
 LINE.kind = 'pool'
+-- An unclaimed lease is recycled, as an undelivered one is.
+LINE.unclaimed_status = 'completed'
 
-local K_EL, K_ORDER, K_FREE, K_ELEMENTS = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
+local K_EL, K_ORDER, K_FREE, K_ELEMENTS = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local A = ARGV
 local ELEMENT_LIMIT = 100000
 

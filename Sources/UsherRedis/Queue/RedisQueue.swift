@@ -152,7 +152,8 @@ package final class RedisQueue: QueueService, RedisResource {
                     if let view = try await store.disconnect(id: id) { return .success(view) }
                     return .success(try await store.visitor(id: id))
                 }
-                read = .success(try await store.visitor(id: id))
+                // Parked until `deadline`: its client counts as heard of meanwhile.
+                read = .success(try await store.visitor(id: id, heardUntil: deadline))
             } catch {
                 read = .failure(error)
             }

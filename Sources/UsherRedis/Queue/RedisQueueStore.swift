@@ -8,7 +8,7 @@ import UsherCore
 package struct RedisQueueStore: Sendable {
     static let script = ResourceScript(kindSources: PackageResources.line_lua, PackageResources.queue_lua)
     /// The parts of a queue's keys, in the order `queue.lua` reads `KEYS`.
-    static let parts = ["meta", "wait", "arr", "hold", "exp", "delayed", "vis", "lk", "lp", "fin", "holds"]
+    static let parts = ["meta", "wait", "arr", "hold", "exp", "delayed", "vis", "lk", "lp", "fin", "holds", "watch"]
 
     let keys: ResourceKeys
     let connections: RedisConnectionPool
@@ -59,7 +59,9 @@ package struct RedisQueueStore: Sendable {
         let dedup: String = patch.dedup?.rawValue ?? ""
         let opposites: String = patch.opposites.map(Self.oppositesText) ?? ""
         let history: String = patch.history.map { String($0) } ?? ""
-        let arguments = [capacity, maxWaiting] + hold + [dedup, opposites, history]
+        let idle = Self.secondsArguments(patch.idleSeconds)
+        let claim = Self.secondsArguments(patch.claimSeconds)
+        let arguments = [capacity, maxWaiting] + hold + [dedup, opposites, history] + idle + claim
         return try Self.config(try await run("patch", arguments)[...])
     }
 
@@ -121,7 +123,7 @@ package struct RedisQueueStore: Sendable {
             case .extend(let id, let holdSeconds):
                 ("extend", RedisQueueStore.extendArguments(id, holdSeconds), holdSeconds)
             case .remove(let id): ("remove", [id], nil)
-            case .read(let id): ("visitor", [id], nil)
+            case .read(let id): ("visitor", [id, ""], nil)
             }
         }
     }
@@ -150,8 +152,9 @@ package struct RedisQueueStore: Sendable {
     }
 
     /// One visitor, live or remembered (a waiting one with its position and estimate).
-    package func visitor(id: String) async throws(QueueError) -> VisitorView {
-        try view(try await run("visitor", [id]).first)
+    /// `heardUntil`: a long-poll parked on it until then (its client counts as heard of meanwhile).
+    package func visitor(id: String, heardUntil: Timestamp? = nil) async throws(QueueError) -> VisitorView {
+        try view(try await run("visitor", [id, heardUntil.map { String($0.micros) } ?? ""]).first)
     }
 
     /// See `QueueEngine.undoGrant`: nil, changing nothing, when `id` no longer holds grant `fence`.
@@ -182,12 +185,12 @@ package struct RedisQueueStore: Sendable {
         case .waiting(let priority, let seq): arguments += ["w", String(priority), String(seq)]
         }
         let reply = try await run("state", arguments)
-        guard reply.count >= 21, let holdingCount = reply[1].int, let waitingCount = reply[2].int,
-            let delayedCount = reply[3].int, reply.count == 21 + Int(holdingCount + waitingCount + delayedCount)
+        guard reply.count >= 25, let holdingCount = reply[1].int, let waitingCount = reply[2].int,
+            let delayedCount = reply[3].int, reply.count == 25 + Int(holdingCount + waitingCount + delayedCount)
         else { throw .backendUnavailable("unexpected state reply") }
-        let counts = try Self.counts(reply[4..<15])
-        let config = try Self.config(reply[15..<21])
-        var index = 21
+        let counts = try Self.counts(reply[4..<17])
+        let config = try Self.config(reply[17..<25])
+        var index = 25
         func views(_ n: Int64) throws(QueueError) -> [(view: VisitorView, seq: Int64?)] {
             var out: [(VisitorView, Int64?)] = []
             for _ in 0..<n {
@@ -212,8 +215,8 @@ package struct RedisQueueStore: Sendable {
     /// Counts and totals after applying now, and when the oldest waiter entered the line.
     package func counts() async throws(QueueError) -> (counts: QueueCounts, oldestWaitingSince: Timestamp?) {
         let reply = try await run("counts", [])
-        guard reply.count == 12 else { throw .backendUnavailable("unexpected counts reply") }
-        return (try Self.counts(reply[0..<11]), reply[11].int.map(Timestamp.init(micros:)))
+        guard reply.count == 14 else { throw .backendUnavailable("unexpected counts reply") }
+        return (try Self.counts(reply[0..<13]), reply[13].int.map(Timestamp.init(micros:)))
     }
 
     /// Applies what is due (any instance may run it at a deadline it knows).
@@ -309,7 +312,12 @@ package struct RedisQueueStore: Sendable {
         [
             String(c.capacity), String(c.maxWaiting), secondsText(c.holdSeconds), String(micros(c.holdSeconds)),
             c.dedup.rawValue, oppositesText(c.opposites), String(c.history),
-        ]
+        ] + secondsArguments(c.idleSeconds) + secondsArguments(c.claimSeconds)
+    }
+
+    /// A `*_seconds` field as its text and its µs; two empty strings for nil (unchanged).
+    static func secondsArguments(_ seconds: Double?) -> [String] {
+        seconds.map { [secondsText($0), String(micros($0))] } ?? ["", ""]
     }
 
     static func problemArguments(_ problem: QueueError?) -> [String] {
@@ -327,12 +335,12 @@ package struct RedisQueueStore: Sendable {
 
     // MARK: - Decoding
 
-    /// capacity, max_waiting, hold_seconds, dedup, opposites, history.
+    /// capacity, max_waiting, hold_seconds, dedup, opposites, history, idle_seconds, claim_seconds.
     static func config(_ fields: ArraySlice<RedisReply>) throws(QueueError) -> QueueConfig {
         let f = fields.map { $0.string ?? "" }
-        guard f.count == 6, let capacity = Int(f[0]), let maxWaiting = Int(f[1]), let hold = Double(f[2]),
-            let dedup = DedupMode(rawValue: f[3]), let history = Int(f[5]),
-            case .array(let list) = try? JSONValue.parse(f[4])
+        guard f.count == 8, let capacity = Int(f[0]), let maxWaiting = Int(f[1]), let hold = Double(f[2]),
+            let dedup = DedupMode(rawValue: f[3]), let history = Int(f[5]), let idle = Double(f[6]),
+            let claim = Double(f[7]), case .array(let list) = try? JSONValue.parse(f[4])
         else { throw .backendUnavailable("unexpected config") }
         let opposites = list.map { pair -> [String] in
             guard case .array(let items) = pair else { return [] }
@@ -340,12 +348,12 @@ package struct RedisQueueStore: Sendable {
         }
         return QueueConfig(
             capacity: capacity, maxWaiting: maxWaiting, holdSeconds: hold, dedup: dedup, opposites: opposites,
-            history: history)
+            history: history, idleSeconds: idle, claimSeconds: claim)
     }
 
     static func counts(_ fields: ArraySlice<RedisReply>) throws(QueueError) -> QueueCounts {
         let n = fields.map { $0.int.map(Int.init) }
-        guard n.count == 11, n.allSatisfy({ $0 != nil }) else { throw .backendUnavailable("unexpected counts") }
+        guard n.count == 13, n.allSatisfy({ $0 != nil }) else { throw .backendUnavailable("unexpected counts") }
         var c = QueueCounts()
         c.waiting = n[0]!
         c.holding = n[1]!
@@ -358,6 +366,8 @@ package struct RedisQueueStore: Sendable {
         c.cancelledTotal = n[8]!
         c.mergedTotal = n[9]!
         c.timedOutTotal = n[10]!
+        c.abandonedTotal = n[11]!
+        c.unclaimedTotal = n[12]!
         return c
     }
 

@@ -14,9 +14,10 @@ if OP == 'create' then
     return reply
   end
   redis.call('HSET', K_META, 'capacity', A[5], 'max_waiting', A[6], 'hold_seconds', A[7], 'hold_us', A[8],
-    'dedup', A[9], 'opposites', A[10], 'history', A[11], 'created', int_text(NOW), 'fence', int_text(NOW - 1),
-    'lastid', int_text(NOW), 'seq', '0', 'dseq', '0', 'fseq', '0', 'hsum', '0')
-  return { '', '1', A[5], A[6], A[7], A[9], A[10], A[11] }
+    'dedup', A[9], 'opposites', A[10], 'history', A[11], 'idle_seconds', A[12], 'idle_us', A[13],
+    'claim_seconds', A[14], 'claim_us', A[15], 'created', int_text(NOW), 'fence', int_text(NOW - 1),
+    'lastid', int_text(NOW), 'seq', '0', 'dseq', '0', 'fseq', '0', 'wseq', '0', 'hsum', '0')
+  return { '', '1', A[5], A[6], A[7], A[9], A[10], A[11], A[12], A[14] }
 end
 
 if OP == 'delete' then
@@ -51,13 +52,24 @@ if OP == 'counts' then
 end
 
 if OP == 'patch' then
-  -- ARGV: capacity, max_waiting, hold_seconds, hold_us, dedup, opposites, history ('' = unchanged).
+  -- ARGV: capacity, max_waiting, hold_seconds, hold_us, dedup, opposites, history, idle_seconds,
+  -- idle_us, claim_seconds, claim_us ('' = unchanged).
   local before = config_fields()
-  local names = { 'capacity', 'max_waiting', 'hold_seconds', 'hold_us', 'dedup', 'opposites', 'history' }
+  local was_idle = cfg.idle_us
+  local names = { 'capacity', 'max_waiting', 'hold_seconds', 'hold_us', 'dedup', 'opposites', 'history',
+    'idle_seconds', 'idle_us', 'claim_seconds', 'claim_us' }
   for i, field in ipairs(names) do
     if A[4 + i] ~= '' then redis.call('HSET', K_META, field, A[4 + i]) end
   end
   load_config()
+  -- Idle checks turned on: every waiting visitor gets one (QueueEngine.rewatch).
+  if was_idle == 0 and cfg.idle_us > 0 then
+    for _, id in ipairs(redis.call('ZRANGE', K_WAIT, 0, -1)) do
+      local r = rec_get(id)
+      if NOW > num(r.hd or r.enq) then r.hd = int_text(NOW) end
+      watch_idle(r)
+    end
+  end
   grant_free()
   local after = config_fields()
   return done(after, { config_before = before, config = after })
@@ -75,7 +87,10 @@ if OP == 'enqueue' then
   local r
   if id then r = rec_get(id) end
   local created = '0'
-  if r then note_retry(r) end
+  if r then
+    note_retry(r)
+    hear(r)
+  end
   if not r then
     if A[13] ~= '' then return refuse('invalid', A[13] .. ' ' .. A[14]) end
     local hold_seconds = num(A[11])
@@ -96,6 +111,7 @@ end
 if OP == 'complete' or OP == 'extend' then
   local r, err = need(A[5])
   if not r then return err end
+  if OP == 'extend' then hear(r) end
   if r.st ~= 'granted' then return refuse('not_granted', r.st) end
   if OP == 'complete' then
     finish(r, 'completed', NOW, nil)
@@ -145,8 +161,10 @@ if OP == 'remove' or OP == 'time_out' or OP == 'disconnect' then
 end
 
 if OP == 'visitor' then
+  -- ARGV: id, heard of until (µs: a long-poll parked on it until then; '' = now).
   local r, err = need(A[5])
   if not r then return err end
+  hear(r, num(A[6]))
   return done({ view(r) })
 end
 

@@ -123,19 +123,19 @@ package struct RedisWindowStore: Sendable {
             arguments += ["", ""]
         }
         let reply = try await run("state", arguments)
-        // more, count, 11 counts, 3 config fields, the item shown, the queued ones.
-        guard reply.count >= 17, let count = reply[1].int, reply.count == 17 + Int(count) else {
+        // more, count, 13 counts, 3 config fields, the item shown, the queued ones.
+        guard reply.count >= 19, let count = reply[1].int, reply.count == 19 + Int(count) else {
             throw .backendUnavailable("unexpected state reply")
         }
         let counts: QueueCounts
-        do throws(QueueError) { counts = try RedisQueueStore.counts(reply[2..<13]) } catch {
+        do throws(QueueError) { counts = try RedisQueueStore.counts(reply[2..<15]) } catch {
             throw WindowError(error, item: nil)
         }
-        let config = try Self.config(reply[13..<16])
-        let showing = try optionalItem(reply[16])
+        let config = try Self.config(reply[15..<18])
+        let showing = try optionalItem(reply[18])
         var queued: [WindowItem] = []
         var cursors: [String] = []
-        for raw in reply[17...] {
+        for raw in reply[19...] {
             guard case .bulk(let bytes) = raw, let (view, seq) = RedisQueueStore.view(bytes, queue: name) else {
                 throw .backendUnavailable("unexpected item")
             }
@@ -155,11 +155,11 @@ package struct RedisWindowStore: Sendable {
         counts: WindowCounts, showing: String?, oldestWaitingSince: Timestamp?
     ) {
         let reply = try await run("counts", [])
-        guard reply.count == 13 else { throw .backendUnavailable("unexpected counts reply") }
+        guard reply.count == 15 else { throw .backendUnavailable("unexpected counts reply") }
         do throws(QueueError) {
-            let counts = WindowCounts(try RedisQueueStore.counts(reply[0..<11]))
-            let showing = reply[11].string ?? ""
-            return (counts, showing.isEmpty ? nil : showing, reply[12].int.map(Timestamp.init(micros:)))
+            let counts = WindowCounts(try RedisQueueStore.counts(reply[0..<13]))
+            let showing = reply[13].string ?? ""
+            return (counts, showing.isEmpty ? nil : showing, reply[14].int.map(Timestamp.init(micros:)))
         } catch {
             throw WindowError(error, item: nil)
         }

@@ -1,7 +1,7 @@
 -- The window kind: WindowSlot's operations (Sources/UsherCore/Window), one
 -- EVALSHA each, on the line of line.lua with capacity 1: the holder is the
 -- item shown, its hold is the display time, its expiry the auto-dismiss.
--- KEYS are the line's 11; a window keeps nothing else. Config in meta: the
+-- KEYS are the line's 12; a window keeps nothing else. Config in meta: the
 -- line's fields (capacity 1, no opposites, history 1000) with hold_seconds
 -- standing for display_seconds.
 
