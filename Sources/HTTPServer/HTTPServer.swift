@@ -368,7 +368,7 @@ package final class HTTPServer: @unchecked Sendable {
         let retained = Unmanaged.passRetained(stream).toOpaque()
         guard
             let response = MHD_create_response_from_callback(
-                UInt64.max, 16 * 1024, streamReader, retained, streamReleased)
+                UInt64.max, 1024, streamReader, retained, streamReleased)
         else {
             Unmanaged<HTTPStream>.fromOpaque(retained).release()
             return .NO

@@ -77,7 +77,12 @@ enum EventRoutes {
         }
         stream.write(opening)
         let token = subscription.token
-        stream.onEnd { _ in log.unsubscribe(token) }
+        let trimmer = call.app.trimmer
+        stream.onEnd { _ in
+            log.unsubscribe(token)
+            // A connection's memory goes back to the system once streams leave.
+            trimmer.request()
+        }
         return .stream(stream)
     }
 
