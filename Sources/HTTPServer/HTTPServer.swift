@@ -111,6 +111,9 @@ package final class HTTPServer: @unchecked Sendable {
     /// Streamed responses still open.
     var openStreams: Int { streams.withLock { $0.count } }
 
+    /// Bytes the open streams hold in their own buffers.
+    var streamBufferedBytes: Int { streams.withLock { $0.values.reduce(0) { $0 + $1.bufferedBytes } } }
+
     /// Ends every open stream after what it has buffered.
     func finishStreams() {
         for stream in streams.withLock({ Array($0.values) }) { stream.finish() }
@@ -450,7 +453,7 @@ package final class HTTPServer: @unchecked Sendable {
         let retained = Unmanaged.passRetained(stream).toOpaque()
         guard
             let response = MHD_create_response_from_callback(
-                UInt64.max, 16 * 1024, streamReader, retained, streamReleased)
+                UInt64.max, 1024, streamReader, retained, streamReleased)
         else {
             Unmanaged<HTTPStream>.fromOpaque(retained).release()
             return .NO
@@ -461,7 +464,7 @@ package final class HTTPServer: @unchecked Sendable {
         let key = ObjectIdentifier(stream)
         streams.withLock { $0[key] = stream }
         stream.onEnd { [weak self] _ in _ = self?.streams.withLock { $0.removeValue(forKey: key) } }
-        stream.attach(connection)
+        stream.attach(connection, hangUps: hangUps)
         let result = MHD_queue_response(connection, UInt32(stream.status), response)
         MHD_destroy_response(response)
         // Stopping already: the stream sends what it has and ends.

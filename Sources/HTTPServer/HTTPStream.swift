@@ -2,12 +2,34 @@ import CMicroHTTPD
 import Glibc
 import Locking
 
+/// Where a stream's bytes come from when it pulls them rather than having
+/// them written: asked only when libmicrohttpd can send more.
+package protocol HTTPStreamSource: Sendable {
+    /// At most `max` bytes for the client now; with `finishing`, only the rest
+    /// of what was begun (the server is stopping).
+    func pull(max: Int, finishing: Bool) -> HTTPStreamPull
+}
+
+/// A source's answer.
+package enum HTTPStreamPull: Sendable {
+    /// The next bytes, at most the `max` asked for.
+    case bytes(ArraySlice<UInt8>)
+    /// Nothing now: the stream suspends until `wake()`.
+    case wait
+    /// The stream ends once its own buffered bytes are sent.
+    case end
+    /// Close the connection now.
+    case abort
+}
+
 /// A response whose body is written over time (Server-Sent Events).
 ///
 /// The body is sent with chunked encoding from a buffer that producers fill
-/// with `write` from any thread. When the buffer is empty, libmicrohttpd's
-/// content reader suspends the connection (no server thread waits, nothing
-/// polls) and the next `write` or `finish` resumes it.
+/// with `write` from any thread, then from the `source`, if any, which is
+/// asked for bytes only when the connection can take them. When neither has
+/// anything, libmicrohttpd's content reader suspends the connection (no
+/// server thread waits, nothing polls) and the next `write`, `wake` or
+/// `finish` resumes it.
 ///
 /// A slow client is dropped: a `write` that would take the buffer past
 /// `bufferLimit` ends the stream at once (the connection is closed) and
@@ -41,7 +63,15 @@ package final class HTTPStream: Sendable {
         var connection: OpaquePointer?
         /// The connection's socket, to cut off a dropped client.
         var socket: Int32 = -1
+        /// Sees the client leave while the connection is suspended.
+        var hangUps: HangUpWatcher?
         var suspended = false
+        /// A wake-up that came while the reader was asking the source.
+        var wakePending = false
+        /// The source said `end`.
+        var sourceEnded = false
+        /// The client left while the connection was suspended.
+        var clientLeft = false
         /// True once libmicrohttpd released the response.
         var released = false
         var endReason: EndReason?
@@ -49,12 +79,19 @@ package final class HTTPStream: Sendable {
     }
 
     private let state = Locked(State())
+    private let source: (any HTTPStreamSource)?
 
-    /// A stream that starts with `status` and `headers`; `bufferLimit` bytes at most wait for the client.
-    package init(status: Int = 200, headers: [(name: String, value: String)] = [], bufferLimit: Int = 1 << 20) {
+    /// A stream that starts with `status` and `headers`; `bufferLimit` bytes
+    /// at most wait for the client in its own buffer, which is sent before
+    /// anything `source` gives.
+    package init(
+        status: Int = 200, headers: [(name: String, value: String)] = [], bufferLimit: Int = 1 << 20,
+        source: (any HTTPStreamSource)? = nil
+    ) {
         self.status = status
         self.headers = headers
         self.bufferLimit = max(1, bufferLimit)
+        self.source = source
     }
 
     /// Appends bytes for the client. False when the stream has ended (or ends
@@ -65,25 +102,35 @@ package final class HTTPStream: Sendable {
         return state.withLock { s in
             guard s.ending == .none, !s.released else { return false }
             if s.buffer.count - s.offset + bytes.count > bufferLimit {
-                s.ending = .drop
-                s.buffer = []
-                s.offset = 0
-                if s.suspended {
-                    Self.wake(&s)
-                } else if s.connection != nil, s.socket >= 0 {
-                    // libmicrohttpd waits for the socket to take more, which a
-                    // client that does not read never does: shut the socket
-                    // down so the connection fails and is closed now. (The
-                    // response is released before libmicrohttpd closes the
-                    // descriptor, and `released` takes this lock: the
-                    // descriptor is still this connection's.)
-                    _ = Glibc.shutdown(s.socket, Int32(SHUT_RDWR))
-                }
+                Self.drop(&s)
                 return false
             }
             s.buffer.append(contentsOf: bytes)
             Self.wake(&s)
             return true
+        }
+    }
+
+    /// Tells the stream its source has something: resumes the connection if
+    /// the reader suspended it.
+    package func wake() {
+        state.withLock { Self.wake(&$0) }
+    }
+
+    /// Closes the connection now (the client is too slow), discarding the buffer.
+    package func cut() {
+        state.withLock { s in
+            guard s.ending != .drop, !s.released else { return }
+            Self.drop(&s)
+        }
+    }
+
+    /// The hang-up watcher saw the client leave: end the stream now.
+    private func clientLeft() {
+        state.withLock { s in
+            guard s.ending != .drop, !s.released else { return }
+            s.clientLeft = true
+            Self.drop(&s)
         }
     }
 
@@ -113,55 +160,115 @@ package final class HTTPStream: Sendable {
         if let already { handler(already) }
     }
 
-    /// Resumes the connection if the content reader suspended it. Under the lock.
+    /// Resumes the connection if the content reader suspended it, else tells
+    /// a reader asking the source to look again. Under the lock.
     private static func wake(_ s: inout State) {
-        guard s.suspended, let connection = s.connection else { return }
+        guard s.suspended, let connection = s.connection else {
+            s.wakePending = true
+            return
+        }
         s.suspended = false
+        s.hangUps?.forget(s.socket)
         MHD_resume_connection(connection)
+    }
+
+    /// Ends the stream at once, discarding the buffer. Under the lock.
+    private static func drop(_ s: inout State) {
+        s.ending = .drop
+        s.buffer = []
+        s.offset = 0
+        if s.suspended {
+            wake(&s)
+        } else if s.connection != nil, s.socket >= 0 {
+            // libmicrohttpd waits for the socket to take more, which a
+            // client that does not read never does: shut the socket
+            // down so the connection fails and is closed now. (The
+            // response is released before libmicrohttpd closes the
+            // descriptor, and `released` takes this lock: the
+            // descriptor is still this connection's.)
+            _ = Glibc.shutdown(s.socket, Int32(SHUT_RDWR))
+        }
     }
 
     // MARK: - Server side
 
-    /// The response is queued on `connection` (server thread).
-    func attach(_ connection: OpaquePointer) {
+    /// The response is queued on `connection` (server thread); `hangUps`
+    /// ends the stream when its client leaves while it is suspended.
+    func attach(_ connection: OpaquePointer, hangUps: HangUpWatcher? = nil) {
         let socket = CUsherMHD_connection_fd(connection)
         state.withLock { s in
             s.connection = connection
             s.socket = socket
+            s.hangUps = hangUps
         }
     }
 
     /// True while the content reader has the connection suspended.
     var isSuspended: Bool { state.withLock { $0.suspended } }
 
-    /// libmicrohttpd's content reader: copies what is buffered; with nothing
-    /// buffered it suspends the connection and returns 0 (the documented way
-    /// to avoid busy waiting), and `write`/`finish` resume it.
+    /// libmicrohttpd's content reader: copies what is buffered, else what the
+    /// source gives; with nothing, it suspends the connection and returns 0
+    /// (the documented way to avoid busy waiting), and `write`, `wake` and
+    /// `finish` resume it. The source is asked outside the lock.
     func read(into destination: UnsafeMutablePointer<CChar>, max: Int) -> Int {
-        state.withLock { s in
-            if s.ending == .drop { return -2 }  // MHD_CONTENT_READER_END_WITH_ERROR
-            let available = s.buffer.count - s.offset
-            if available > 0 {
-                let n = min(available, max)
-                s.buffer.withUnsafeBytes { raw in
-                    UnsafeMutableRawPointer(destination).copyMemory(from: raw.baseAddress! + s.offset, byteCount: n)
+        while true {
+            let (copied, finishing) = state.withLock { s -> (Int?, Bool) in
+                if s.ending == .drop { return (-2, false) }  // MHD_CONTENT_READER_END_WITH_ERROR
+                let available = s.buffer.count - s.offset
+                if available > 0 {
+                    let n = min(available, max)
+                    s.buffer.withUnsafeBytes { raw in
+                        UnsafeMutableRawPointer(destination).copyMemory(from: raw.baseAddress! + s.offset, byteCount: n)
+                    }
+                    s.offset += n
+                    if s.offset == s.buffer.count {
+                        s.buffer.removeAll(keepingCapacity: s.buffer.capacity <= 65_536)
+                        s.offset = 0
+                    } else if s.offset >= 65_536 {
+                        s.buffer.removeFirst(s.offset)
+                        s.offset = 0
+                    }
+                    return (n, false)
                 }
-                s.offset += n
-                if s.offset == s.buffer.count {
-                    s.buffer.removeAll(keepingCapacity: s.buffer.capacity <= 65_536)
-                    s.offset = 0
-                } else if s.offset >= 65_536 {
-                    s.buffer.removeFirst(s.offset)
-                    s.offset = 0
+                if source == nil || s.sourceEnded {
+                    if s.ending == .finish || s.sourceEnded { return (-1, false) }  // MHD_CONTENT_READER_END_OF_STREAM
+                    return (suspend(&s), false)
                 }
-                return n
+                s.wakePending = false
+                return (nil, s.ending == .finish)
             }
-            if s.ending == .finish { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
-            guard let connection = s.connection else { return -2 }
-            s.suspended = true
-            MHD_suspend_connection(connection)
-            return 0
+            if let copied { return copied }
+            guard let source else { return -2 }
+            switch source.pull(max: max, finishing: finishing) {
+            case .bytes(let bytes):
+                let n = min(bytes.count, max)
+                bytes.withUnsafeBytes { raw in
+                    UnsafeMutableRawPointer(destination).copyMemory(from: raw.baseAddress!, byteCount: n)
+                }
+                if n > 0 { return n }
+            case .end:
+                state.withLock { $0.sourceEnded = true }
+            case .abort:
+                return -2
+            case .wait:
+                let suspended = state.withLock { s -> Int? in
+                    if s.ending == .drop { return -2 }
+                    if s.wakePending || (s.ending == .finish && !finishing) { return nil }
+                    return suspend(&s)
+                }
+                if let suspended { return suspended }
+            }
         }
+    }
+
+    /// Suspends the connection until a wake-up; 0 for libmicrohttpd. Under the lock.
+    private func suspend(_ s: inout State) -> Int {
+        guard let connection = s.connection else { return -2 }
+        s.suspended = true
+        s.wakePending = false
+        MHD_suspend_connection(connection)
+        s.hangUps?.watch(s.socket) { [weak self] in self?.clientLeft() }
+        return 0
     }
 
     /// libmicrohttpd released the response: the stream is over.
@@ -169,11 +276,14 @@ package final class HTTPStream: Sendable {
         let (handlers, reason): ([@Sendable (EndReason) -> Void], EndReason) = state.withLock { s in
             let reason: EndReason =
                 switch s.ending {
+                case .drop where s.clientLeft: .disconnected
                 case .drop: .dropped
-                case .finish where s.buffer.count == s.offset: .finished
+                case _ where s.buffer.count == s.offset && (s.ending == .finish || s.sourceEnded): .finished
                 default: .disconnected
                 }
             s.released = true
+            s.hangUps?.forget(s.socket)
+            s.hangUps = nil
             s.connection = nil
             s.socket = -1
             s.suspended = false

@@ -129,8 +129,8 @@ func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         stream.onEnd { reason in ended.withLock { $0 = reason } }
         #expect(eventually { server.suspendedRequests == 1 })
         client.disconnect()
-        // A suspended connection is out of the event loop: the next write
-        // resumes it and the failed send ends it (the heartbeat's job).
+        // A suspended connection is out of the event loop: the hang-up
+        // watcher (or else the next write's failed send) ends it.
         #expect(
             eventually {
                 stream.write(Array("ping\n".utf8))

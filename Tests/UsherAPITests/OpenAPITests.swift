@@ -92,7 +92,7 @@ import Testing
             APIError(WindowError.nothingShowing), APIError(WindowError.full(retryAfterSeconds: 1)),
             APIError(PoolError.exhausted(nextExpiryAt: nil)), APIError(PoolError.notLeased("x", status: nil)),
             APIError(PoolError.elementLeased(element: "e", lease: "l")), APIError(PoolError.full(retryAfterSeconds: 1)),
-            APIError(PoolError.tooManyElements(limit: 1)),
+            APIError(PoolError.tooManyElements(limit: 1)), APIError.tooManySubscribers(limit: 1),
             APIError(QueueError.storageFull(StorageFull(used: 1, limit: 2, requested: 3))),
         ]
         do throws(APIError) {

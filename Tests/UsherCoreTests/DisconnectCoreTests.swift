@@ -276,7 +276,7 @@ final class SeenEvents: Sendable {
 /// Every event of `events` from now on, as `type:reason` (`null` without one).
 func record(_ events: EventLog) -> SeenEvents {
     let seen = SeenEvents()
-    _ = events.subscribe(after: nil) { e in
+    _ = events.observe { e in
         seen.list.withLock { $0.append("\(e.type):\(e.subject.reason.map { "\"\($0)\"" } ?? "null")") }
     }
     return seen

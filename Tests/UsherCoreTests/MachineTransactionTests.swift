@@ -272,7 +272,7 @@ import Testing
 
     @Test func eventsComeFromOneFunctionPerTransactionStep() async throws {
         let log = EventLog(capacity: 100, clock: clock)
-        _ = log.subscribe(after: nil) { _ in }
+        _ = log.observe { _ in }
         let m = player(events: log)
         let first = try await m.open(event: "prepare", seconds: 30)
         try await m.commit(transaction: first.id)

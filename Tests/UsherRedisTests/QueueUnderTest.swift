@@ -149,7 +149,7 @@ final class QueueUnderTest: Sendable {
     /// Records every visitor event as `type:id:reason` (reason `-` when none).
     func recordEvents() -> SeenEvents {
         let seen = SeenEvents()
-        _ = events.subscribe(after: nil) { e in
+        _ = events.observe { e in
             guard case .visitor(let v) = e.subject else { return }
             seen.list.withLock { $0.append("\(e.type):\(v.id):\(v.reason ?? "-")") }
         }

@@ -63,7 +63,7 @@ final class ServiceRig<Service: Sendable>: Sendable {
         shared: (RedisUnderTest, EventLog) async throws -> Service
     ) async throws {
         let events = EventLog(clock: clock)
-        events.subscribe(after: nil, start: { _ in }, deliver: { _ in })
+        _ = events.observe { _ in }
         self.clock = clock
         self.events = events
         switch backend {

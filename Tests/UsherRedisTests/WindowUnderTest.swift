@@ -114,7 +114,7 @@ final class WindowUnderTest: Sendable {
     /// Records every window item event as `type:id`.
     func recordEvents() -> SeenEvents {
         let seen = SeenEvents()
-        _ = events.subscribe(after: nil) { e in
+        _ = events.observe { e in
             guard case .windowItem(let item) = e.subject else { return }
             seen.list.withLock { $0.append("\(e.type):\(item.id)") }
         }

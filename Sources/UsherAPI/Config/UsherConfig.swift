@@ -85,6 +85,15 @@ package struct UsherConfig: Sendable {
     /// Largest answer body: lists end their page early and return
     /// `next_cursor`. Default 8388608 (8 MiB).
     var maxResponseBytes = 8 << 20
+    /// Most `GET /v1/events` streams open at once; one more is answered 503
+    /// `too_many_subscribers`. Default 1000.
+    var maxEventSubscribers = EventLog.defaultMaxSubscribers
+    /// Bytes of live events (priced as the storage budget prices them) an
+    /// event stream may fall behind before it ends with `event: dropped`.
+    /// Default 1048576 (1 MiB).
+    var maxEventLagBytes = EventLog.defaultLagLimit
+    /// The accepted `max_event_lag_bytes`.
+    static let maxEventLagBytesRange = (64 << 10)...(1 << 30)
     /// The accepted `max_stored_bytes`.
     static let maxStoredBytesRange = (1 << 20)...(1 << 40)
     /// The accepted `max_response_bytes`: at least a full request body's worth.
@@ -146,6 +155,8 @@ package struct UsherConfig: Sendable {
         }
         if let v = try r.int("max_stored_bytes", in: maxStoredBytesRange) { config.maxStoredBytes = v }
         if let v = try r.int("max_response_bytes", in: maxResponseBytesRange) { config.maxResponseBytes = v }
+        if let v = try r.int("max_event_subscribers", in: 1...1_000_000) { config.maxEventSubscribers = v }
+        if let v = try r.int("max_event_lag_bytes", in: maxEventLagBytesRange) { config.maxEventLagBytes = v }
         if let v = try r.number("machine_transaction_seconds", in: transactionSecondsRange) {
             config.machineTransactionSeconds = v
         }

@@ -117,6 +117,13 @@ extension APIError {
                 ("requested_bytes", .int(full.requested)),
             ])
     }
+    /// `max_event_subscribers` event streams are open.
+    static func tooManySubscribers(limit: Int) -> APIError {
+        APIError(
+            status: 503, code: "too_many_subscribers", title: "Too many event streams",
+            detail: "\(limit) event streams are open (max_event_subscribers)",
+            extra: [("retry_after_seconds", .int(1))], headers: [("Retry-After", "1")])
+    }
     package static func shuttingDown() -> APIError {
         APIError(
             status: 503, code: "shutting_down", title: "Shutting down",

@@ -33,7 +33,7 @@ enum OpenAPIDocument {
         "already_exists", "not_granted", "not_leased", "pool_exhausted", "invalid_transition", "nothing_showing",
         "not_in_flight", "in_flight", "element_leased", "transaction_open", "transaction_ended",
         "gone", "precondition_failed", "payload_too_large", "uri_too_long", "header_fields_too_large",
-        "queue_full", "pipeline_full", "too_many_resources", "too_many_elements",
+        "queue_full", "pipeline_full", "too_many_resources", "too_many_elements", "too_many_subscribers",
         "not_implemented", "shutting_down", "internal_error", "storage_full",
     ]
 
@@ -307,7 +307,9 @@ enum OpenAPIDocument {
                             ),
                             Response.problem(
                                 400, "a bad kind, query parameter or Last-Event-ID", codes: ["bad_request"]),
-                            Response.problem(503, "shutting down", codes: ["shutting_down"]),
+                            Response.problem(
+                                503, "shutting down, or max_event_subscribers streams are open (Retry-After: 1)",
+                                codes: ["shutting_down", "too_many_subscribers"]),
                         ])
                 ]),
         ]

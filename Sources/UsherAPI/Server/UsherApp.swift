@@ -37,8 +37,8 @@ package final class UsherApp: HTTPHandler {
     package let logger: Logger
     /// Every state change, for `GET /v1/events`; injected into each manager.
     package let events: EventLog
-    /// The SSE frame of the latest event, shared by every stream.
-    let eventFrames = EventFrames()
+    /// Keeps idle event streams alive (one timer for all of them).
+    private let eventHeartbeat: EventHeartbeat
     /// What clients store, against `max_stored_bytes`; injected into each manager.
     package let storage: StorageBudget
     /// The Redis side, when the config has a `redis` block (connects once serving starts).
@@ -75,8 +75,12 @@ package final class UsherApp: HTTPHandler {
         self.clock = clock
         self.logger = logger ?? Logger(level: config.logLevel)
         self.storage = StorageBudget(limit: config.maxStoredBytes)
-        let events = EventLog(clock: clock, budget: storage)
+        let events = EventLog(
+            clock: clock, budget: storage, maxSubscribers: config.maxEventSubscribers,
+            lagLimit: config.maxEventLagBytes,
+            encode: EventRoutes.frame)
         self.events = events
+        self.eventHeartbeat = EventHeartbeat(every: EventRoutes.heartbeatSeconds, events)
         self.access = AccessPolicy(config: config)
         self.registry = Registry(maxResources: config.maxResources, events: events)
         if let settings = config.redis {

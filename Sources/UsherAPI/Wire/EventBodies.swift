@@ -47,6 +47,35 @@ struct EventBody: Encodable {
     }
 }
 
+/// `event: dropped`, the last of a stream the server ends: resume with
+/// `Last-Event-ID: last_event_id` (nil: the stream sent no event).
+struct EventDroppedBody: Encodable {
+    /// Why the stream ends.
+    enum Reason: String, Encodable {
+        /// Its next event already left the replay buffer.
+        case behind
+        /// More than `max_event_lag_bytes` of live events were waiting for it.
+        case lagging
+    }
+
+    let reason: Reason
+    let lastEventID: UInt64?
+    let maxLagBytes: Int
+
+    enum CodingKeys: String, CodingKey {
+        case reason
+        case lastEventID = "last_event_id"
+        case maxLagBytes = "max_event_lag_bytes"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(reason, forKey: .reason)
+        try container.encodeAlways(lastEventID, forKey: .lastEventID)
+        try container.encode(maxLagBytes, forKey: .maxLagBytes)
+    }
+}
+
 /// `event: reset`: the client's `Last-Event-ID` is older than the replay
 /// buffer (or unknown); `oldest_event_id` is the first one it will get.
 struct EventResetBody: Encodable {
