@@ -52,7 +52,8 @@ import Testing
         for (index, server) in servers.enumerated() {
             for kind in kinds {
                 for name in names {
-                    seen["\(index) \(kind)/\(name)"] = (try? await server.callAsync("GET", "/v1/\(kind)/\(name)"))?.status
+                    let answer = try? await server.callAsync("GET", "/v1/\(kind)/\(name)")
+                    seen["\(index) \(kind)/\(name)"] = answer?.status
                 }
             }
         }
@@ -161,7 +162,8 @@ import Testing
         }
         var seen: [Int: Int] = [:]
         let took = await Self.recovery(servers, seen: &seen)
-        print("keys of one resource deleted: recovered on both in \(took.map { String(format: "%.3f s", $0) } ?? "never"), seen \(seen)")
+        let figure = took.map { String(format: "%.3f s", $0) } ?? "never"
+        print("keys of one resource deleted: recovered on both in \(figure), seen \(seen)")
         let after = await Self.statuses(servers)
         #expect(took != nil, "\(after)")
         // Only the meta key of a made one (partly evicted): forgotten; made again, it starts empty.
