@@ -153,7 +153,14 @@ extension RedisBackend {
     /// holding the same token without keys is lost and removed.
     package func checkMissing(kind: String, name: String, grace: Duration = .milliseconds(200)) async -> Missing {
         let field = "\(kind):\(name)"
-        func token() async -> String?? { try? await command(["HGET", indexKey, field], key: indexKey).string }
+        /// The entry's token (nil inside: no entry), or nil when Redis did not answer.
+        func token() async -> String?? {
+            do throws(ScriptFailure) {
+                return .some(try await command(["HGET", indexKey, field], key: indexKey).string)
+            } catch {
+                return nil
+            }
+        }
         guard let first = await token() else { return .unchecked }
         guard let found = first else { return .deleted }
         guard let present = try? await hasKeys(kind: kind, name: name) else { return .unchecked }
