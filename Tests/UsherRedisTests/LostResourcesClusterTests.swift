@@ -25,7 +25,7 @@ import Testing
         let backend = try RedisBackend(
             settings: RedisSettings(url: servers.seedURL, cluster: true), clock: SystemClock())
         try backend.start { change in
-            if case .deleted(let kind, let name) = change { heard.append("\(kind):\(name)") }
+            if case .deleted(let kind, let name, _) = change { heard.append("\(kind):\(name)") }
         }
         await eventually { await backend.unavailableReason() == nil }
         return backend

@@ -46,9 +46,11 @@ package final class UsherApp: HTTPHandler {
     /// Resources the config file (as last applied) keeps in Redis: created
     /// there once Redis answers, and again should Redis lose them.
     private let declaredShared: Mutex<[SharedDeclaration]>
-    /// The `run_id` of the Redis server last heard of: a new one means Redis
-    /// restarted (or failed over) and may have lost resources.
-    private let redisRunID = Mutex<String?>(nil)
+    /// Redis's generation last seen: a new one means Redis restarted, failed
+    /// over or was emptied, and may have lost resources.
+    private let redisGeneration = Mutex<RedisBackend.Generation?>(nil)
+    /// The `kind:name` of the resources found missing that are being looked into.
+    private let missingChecks = Mutex<Set<String>>([])
     /// Returns freed memory to the system after a resource is deleted.
     let trimmer = MemoryTrimmer()
     private let stopping = Atomic<Bool>(false)
@@ -127,6 +129,27 @@ package final class UsherApp: HTTPHandler {
             logger.error("redis subscriber", [("detail", .string(error.description))])
         }
         createDeclaredShared()
+        watchEpoch(redis)
+    }
+
+    /// How often each instance reads Redis's epoch (one `GET`).
+    static let epochCheckSeconds = 1.0
+
+    /// Reads the epoch every `epochCheckSeconds` until shutdown: missing or
+    /// new, Redis was emptied (`FLUSHALL`, `FLUSHDB`, the key evicted or
+    /// deleted) without a restart, so its `run_id` says nothing: recovers as
+    /// after a restart.
+    private func watchEpoch(_ redis: RedisBackend) {
+        Task { [weak self] in
+            while let app = self, !app.isStopping {
+                let known = app.redisGeneration.withLock { $0?.epoch }
+                // Redis not answering says nothing: its return is a reconnect, which resynchronizes.
+                do throws(ScriptFailure) {
+                    if try await redis.currentEpoch() != known { await app.resynchronizeShared() }
+                } catch {}
+                try? await Task.sleep(for: .seconds(Self.epochCheckSeconds))
+            }
+        }
     }
 
     /// Reads the declarations kept in Redis (`backend` redis); errors name the field.
@@ -208,10 +231,35 @@ package final class UsherApp: HTTPHandler {
         switch change {
         case .created(let kind, let name):
             if let kind = ResourceKind(noun: kind) { _ = adoptShared(kind, name) }
-        case .deleted(let kind, let name):
-            if let kind = ResourceKind(noun: kind) { registry.forget(kind, name) }
+        case .deleted(let kind, let name, let lost):
+            guard let kind = ResourceKind(noun: kind) else { return }
+            registry.forget(kind, name)
+            if lost { declareShared(declaredShared.withLock { $0 }.filter { $0.kind == kind && $0.name == name }) }
+        case .missing(let kind, let name):
+            if let kind = ResourceKind(noun: kind) { lookIntoMissing(kind, name) }
         case .resynchronize:
             Task { await resynchronizeShared() }
+        }
+    }
+
+    /// A script found the resource's keys missing. Redis emptied (its epoch
+    /// missing or new): recovers as after a restart. Else the resource alone:
+    /// deleted (this instance forgets it; the notice may be on its way), or
+    /// lost (its entry removed, every instance forgets it and makes it
+    /// again if it declares it). One look at a time per resource.
+    private func lookIntoMissing(_ kind: ResourceKind, _ name: String) {
+        guard let redis else { return }
+        let key = "\(kind.noun):\(name)"
+        guard missingChecks.withLock({ $0.insert(key).inserted }) else { return }
+        Task {
+            defer { _ = missingChecks.withLock { $0.remove(key) } }
+            let current: String?
+            do throws(ScriptFailure) { current = try await redis.currentEpoch() } catch { return }
+            guard current == redisGeneration.withLock({ $0?.epoch }) else { return await resynchronizeShared() }
+            switch await redis.checkMissing(kind: kind.noun, name: name) {
+            case .deleted, .lost: registry.forget(kind, name)
+            case .present, .unchecked: break
+            }
         }
     }
 
@@ -224,9 +272,10 @@ package final class UsherApp: HTTPHandler {
     }
 
     /// Reads Redis's index again: adopts what this process missed, forgets
-    /// what was deleted meanwhile (or lost, when Redis restarted empty), and
-    /// applies what came due; then, after a restart, cleans the index. The subscriber may be back before the command
-    /// connections' back-off ends: the read is retried for up to 10 s.
+    /// what was deleted meanwhile (or lost, when Redis restarted or was
+    /// emptied), and applies what came due; then, after a restart or an
+    /// emptying, cleans the index. The subscriber may be back before the
+    /// command connections' back-off ends: the read is retried for up to 10 s.
     private func resynchronizeShared() async {
         guard let redis else { return }
         // Only what was here before the index was read may be missing from it:
@@ -234,11 +283,17 @@ package final class UsherApp: HTTPHandler {
         let before = ResourceKind.allCases.flatMap { kind in
             registry.list(kind).filter { $0 is any SharedResource }.map { (kind, $0.name) }
         }
+        // The generation before the index: a loss after the read shows in the next look.
+        var generation: RedisBackend.Generation?
         var read: [(kind: String, name: String)]?
         for _ in 0..<50 where !isStopping {
-            read = try? await redis.indexedResources()
-            if read != nil { break }
-            try? await Task.sleep(for: .milliseconds(200))
+            do throws(ScriptFailure) {
+                generation = try await redis.generation()
+                read = try await redis.indexedResources()
+                break
+            } catch {
+                try? await Task.sleep(for: .milliseconds(200))
+            }
         }
         guard let indexed = read else { return }
         var known = Set<String>()
@@ -247,24 +302,36 @@ package final class UsherApp: HTTPHandler {
             known.insert("\(noun):\(name)")
             if let shared = adoptShared(kind, name) as? any SharedResource { await shared.catchUp() }
         }
-        for (kind, name) in before where !known.contains("\(kind.noun):\(name)") { registry.forget(kind, name) }
-        await afterRedisRestart(redis, known: known)
+        for (kind, name) in before where !known.contains("\(kind.noun):\(name)") {
+            // Keys without an entry: the index was lost (a Cluster master of
+            // its own emptied) or its creation is under way: indexed again.
+            if (try? await redis.hasKeys(kind: kind.noun, name: name)) == true,
+                (try? await redis.announceCreated(kind: kind.noun, name: name)) != nil
+            {
+                known.insert("\(kind.noun):\(name)")
+            } else {
+                registry.forget(kind, name)
+            }
+        }
+        if let generation { await afterRedisRestart(redis, generation: generation, known: known) }
     }
 
-    /// When Redis restarted or failed over (a new `run_id`; on a cluster,
-    /// any master's), and at the first look: removes from the index what it
-    /// lost, and makes again what the file declares and it lost. `known`:
-    /// the `kind:name` the index held when read just before.
-    private func afterRedisRestart(_ redis: RedisBackend, known: Set<String>) async {
-        guard let runID = try? await redis.serverRunID() else { return }
-        let previous = redisRunID.withLock { id in
-            defer { id = runID }
-            return id
+    /// When Redis restarted, failed over (a new `run_id`; on a cluster, any
+    /// master's) or was emptied (a new epoch), and at the first look: removes
+    /// from the index what it lost, and makes again what the file declares
+    /// and it lost. `known`: the `kind:name` the index held when read just
+    /// after `generation`.
+    private func afterRedisRestart(
+        _ redis: RedisBackend, generation: RedisBackend.Generation, known: Set<String>
+    ) async {
+        let previous = redisGeneration.withLock { seen in
+            defer { seen = generation }
+            return seen
         }
-        guard previous != runID else { return }
+        guard previous != generation else { return }
         let (lost, checkedAll) = await removeLostShared(redis)
         // Some master did not answer: the next resynchronization looks again.
-        if !checkedAll { redisRunID.withLock { if $0 == runID { $0 = previous } } }
+        if !checkedAll { redisGeneration.withLock { if $0 == generation { $0 = previous } } }
         let remade = declaredShared.withLock { $0 }.filter { declaration in
             let key = "\(declaration.kind.noun):\(declaration.name)"
             // At the first look, the declared resources are being made already (`createDeclaredShared`).
@@ -272,7 +339,7 @@ package final class UsherApp: HTTPHandler {
         }
         if !remade.isEmpty {
             logger.warn(
-                "redis restarted: declared resources it lost are made again",
+                "redis restarted or emptied: declared resources it lost are made again",
                 [("resources", .array(remade.map { .string("\($0.kind.rawValue)/\($0.name)") }))])
             declareShared(remade)
         }
@@ -305,13 +372,17 @@ package final class UsherApp: HTTPHandler {
     /// A resource this process does not know may have been created through
     /// another instance a moment ago: looks it up in Redis's index. One the
     /// index names without its keys is being deleted (the entry goes after
-    /// the keys), or was lost by a master back empty: not adopted, so 404.
+    /// the keys), or was lost (looked into): not adopted, so 404.
     /// One whose master does not answer is adopted (it answers 503).
     func discoverShared(_ kind: ResourceKind, _ name: String) async -> Bool {
         guard let redis, Self.sharedKind(kind) != nil else { return false }
         async let indexed = try? redis.isIndexed(kind: kind.noun, name: name)
         async let present = try? redis.hasKeys(kind: kind.noun, name: name)
-        guard await indexed == true, await present != false else { return false }
+        guard await indexed == true else { return false }
+        guard await present != false else {
+            lookIntoMissing(kind, name)
+            return false
+        }
         return adoptShared(kind, name) != nil
     }
 

@@ -22,7 +22,7 @@ package final class RedisMachine: MachineService, RedisResource {
         self.host = LocalHost(kind: "machine", name: name, backend: backend)
         self.store = RedisMachineStore(
             keys: backend.keys(kind: "machine", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: host.onDeadline)
+            channel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
         host.drive(self)
     }
 

@@ -35,6 +35,8 @@ package struct RedisMachineStore: Sendable {
     private let time: ScriptTime
     private let channel: String
     private let onDeadline: @Sendable (Timestamp?) -> Void
+    /// Hears that a script found the resource's keys missing.
+    private let onMissing: @Sendable () -> Void
     /// The keys `machine.lua` reads, in its `KEYS` order.
     private var keyList: [String] { [keys.key("meta"), keys.key("history")] }
     /// The last definition decoded, by its text: it is fixed at creation.
@@ -42,13 +44,15 @@ package struct RedisMachineStore: Sendable {
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void
+        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        onMissing: @escaping @Sendable () -> Void = {}
     ) {
         self.keys = keys
         self.connections = connections
         self.time = time
         self.channel = channel
         self.onDeadline = onDeadline
+        self.onMissing = onMissing
     }
 
     /// Creates the machine in its initial state, or, when it exists, answers
@@ -151,7 +155,8 @@ package struct RedisMachineStore: Sendable {
         do {
             return try await Self.script.call(
                 operation, keys: keyList, time: time, channel: channel, arguments: arguments, on: connections,
-                onDeadline: onDeadline
+                onDeadline: onDeadline,
+                onMissing: onMissing
             ).map { $0.string ?? "" }
         } catch {
             throw Self.error(error)

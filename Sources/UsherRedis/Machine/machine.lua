@@ -199,6 +199,7 @@ if OP == 'create' then
     flush()
     return snapshot_reply('0')
   end
+  redis.call('UNLINK', unpack(KEYS))  -- what an eviction of the meta key left
   M.name, M.state, M.entered = ARGV[4], ARGV[7], NOW
   M.version = next_after_time(META, 'version')
   redis.call('HSET', META, 'name', M.name, 'defname', ARGV[5], 'def', ARGV[6], 'txn_seq', int_text(NOW),

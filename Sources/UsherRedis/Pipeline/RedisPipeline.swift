@@ -32,7 +32,7 @@ package final class RedisPipeline: PipelineService, RedisResource {
         self.host = LocalHost(kind: "pipeline", name: name, backend: backend)
         self.store = RedisPipelineStore(
             keys: backend.keys(kind: "pipeline", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: host.onDeadline)
+            channel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
         host.drive(self)
     }
 

@@ -51,18 +51,22 @@ package struct RedisPipelineStore: Sendable {
     private let time: ScriptTime
     private let channel: String
     private let onDeadline: @Sendable (Timestamp?) -> Void
+    /// Hears that a script found the resource's keys missing.
+    private let onMissing: @Sendable () -> Void
     /// The live filters last read, by their version.
     private let filterCache = FilterCache()
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void
+        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        onMissing: @escaping @Sendable () -> Void = {}
     ) {
         self.keys = keys
         self.connections = connections
         self.time = time
         self.channel = channel
         self.onDeadline = onDeadline
+        self.onMissing = onMissing
     }
 
     private var keyList: [String] {
@@ -334,7 +338,8 @@ package struct RedisPipelineStore: Sendable {
         do {
             return try await Self.script.call(
                 operation, keys: keyList, time: time, channel: channel, arguments: arguments, on: connections,
-                onDeadline: onDeadline
+                onDeadline: onDeadline,
+                onMissing: onMissing
             ).map { $0.string ?? "" }
         } catch {
             throw Self.error(error)

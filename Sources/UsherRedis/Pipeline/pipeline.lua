@@ -379,6 +379,7 @@ if OP == 'create' then
     P.flush()
     return {P.next_text(), P.config_reply(), '0'}
   end
+  redis.call('UNLINK', unpack(KEYS))  -- what an eviction of the meta key left
   redis.call('HSET', K_META, 'name', ARGV[4], 'paused', '0', 'fence', int_text(NOW), 'lastid', int_text(NOW),
     'fseq', '0', 'bseq', '0', 'tseq', '0', 'dseq', '0', 'hseq', '0', 'fver', '1', 'nd', '0', 'nf', '0')
   for i = 5, #ARGV, 2 do

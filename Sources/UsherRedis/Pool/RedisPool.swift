@@ -20,7 +20,7 @@ package final class RedisPool: PoolService, RedisResource {
         self.host = LocalHost(kind: "pool", name: name, backend: backend)
         self.store = RedisPoolStore(
             keys: backend.keys(kind: "pool", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: host.onDeadline)
+            channel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
         host.drive(self)
     }
 

@@ -200,6 +200,7 @@ if OP == 'create' then
     table.insert(reply, 1, next_deadline())
     return reply
   end
+  redis.call('UNLINK', unpack(KEYS))  -- what an eviction of the meta key left
   local n = (#A - 10) / 2
   redis.call('HSET', K_META, 'capacity', int_text(n), 'max_waiting', A[5], 'hold_seconds', A[6], 'hold_us', A[7],
     'dedup', 'off', 'opposites', '[]', 'history', '1000', 'created', int_text(NOW), 'fence', int_text(NOW - 1),

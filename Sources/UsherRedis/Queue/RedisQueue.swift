@@ -21,7 +21,7 @@ package final class RedisQueue: QueueService, RedisResource {
         let keys = backend.keys(kind: "queue", name: name)
         self.store = RedisQueueStore(
             keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
-            deletionChannel: backend.channel, onDeadline: host.onDeadline)
+            deletionChannel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
         host.drive(self)
     }
 

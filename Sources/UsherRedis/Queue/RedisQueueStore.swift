@@ -18,11 +18,14 @@ package struct RedisQueueStore: Sendable {
     /// Where `delete` publishes (every instance must hear it).
     let deletionChannel: String
     let onDeadline: @Sendable (Timestamp?) -> Void
+    /// Hears that a script found the resource's keys missing.
+    let onMissing: @Sendable () -> Void
     let keyList: [String]
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void
+        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        onMissing: @escaping @Sendable () -> Void = {}
     ) {
         self.keys = keys
         self.connections = connections
@@ -30,6 +33,7 @@ package struct RedisQueueStore: Sendable {
         self.channel = channel
         self.deletionChannel = deletionChannel ?? channel
         self.onDeadline = onDeadline
+        self.onMissing = onMissing
         self.keyList = Self.parts.map(keys.key)
     }
 
@@ -234,7 +238,8 @@ package struct RedisQueueStore: Sendable {
         do {
             return try await Self.script.call(
                 operation, keys: keyList, time: time, channel: channel ?? self.channel,
-                arguments: [keys.name] + arguments, on: connections, onDeadline: onDeadline
+                arguments: [keys.name] + arguments, on: connections, onDeadline: onDeadline,
+                onMissing: onMissing
             ).dropFirst().map { $0 }
         } catch {
             throw Self.error(error, hold: hold)
@@ -252,7 +257,9 @@ package struct RedisQueueStore: Sendable {
         ) { result in
             switch result {
             case .success(let reply): answer(Result { () throws(QueueError) in try items(of: reply, operation) })
-            case .failure(let error): answer(.failure(Self.error(error, hold: hold)))
+            case .failure(let error):
+                if error.isMissing { onMissing() }
+                answer(.failure(Self.error(error, hold: hold)))
             }
         }
     }

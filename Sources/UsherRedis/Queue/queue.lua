@@ -13,6 +13,7 @@ if OP == 'create' then
     table.insert(reply, 1, next_deadline())
     return reply
   end
+  redis.call('UNLINK', unpack(KEYS))  -- what an eviction of the meta key left
   redis.call('HSET', K_META, 'capacity', A[5], 'max_waiting', A[6], 'hold_seconds', A[7], 'hold_us', A[8],
     'dedup', A[9], 'opposites', A[10], 'history', A[11], 'idle_seconds', A[12], 'idle_us', A[13],
     'claim_seconds', A[14], 'claim_us', A[15], 'created', int_text(NOW), 'fence', int_text(NOW - 1),

@@ -38,6 +38,15 @@ package final class LocalHost: Sendable {
     /// What a store calls with each reply's next deadline.
     var onDeadline: @Sendable (Timestamp?) -> Void { { [weak self] in self?.arm(at: $0) } }
 
+    /// What a store calls when a script finds the resource's keys missing:
+    /// while this copy is open, the instance looks into it (deleted or lost).
+    var onMissing: @Sendable () -> Void {
+        { [weak self] in
+            guard let self, phase == .open else { return }
+            backend.noticeMissing(kind: kind, name: name)
+        }
+    }
+
     /// Keeps one timer at or before `next`; it runs `tick` (whose reply arms
     /// the next one). Harmless when another instance ticks first.
     func arm(at next: Timestamp?) {

@@ -36,6 +36,37 @@ extension RedisBackend {
     /// The hash of every Redis-backed resource.
     var indexKey: String { "\(settings.keyPrefix)resources" }
 
+    /// The key of Redis's epoch: a token that stays while Redis keeps what it
+    /// holds. Beside the index (the same slot on a cluster): lost with it.
+    var epochKey: String { indexKey.contains("{") ? "\(indexKey):epoch" : "{\(indexKey)}:epoch" }
+
+    /// The epoch as it is, nil when it is missing (Redis was emptied, or never had one).
+    package func currentEpoch() async throws(ScriptFailure) -> String? {
+        try await command(["GET", epochKey], key: epochKey).string
+    }
+
+    /// The epoch, written now when it is missing (the first instance to find it so writes it).
+    package func epoch() async throws(ScriptFailure) -> String {
+        if let epoch = try await currentEpoch() { return epoch }
+        _ = try await command(["SET", epochKey, UUID().uuidString, "NX"], key: epochKey)
+        guard let epoch = try await currentEpoch() else { throw .redis("the epoch was not kept") }
+        return epoch
+    }
+
+    /// What says whether Redis still holds what it held: its `run_id`s and its epoch.
+    package struct Generation: Sendable, Equatable {
+        /// `serverRunID`: new after a restart or a failover.
+        package let runID: String
+        /// `epoch`: new after Redis was emptied without a restart.
+        package let epoch: String
+    }
+
+    /// The generation now (writing the epoch if it is missing).
+    package func generation() async throws(ScriptFailure) -> Generation? {
+        guard let runID = try await serverRunID() else { return nil }
+        return Generation(runID: runID, epoch: try await epoch())
+    }
+
     /// Every Redis-backed resource, as (kind, name).
     package func indexedResources() async throws(ScriptFailure) -> [(kind: String, name: String)] {
         let reply = try await command(["HKEYS", indexKey], key: indexKey)
@@ -101,6 +132,52 @@ extension RedisBackend {
             }
         }
         return lost
+    }
+
+    /// What `checkMissing` found of a resource a script found without its keys.
+    package enum Missing: Sendable, Equatable {
+        /// Its keys are there (made again meanwhile).
+        case present
+        /// The index does not name it (any more): it was deleted, or found lost by another instance.
+        case deleted
+        /// It was lost: this call removed its entry, and every instance hears
+        /// it deleted, `lost` (and makes it again if it declares it).
+        case lost
+        /// Redis did not answer.
+        case unchecked
+    }
+
+    /// A script found the resource without its `meta` key: deleted (the entry
+    /// goes after the keys), or lost (evicted, deleted by hand). After
+    /// `grace`, time for a deletion under way to remove its entry, one still
+    /// holding the same token without keys is lost and removed.
+    package func checkMissing(kind: String, name: String, grace: Duration = .milliseconds(200)) async -> Missing {
+        let field = "\(kind):\(name)"
+        /// The entry's token (nil inside: no entry), or nil when Redis did not answer.
+        func token() async -> String?? {
+            do throws(ScriptFailure) {
+                return .some(try await command(["HGET", indexKey, field], key: indexKey).string)
+            } catch {
+                return nil
+            }
+        }
+        guard let first = await token() else { return .unchecked }
+        guard let found = first else { return .deleted }
+        guard let present = try? await hasKeys(kind: kind, name: name) else { return .unchecked }
+        if present { return .present }
+        try? await Task.sleep(for: grace)
+        guard let second = await token() else { return .unchecked }
+        guard let still = second else { return .deleted }
+        guard still == found else { return .present }
+        guard let back = try? await hasKeys(kind: kind, name: name) else { return .unchecked }
+        if back { return .present }
+        switch try? await removeEntry(kind: kind, name: name, token: found) {
+        case .removed?: return .lost
+        // Removed meanwhile: by its deletion, or as lost by another instance (whose notice says so).
+        case .absent?: return .deleted
+        case .madeAgain?: return .present
+        case nil: return .unchecked
+        }
     }
 
     /// Looks for the entry's resource (its `meta` key, on its slot's master)

@@ -34,7 +34,10 @@ package final class RedisBackend: Sendable {
     /// A resource appeared or vanished in Redis (created or deleted through any instance).
     package enum Membership: Sendable {
         case created(kind: String, name: String)
-        case deleted(kind: String, name: String)
+        /// `lost`: its keys were lost (not deleted by a client), and its entry removed.
+        case deleted(kind: String, name: String, lost: Bool)
+        /// A script found the resource without its keys (deleted, or lost): worth a look.
+        case missing(kind: String, name: String)
         /// The subscriber (re)connected: the whole index should be read again.
         case resynchronize
     }
@@ -125,6 +128,11 @@ package final class RedisBackend: Sendable {
 
     package func unregister(kind: String, name: String) {
         _ = listeners.withLock { $0.removeValue(forKey: "\(kind):\(name)") }
+    }
+
+    /// A script answered that the resource's keys are missing.
+    package func noticeMissing(kind: String, name: String) {
+        membership.withLock { $0 }?(.missing(kind: kind, name: name))
     }
 
     /// A plain command (on `key` when it has one, so that a cluster routes it);
@@ -257,7 +265,7 @@ package final class RedisBackend: Sendable {
         }
         listeners.withLock { $0["\(kind):\(name)"] }?.receive(object, payload: payload)
         if object["deleted"] as? Bool == true {
-            membership.withLock { $0 }?(.deleted(kind: kind, name: name))
+            membership.withLock { $0 }?(.deleted(kind: kind, name: name, lost: object["lost"] as? Bool == true))
         }
     }
 

@@ -80,14 +80,21 @@ extension ResourceScript {
         return items
     }
 
-    /// `run` on the route of `keys` (a cluster's master of their slot), read with `deadlineLed`.
+    /// `run` on the route of `keys` (a cluster's master of their slot), read
+    /// with `deadlineLed`; `onMissing` hears a `gone` (the resource's keys are missing).
     package func call(
         _ operation: String, keys: [String], time: ScriptTime, channel: String, arguments: [String],
-        on connections: RedisConnectionPool, onDeadline: (Timestamp?) -> Void
+        on connections: RedisConnectionPool, onDeadline: (Timestamp?) -> Void, onMissing: () -> Void = {}
     ) async throws(ScriptFailure) -> [RedisReply] {
-        let reply = try await run(
-            operation, keys: keys, time: time, channel: channel, arguments: arguments,
-            on: connections.route(keys: keys))
+        let reply: RedisReply
+        do {
+            reply = try await run(
+                operation, keys: keys, time: time, channel: channel, arguments: arguments,
+                on: connections.route(keys: keys))
+        } catch {
+            if error.isMissing { onMissing() }
+            throw error
+        }
         return try Self.deadlineLed(reply, operation, onDeadline: onDeadline)
     }
 }
@@ -100,6 +107,9 @@ package enum ScriptFailure: Error, Sendable, Equatable {
     case refused(code: String, detail: String)
     /// Redis itself answered with an error (a bug in a script, OOM, READONLY…).
     case redis(String)
+
+    /// The script found the resource's keys missing (`fail('gone')`).
+    package var isMissing: Bool { if case .refused("gone", _) = self { true } else { false } }
 
     init(errorReply message: String) {
         // Redis prefixes script errors with "ERR " in some versions.

@@ -23,7 +23,7 @@ package final class RedisWindow: WindowService, RedisResource {
         self.host = LocalHost(kind: WindowSlot.eventKind, name: name, backend: backend)
         self.store = RedisWindowStore(
             keys: backend.keys(kind: WindowSlot.eventKind, name: name), connections: backend.connections,
-            time: backend.time, channel: backend.channel, onDeadline: host.onDeadline)
+            time: backend.time, channel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
         host.drive(self)
     }
 

@@ -16,17 +16,21 @@ package struct RedisWindowStore: Sendable {
     let time: ScriptTime
     let channel: String
     let onDeadline: @Sendable (Timestamp?) -> Void
+    /// Hears that a script found the resource's keys missing.
+    let onMissing: @Sendable () -> Void
     let keyList: [String]
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void
+        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        onMissing: @escaping @Sendable () -> Void = {}
     ) {
         self.keys = keys
         self.connections = connections
         self.time = time
         self.channel = channel
         self.onDeadline = onDeadline
+        self.onMissing = onMissing
         self.keyList = Self.parts.map(keys.key)
     }
 
@@ -180,7 +184,8 @@ package struct RedisWindowStore: Sendable {
         do {
             return try await Self.script.call(
                 operation, keys: keyList, time: time, channel: channel, arguments: [name] + arguments,
-                on: connections, onDeadline: onDeadline
+                on: connections, onDeadline: onDeadline,
+                onMissing: onMissing
             ).dropFirst().map { $0 }
         } catch {
             if case .refused("nothing_showing", _) = error { throw .nothingShowing }

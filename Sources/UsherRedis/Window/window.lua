@@ -25,6 +25,7 @@ if OP == 'create' then
     table.insert(reply, 1, next_deadline())
     return reply
   end
+  redis.call('UNLINK', unpack(KEYS))  -- what an eviction of the meta key left
   redis.call('HSET', K_META, 'capacity', '1', 'max_waiting', A[5], 'hold_seconds', A[6], 'hold_us', A[7],
     'dedup', A[8], 'opposites', '[]', 'history', A[9], 'created', int_text(NOW), 'fence', int_text(NOW - 1),
     'lastid', int_text(NOW), 'seq', '0', 'dseq', '0', 'fseq', '0', 'hsum', '0')
