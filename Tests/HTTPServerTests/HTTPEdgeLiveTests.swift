@@ -122,7 +122,7 @@ import Testing
         #expect(try TestHTTPClient.once(port: server.port, "GET", "/hel%6Co").status == 200)
     }
 
-    /// Issue 25 part 6: what RFC 9110/9112 refuse, refused at once and closed.
+    /// What RFC 9110/9112 refuse, refused at once and closed.
     @Test func refusesWhatTheRFCsRefuse() throws {
         let server = try startServer()
         defer { server.stop() }

@@ -4,7 +4,7 @@ import Testing
 
 @testable import HTTPServer
 
-/// Issue 25 part 5: every head answers at once, whatever its shape. Before,
+/// Every head answers at once, whatever its shape. Before,
 /// about 116 query arguments filled libmicrohttpd's per-connection pool while
 /// it parsed them, and it then waited for the head timeout without a word;
 /// heads that left too little pool for the answer's head were closed unanswered.

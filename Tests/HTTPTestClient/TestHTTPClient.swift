@@ -46,25 +46,12 @@ public final class TestHTTPClient {
     public var isConnected: Bool { fd >= 0 }
 
     private func connect() throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ClientError(description: "socket failed") }
+        fd = connectLoopback(port)
+        guard fd >= 0 else { throw ClientError(description: "connect to 127.0.0.1:\(port) failed (errno \(errno))") }
         var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Foundation.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard result == 0 else {
-            disconnect()
-            throw ClientError(description: "connect to 127.0.0.1:\(port) failed (errno \(errno))")
-        }
     }
 
     /// Sends raw bytes on the connection (opening it if needed).
@@ -167,4 +154,26 @@ extension TestHTTPClient {
         let client = TestHTTPClient(port: port)
         return try client.request(method, path, body: body, headers: headers)
     }
+}
+
+/// A connected, blocking TCP socket to 127.0.0.1:`port`, or -1 (`errno` says why).
+public func connectLoopback(_ port: UInt16) -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return -1 }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            Foundation.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    guard connected == 0 else {
+        let failure = errno
+        close(fd)
+        errno = failure
+        return -1
+    }
+    return fd
 }

@@ -4,7 +4,7 @@ import Testing
 
 @testable import UsherAPI
 
-/// A client that stops showing up keeps nothing (issue 25, part 7), over
+/// A client that stops showing up keeps nothing, over
 /// real sockets: the README's job-3, left in line by a `?wait` that ended,
 /// is granted later and released `unclaimed`; a visitor nobody asks about
 /// is cancelled `abandoned`; one that keeps polling keeps its place.

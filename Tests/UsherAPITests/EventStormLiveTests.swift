@@ -7,7 +7,7 @@ import Testing
 @testable import UsherAPI
 @testable import UsherCore
 
-/// Issue 25, parts 1 and 2: a replay storm must not hold up other requests,
+/// A replay storm must not hold up other requests,
 /// and streams that do not read hold no bytes of their own.
 @Suite(.serialized) struct EventStormLiveTests {
     /// Opens a stream so that events are recorded, then posts `count` visitors of `size` bytes.
@@ -138,26 +138,6 @@ import Testing
         #expect(waitUntil { s.app.events.subscriberCount == 1 })
         #expect(try SSEReader(port: s.port).head.status == 200)
     }
-}
-
-/// A connected, blocking loopback socket to `port` (-1 on failure).
-private func connectLoopback(_ port: UInt16) -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return -1 }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
-    guard connected == 0 else {
-        close(fd)
-        return -1
-    }
-    return fd
 }
 
 /// Polls `condition` for up to `seconds`.

@@ -126,7 +126,7 @@ import Testing
         #expect(try UsherConfig.load(path: nil, environment: [:]).authToken == nil)
     }
 
-    /// Issue 25 part 6, at the app: the headers its checks read cannot be
+    /// At the app: the headers its checks read cannot be
     /// given twice, Host is an authority, and whitespace around it is fine.
     @Test func theHeadersTheChecksReadAreUnambiguous() throws {
         let server = try LiveServer(#"{"auth_token": "sekrit"}"#)
@@ -147,7 +147,7 @@ import Testing
         #expect(try raw(server, padded).status == 200)
     }
 
-    /// Issue 25 part 6: a refused request that waits for `100 Continue`
+    /// A refused request that waits for `100 Continue`
     /// gets its refusal instead, before sending its body.
     @Test func aRefusalComesBeforeOneHundredContinue() throws {
         let server = try LiveServer(#"{"auth_token": "sekrit", \#(Self.declared)}"#)
@@ -175,7 +175,7 @@ import Testing
         #expect((keep.json["counts"] as? [String: Any])?["enqueued_total"] as? Int == 1)
     }
 
-    /// Issue 25 part 5: many query parameters answer at once on any route.
+    /// Many query parameters answer at once on any route.
     @Test func manyQueryParametersAnswerAtOnce() throws {
         let server = try LiveServer("{}")
         for count in [10, 100, 116, 200, 1500] {

@@ -106,7 +106,7 @@ import Testing
         #expect(future.gap && drain(log, future.token).ids == [4, 5, 6])
     }
 
-    /// The storm of issue 25: many reconnects with an old `Last-Event-ID`
+    /// A replay storm: many reconnects with an old `Last-Event-ID`
     /// that read nothing make no frame; the frames are made once, by the
     /// first reader, whatever the number of readers.
     @Test func replayCostsWhatIsReadAndFramesAreMadeOnce() throws {
