@@ -32,9 +32,25 @@ extension OpenAPIDocument {
             (
                 "reason",
                 Schema.enumeration(
-                    ["undelivered"], "recycled because the answer that leased it never reached its client")
+                    ["undelivered", "unclaimed", "abandoned"],
+                    "undelivered: recycled because the answer that leased it never reached its client; unclaimed: recycled because nobody claimed it within claim_seconds; abandoned: a fetch whose client was not heard of for idle_seconds, revoked while waiting"
+                )
             ),
         ]
+        let idleField = (
+            "idle_seconds",
+            Schema.seconds(
+                L.seconds,
+                "a waiting fetch whose client was not heard of (a wait parked on it, a call naming it) for this long is revoked, reason abandoned; 0 = never; default 30"
+            )
+        )
+        let claimField = (
+            "claim_seconds",
+            Schema.seconds(
+                L.seconds,
+                "a lease granted while no client waited on it, that no call names within this long, is recycled, reason unclaimed; 0 = never; default 10"
+            )
+        )
         let elementRef = Schema.object([("id", Schema.name()), ("data", Schema.any())])
         let configFields: [(String, JSONValue)] = [
             (
@@ -44,6 +60,7 @@ extension OpenAPIDocument {
             ("lease_seconds", Schema.seconds(L.seconds, "a lease not recycled by then expires; 0 = never; default 60")),
             ("max_waiting", Schema.integer(L.maxWaiting, "more waiting fetchers: 429 queue_full; default 1000")),
             ("grow", growRequest),
+            idleField, claimField,
         ]
         return [
             (
@@ -69,6 +86,7 @@ extension OpenAPIDocument {
                         ),
                         ("max_waiting", Schema.integer(L.maxWaiting)),
                         ("grow", growRequest),
+                        idleField, claimField,
                     ], "mutable fields; elements change through their own routes")
             ),
             (
@@ -82,6 +100,7 @@ extension OpenAPIDocument {
                             "grow",
                             Schema.nullable(Schema.object([("max_size", Schema.count), ("prefix", Schema.string())]))
                         ),
+                        ("idle_seconds", Schema.secondsOut), ("claim_seconds", Schema.secondsOut),
                     ], "the config, every default filled in")
             ),
             (
@@ -118,7 +137,10 @@ extension OpenAPIDocument {
             (
                 "PoolCounts",
                 Schema.object(
-                    ["fetched_total", "recycled_total", "expired_total", "revoked_total", "grown_total"].map {
+                    [
+                        "fetched_total", "recycled_total", "expired_total", "revoked_total", "grown_total",
+                        "abandoned_total", "unclaimed_total",
+                    ].map {
                         ($0, Schema.count)
                     })
             ),
@@ -212,7 +234,8 @@ extension OpenAPIDocument {
                         query: [Parameter.limit(L.elements, default: 1000, "elements"), Parameter.cursor],
                         responses: [Response.json(200, "the state", state)]),
                     Operation(
-                        "PATCH", "patchPool", "Change lease_seconds, max_waiting or grow; effective at once",
+                        "PATCH", "patchPool",
+                        "Change lease_seconds, max_waiting, grow, idle_seconds or claim_seconds; effective at once",
                         body: RequestBody(
                             schema: Schema.ref("PoolPatchRequest"), required: false,
                             example: .object([("lease_seconds", .int(120))])),

@@ -70,7 +70,7 @@ enum PoolRoutes: ConfiguredKind {
                     _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
                 }
             }
-            let patch = PoolPatch(leaseSeconds: wanted.leaseSeconds, maxWaiting: wanted.maxWaiting, grow: wanted.grow)
+            let patch = PoolPatch(wanted)
             return .patching(current: { pool.withIsolation { $0.config } }, wanted: wanted, fixed: fixedFields(name)) {
                 () throws(APIError) in
                 do throws(PoolError) {
@@ -150,7 +150,7 @@ enum PoolRoutes: ConfiguredKind {
             _ = try await creatingShared(name: name, config: config, in: app).value()
         } catch  where error.code == "already_exists" {
             guard let pool = try app.registry.resource(.pools, name) as? RedisPool else { throw error }
-            let patch = PoolPatch(leaseSeconds: config.leaseSeconds, maxWaiting: config.maxWaiting, grow: config.grow)
+            let patch = PoolPatch(config)
             let patched: PoolConfig
             do throws(PoolError) { patched = try await pool.applyPatch(patch).value() } catch { throw APIError(error) }
             guard patched == config else {

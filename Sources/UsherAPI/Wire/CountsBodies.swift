@@ -35,6 +35,7 @@ struct CountsBody: Encodable {
         CountsBody(members: [
             ("fetched_total", c.fetchedTotal), ("recycled_total", c.recycledTotal),
             ("expired_total", c.expiredTotal), ("revoked_total", c.revokedTotal), ("grown_total", c.grownTotal),
+            ("abandoned_total", c.abandonedTotal), ("unclaimed_total", c.unclaimedTotal),
         ])
     }
 

@@ -140,6 +140,8 @@ struct PoolStateBody: Encodable {
         case elements, grow
         case leaseSeconds = "lease_seconds"
         case maxWaiting = "max_waiting"
+        case idleSeconds = "idle_seconds"
+        case claimSeconds = "claim_seconds"
     }
 
     enum GrowKeys: String, CodingKey {
@@ -193,5 +195,7 @@ struct PoolStateBody: Encodable {
         } else {
             try nested.encodeNil(forKey: .grow)
         }
+        try nested.encodeSeconds(config.idleSeconds, forKey: .idleSeconds)
+        try nested.encodeSeconds(config.claimSeconds, forKey: .claimSeconds)
     }
 }

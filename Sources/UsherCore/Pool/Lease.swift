@@ -115,6 +115,10 @@ package struct PoolCounts: Sendable, Equatable {
     package var revokedTotal = 0
     /// Elements created by `grow`.
     package var grownTotal = 0
+    /// Of the fetches that ended unserved: those whose client was not heard of for `idle_seconds`.
+    package var abandonedTotal = 0
+    /// Of `recycledTotal`: leases nobody claimed within `claim_seconds`.
+    package var unclaimedTotal = 0
 
     /// The pool's names for the queue engine's totals.
     init(_ c: QueueCounts, grown: Int) {
@@ -123,6 +127,8 @@ package struct PoolCounts: Sendable, Equatable {
         expiredTotal = c.expiredTotal
         revokedTotal = c.releasedTotal
         grownTotal = grown
+        abandonedTotal = c.abandonedTotal
+        unclaimedTotal = c.unclaimedTotal
     }
 }
 

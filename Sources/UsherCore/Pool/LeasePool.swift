@@ -218,11 +218,14 @@ package actor LeasePool: EngineHost {
         return Int64(text.dropFirst())
     }
 
-    /// `PATCH`: `lease_seconds` and `max_waiting` apply from now on; a larger
+    /// `PATCH`: `lease_seconds`, `max_waiting`, `idle_seconds` and `claim_seconds` apply from now on; a larger
     /// `grow.max_size` grows for the fetchers already waiting.
     package func apply(_ patch: PoolPatch) throws(PoolError) -> PoolConfig {
         try run(nil) { (e, now) in
-            e.apply(QueuePatch(maxWaiting: patch.maxWaiting, holdSeconds: patch.leaseSeconds), now: now)
+            e.apply(
+                QueuePatch(
+                    maxWaiting: patch.maxWaiting, holdSeconds: patch.leaseSeconds, idleSeconds: patch.idleSeconds,
+                    claimSeconds: patch.claimSeconds), now: now)
         }
         let before = config
         config = patch.applied(to: config)

@@ -54,15 +54,26 @@ package struct PoolConfig: Sendable, Equatable {
     package var maxWaiting: Int
     /// `grow` (none): create elements on demand.
     package var grow: PoolGrow?
+    /// `idle_seconds` (30): a waiting fetch whose client was not heard of (a
+    /// wait parked on it, a call naming it) for this long ends `revoked`,
+    /// reason `abandoned`; 0 = never. Only a fetch parked on an instance
+    /// that died outlives its wait.
+    package var idleSeconds: Double
+    /// `claim_seconds` (10): a lease granted while no client waited on it
+    /// that no call names within this long is recycled, reason `unclaimed`; 0 = never.
+    package var claimSeconds: Double
 
     /// A config; every argument defaults to the documented default.
     package init(
-        elements: [PoolElementSpec] = [], leaseSeconds: Double = 60, maxWaiting: Int = 1000, grow: PoolGrow? = nil
+        elements: [PoolElementSpec] = [], leaseSeconds: Double = 60, maxWaiting: Int = 1000, grow: PoolGrow? = nil,
+        idleSeconds: Double = QueueConfig.defaultIdleSeconds, claimSeconds: Double = QueueConfig.defaultClaimSeconds
     ) {
         self.elements = elements
         self.leaseSeconds = leaseSeconds
         self.maxWaiting = maxWaiting
         self.grow = grow
+        self.idleSeconds = idleSeconds
+        self.claimSeconds = claimSeconds
     }
 
     /// Allowed ranges.
@@ -91,7 +102,7 @@ package struct PoolConfig: Sendable, Equatable {
     func queueConfig(size: Int) -> QueueConfig {
         QueueConfig(
             capacity: size, maxWaiting: maxWaiting, holdSeconds: leaseSeconds, dedup: .off,
-            opposites: [], history: LeasePool.history, idleSeconds: 0, claimSeconds: 0)
+            opposites: [], history: LeasePool.history, idleSeconds: idleSeconds, claimSeconds: claimSeconds)
     }
 
     /// What a `PATCH` changed, for the `updated` event.
@@ -102,6 +113,8 @@ package struct PoolConfig: Sendable, Equatable {
         changes.compare("grow", before.grow, after.grow) { grow in
             grow.map { .object([("max_size", .int($0.maxSize)), ("prefix", .string($0.prefix))]) } ?? .null
         }
+        changes.compare("idle_seconds", before.idleSeconds, after.idleSeconds, ConfigChanges.seconds)
+        changes.compare("claim_seconds", before.claimSeconds, after.claimSeconds, ConfigChanges.seconds)
         return changes
     }
 
@@ -150,15 +163,31 @@ package struct PoolPatch: Sendable, Equatable {
     package var maxWaiting: Int?
     /// `grow`: replaces the whole object; a larger `max_size` serves waiting fetchers at once.
     package var grow: PoolGrow?
+    /// `idle_seconds`: applies to the checks due from now on.
+    package var idleSeconds: Double?
+    /// `claim_seconds`: applies to grants from now on.
+    package var claimSeconds: Double?
 
     /// A patch naming only the given fields.
-    package init(leaseSeconds: Double? = nil, maxWaiting: Int? = nil, grow: PoolGrow? = nil) {
+    package init(
+        leaseSeconds: Double? = nil, maxWaiting: Int? = nil, grow: PoolGrow? = nil, idleSeconds: Double? = nil,
+        claimSeconds: Double? = nil
+    ) {
         self.leaseSeconds = leaseSeconds
         self.maxWaiting = maxWaiting
         self.grow = grow
+        self.idleSeconds = idleSeconds
+        self.claimSeconds = claimSeconds
     }
 
-    /// Reads `lease_seconds`, `max_waiting`, `grow`, none required. The caller
+    /// Every mutable field of `config` (a declared pool brought in line with its config file).
+    package init(_ config: PoolConfig) {
+        self.init(
+            leaseSeconds: config.leaseSeconds, maxWaiting: config.maxWaiting, grow: config.grow,
+            idleSeconds: config.idleSeconds, claimSeconds: config.claimSeconds)
+    }
+
+    /// Reads `lease_seconds`, `max_waiting`, `grow`, `idle_seconds`, `claim_seconds`, none required. The caller
     /// calls `reader.finish()`.
     package static func parse(_ reader: inout FieldReader) throws(FieldError) -> PoolPatch {
         try parse(&reader, allowingElements: false)
@@ -174,6 +203,8 @@ package struct PoolPatch: Sendable, Equatable {
         p.leaseSeconds = try reader.duration("lease_seconds")
         p.maxWaiting = try reader.int("max_waiting", in: PoolConfig.Limits.maxWaiting)
         if var grow = try reader.object("grow") { p.grow = try PoolGrow.parse(&grow) }
+        p.idleSeconds = try reader.duration("idle_seconds")
+        p.claimSeconds = try reader.duration("claim_seconds")
         return p
     }
 
@@ -183,6 +214,8 @@ package struct PoolPatch: Sendable, Equatable {
         if let leaseSeconds { c.leaseSeconds = leaseSeconds }
         if let maxWaiting { c.maxWaiting = maxWaiting }
         if let grow { c.grow = grow }
+        if let idleSeconds { c.idleSeconds = idleSeconds }
+        if let claimSeconds { c.claimSeconds = claimSeconds }
         return c
     }
 }

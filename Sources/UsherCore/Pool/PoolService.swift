@@ -133,12 +133,16 @@ extension Lease {
 }
 
 extension PoolCounts {
-    package init(fetched: Int, recycled: Int, expired: Int, revoked: Int, grown: Int) {
+    package init(
+        fetched: Int, recycled: Int, expired: Int, revoked: Int, grown: Int, abandoned: Int = 0, unclaimed: Int = 0
+    ) {
         fetchedTotal = fetched
         recycledTotal = recycled
         expiredTotal = expired
         revokedTotal = revoked
         grownTotal = grown
+        abandonedTotal = abandoned
+        unclaimedTotal = unclaimed
     }
 }
 

@@ -336,6 +336,17 @@ local function watch_claim(r)
   end
 end
 
+-- After a patch: when idle checks were off (`was_idle` µs), every waiting
+-- record gets one, counted from now (QueueEngine.rewatch).
+local function rewatch(was_idle)
+  if was_idle ~= 0 or cfg.idle_us == 0 then return end
+  for _, id in ipairs(redis.call('ZRANGE', K_WAIT, 0, -1)) do
+    local r = rec_get(id)
+    if NOW > num(r.hd or r.enq) then r.hd = int_text(NOW) end
+    watch_idle(r)
+  end
+end
+
 -- A call named the live record `r` (a wait parked on it: until `until_us`):
 -- its client is heard of, and a grant waiting for its claim is claimed.
 local function hear(r, until_us)

@@ -37,7 +37,7 @@ package final class RedisPool: PoolService, RedisResource {
     package func fetchLease(_ r: FetchRequest, until deadline: Timestamp) -> Pending<Lease, PoolError> {
         call { [self] store async throws(PoolError) in
             let entered: Lease
-            do throws(PoolError) { entered = try await store.fetch(r, waiting: true) } catch {
+            do throws(PoolError) { entered = try await store.fetch(r, waiting: true, heardUntil: deadline) } catch {
                 // Redis may still run the fetch and put it in the line, where nobody waits for it.
                 if case .backendUnavailable = error, let id = r.id { abandon(id, mayArriveLate: true) }
                 throw error
@@ -133,12 +133,12 @@ package final class RedisPool: PoolService, RedisResource {
 
     // MARK: Internals
 
-    /// Waits until `met` holds for the lease (`park`).
+    /// Waits until `met` holds for the lease (`park`); its client counts as heard of meanwhile.
     private func park(id: String, until deadline: Timestamp, _ met: (Lease) -> Bool) async -> Result<
         Lease, PoolError
     > {
         await park(id, until: deadline) { store async throws(PoolError) in
-            try await store.lease(id: id)
+            try await store.lease(id: id, heardUntil: deadline)
         } met: {
             met($0)
         }

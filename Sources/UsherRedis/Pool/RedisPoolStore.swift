@@ -44,6 +44,8 @@ package struct RedisPoolStore: Sendable {
         var arguments = [String(config.maxWaiting)] + Self.leaseArguments(config.leaseSeconds)
         arguments += [config.grow.map { String($0.maxSize) } ?? "", config.grow?.prefix ?? ""]
         arguments.append(Self.elementsText(config.elements))
+        arguments += RedisQueueStore.secondsArguments(config.idleSeconds)
+        arguments += RedisQueueStore.secondsArguments(config.claimSeconds)
         for e in config.elements { arguments += [e.id, e.data.map(RedisQueueStore.jsonText) ?? ""] }
         let reply = try await run("create", arguments)
         return (try Self.config(reply.dropFirst(), declared: declared), reply.first?.string == "1")
@@ -67,6 +69,8 @@ package struct RedisPoolStore: Sendable {
         } else {
             arguments += ["0", "", ""]
         }
+        arguments += RedisQueueStore.secondsArguments(patch.idleSeconds)
+        arguments += RedisQueueStore.secondsArguments(patch.claimSeconds)
         return try Self.config(try await run("patch", arguments)[...], declared: declared)
     }
 
@@ -92,12 +96,15 @@ package struct RedisPoolStore: Sendable {
 
     /// `LeasePool.fetch`: a free element, or `exhausted`. With `waiting`, a
     /// fetch that finds none is answered `waiting` in the line (the caller
-    /// parks on it and `withdraw`s it when its wait ends).
-    package func fetch(_ r: FetchRequest, waiting: Bool = false) async throws(PoolError) -> Lease {
+    /// parks on it and `withdraw`s it when its wait ends, at `heardUntil`:
+    /// its client counts as heard of until then; nil, now).
+    package func fetch(_ r: FetchRequest, waiting: Bool = false, heardUntil: Timestamp? = nil) async throws(PoolError)
+        -> Lease
+    {
         if let problem = LeasePool.leaseProblem(r.leaseSeconds, limit: 0) { throw problem }
         var arguments = [r.id ?? "", r.holder ?? ""]
         arguments += r.leaseSeconds.map(Self.leaseArguments).map { [$0[1], $0[0]] } ?? ["-1", ""]
-        arguments.append(waiting ? "1" : "0")
+        arguments += [waiting ? "1" : "0", heardUntil.map { String($0.micros) } ?? ""]
         return try lease(try await run("fetch", arguments, lease: r.leaseSeconds).first)
     }
 
@@ -130,9 +137,10 @@ package struct RedisPoolStore: Sendable {
         return try lease(try await run("extend", arguments, lease: leaseSeconds, leaseID: id).first)
     }
 
-    /// One lease, live or remembered.
-    package func lease(id: String) async throws(PoolError) -> Lease {
-        try lease(try await run("lease", [id], leaseID: id).first)
+    /// One lease, live or remembered; a call naming it. `heardUntil`: a
+    /// long-poll parked on it until then (its client counts as heard of meanwhile).
+    package func lease(id: String, heardUntil: Timestamp? = nil) async throws(PoolError) -> Lease {
+        try lease(try await run("lease", [id, heardUntil.map { String($0.micros) } ?? ""], leaseID: id).first)
     }
 
     // MARK: - State and elements
@@ -141,8 +149,8 @@ package struct RedisPoolStore: Sendable {
     package func state(limit: Int, after cursor: Int64? = nil) async throws(PoolError) -> PoolState {
         let limit = min(max(0, limit), 1_000_000_000)
         let reply = try await run("state", [String(limit), cursor.map { String($0) } ?? ""])
-        let header = 13
-        let configEnd = header + 5
+        let header = 15
+        let configEnd = header + 7
         guard reply.count >= configEnd, let elementCount = reply[1].int, let waitingCount = reply[2].int,
             reply.count == configEnd + Int(elementCount + waitingCount)
         else { throw .backendUnavailable("unexpected state reply") }
@@ -164,7 +172,9 @@ package struct RedisPoolStore: Sendable {
             available: n[1]!,
             leased: n[2]!, waiting: n[3]!, nextExpiryAt: reply[7].int.map(Timestamp.init(micros:)),
             elements: elements.map(\.element),
-            counts: PoolCounts(fetched: n[5]!, recycled: n[6]!, expired: n[7]!, revoked: n[8]!, grown: n[9]!))
+            counts: PoolCounts(
+                fetched: n[5]!, recycled: n[6]!, expired: n[7]!, revoked: n[8]!, grown: n[9]!, abandoned: n[10]!,
+                unclaimed: n[11]!))
         state.waitingLeases = waiting
         state.cursors = elements.map { "e\($0.order)" }
         state.more = reply[0].string == "1"
@@ -269,18 +279,22 @@ package struct RedisPoolStore: Sendable {
 
     // MARK: - Decoding
 
-    /// max_waiting, lease seconds, grow max ('' none), grow prefix, elements.
+    /// max_waiting, lease seconds, grow max ('' none), grow prefix, elements, idle seconds, claim seconds.
     static func config(_ fields: ArraySlice<RedisReply>, declared: DeclaredElements? = nil) throws(PoolError)
         -> PoolConfig
     {
         let f = fields.map { $0.string ?? "" }
-        guard f.count == 5, let maxWaiting = Int(f[0]), let lease = Double(f[1]) else {
+        guard f.count == 7, let maxWaiting = Int(f[0]), let lease = Double(f[1]), let idle = Double(f[5]),
+            let claim = Double(f[6])
+        else {
             throw .backendUnavailable("unexpected config")
         }
         let elements: [PoolElementSpec]
         if let declared { elements = try declared.elements(f[4]) } else { elements = try DeclaredElements.decode(f[4]) }
         let grow = Int(f[2]).map { PoolGrow(maxSize: $0, prefix: f[3]) }
-        return PoolConfig(elements: elements, leaseSeconds: lease, maxWaiting: maxWaiting, grow: grow)
+        return PoolConfig(
+            elements: elements, leaseSeconds: lease, maxWaiting: maxWaiting, grow: grow, idleSeconds: idle,
+            claimSeconds: claim)
     }
 
     func lease(_ reply: RedisReply?) throws(PoolError) -> Lease {

@@ -142,7 +142,8 @@ end
 function P.config_fields()
   -- A pool made before `elements` had a key of its own keeps them in meta.
   local elements = redis.call('GET', K_ELEMENTS) or meta.elements
-  return { meta.max_waiting, meta.hold_seconds, meta.grow_max or '', meta.grow_prefix or '', elements }
+  return { meta.max_waiting, meta.hold_seconds, meta.grow_max or '', meta.grow_prefix or '', elements,
+    cfg.idle_seconds, cfg.claim_seconds }
 end
 
 -- Ends an operation: writes records back, tells every instance what
@@ -193,7 +194,8 @@ end
 
 if OP == 'create' then
   -- ARGV: max_waiting, lease seconds, lease µs, grow max ('' none), grow
-  -- prefix, elements (config JSON text), then id and data ('' none) per element.
+  -- prefix, elements (config JSON text), idle seconds, idle µs, claim
+  -- seconds, claim µs, then id and data ('' none) per element.
   if load_config() then
     local reply = P.config_fields()
     table.insert(reply, 1, '0')
@@ -201,13 +203,14 @@ if OP == 'create' then
     return reply
   end
   redis.call('UNLINK', unpack(KEYS))  -- what an eviction of the meta key left
-  local n = (#A - 10) / 2
+  local n = (#A - 14) / 2
   redis.call('HSET', K_META, 'capacity', int_text(n), 'max_waiting', A[5], 'hold_seconds', A[6], 'hold_us', A[7],
     'dedup', 'off', 'opposites', '[]', 'history', '1000', 'created', int_text(NOW), 'fence', int_text(NOW - 1),
     'lastid', int_text(NOW), 'seq', '0', 'dseq', '0', 'fseq', '0', 'hsum', '0', 'grow_max', A[8],
-    'grow_prefix', A[9], 'grown_total', '0', 'grown_ids', '0', 'orders', '0', 'tickets', '0')
+    'grow_prefix', A[9], 'grown_total', '0', 'grown_ids', '0', 'orders', '0', 'tickets', '0',
+    'idle_seconds', A[11], 'idle_us', A[12], 'claim_seconds', A[13], 'claim_us', A[14], 'wseq', '0')
   redis.call('SET', K_ELEMENTS, A[10])
-  for i = 11, #A, 2 do
+  for i = 15, #A, 2 do
     local data = A[i + 1]
     if data == '' then data = nil end
     P.append(A[i], data)
@@ -247,8 +250,9 @@ end
 
 if OP == 'fetch' then
   -- ARGV: id ('' none), holder ('' none), lease µs (-1 none), lease seconds
-  -- ('' none), wait ('1': a fetch that finds nothing free waits in the line).
-  local id, holder, wait = A[5], A[6], A[9] == '1'
+  -- ('' none), wait ('1': a fetch that finds nothing free waits in the line),
+  -- heard of until (µs: the end of its wait; '' = now).
+  local id, holder, wait, heard_until = A[5], A[6], A[9] == '1', num(A[10])
   if id == '' then id = nil end
   if holder == '' then holder = nil end
   if P.lease_excess(A[8]) then return P.refuse('lease_excess', cfg.hold_seconds) end
@@ -256,6 +260,7 @@ if OP == 'fetch' then
     local known = rec_get(id)
     if known then
       note_retry(known)
+      hear(known, heard_until)
       if known.st == 'waiting' and not wait then return P.refuse('exhausted', next_deadline()) end
       return P.done({ P.lease_view(known) })
     end
@@ -270,11 +275,15 @@ if OP == 'fetch' then
     end
   end
   id = id or new_id()
-  local r = { id = id, holder = holder, pri = '0', enq = int_text(NOW), hold = A[7], st = 'waiting' }
+  NAMED = id
+  local r = { id = id, holder = holder, pri = '0', enq = int_text(NOW), hold = A[7], st = 'waiting',
+    wo = int_text(next_counter('wseq')) }
+  r.hd = int_text(math.max(NOW, heard_until or NOW))
   incr('enqueued_total')
   enter_line(r, NOW, 'enter')
   grant_free()
   P.assign()
+  if r.st == 'waiting' then watch_idle(r) end
   note(id)
   return P.done({ P.lease_view(r) })
 end
@@ -287,6 +296,7 @@ if OP == 'withdraw' then
   if not r then return P.refuse('exhausted', next_deadline()) end
   if r.st ~= 'waiting' then return P.done({ P.lease_view(r) }) end
   local last = P.lease_view(r)
+  watch_clear(r)
   unlink_waiting(r)
   incr('enqueued_total', -1)
   rec_drop(r.id)
@@ -336,6 +346,7 @@ if OP == 'extend' then
   local r, err = P.need(A[5])
   if not r then return err end
   if r.st ~= 'granted' then return P.refuse('not_granted', r.st) end
+  hear(r)
   local hold = num(A[6]) or effective_hold(r)
   if r.dl then
     local current = num(r.dl)
@@ -354,16 +365,18 @@ if OP == 'extend' then
 end
 
 if OP == 'lease' then
+  -- ARGV: id, heard of until (µs: a long-poll parked on it until then; '' = now).
   local r, err = P.need(A[5])
   if not r then return err end
+  hear(r, num(A[6]))
   return P.done({ P.lease_view(r) })
 end
 
 if OP == 'state' then
   -- ARGV: limit, order of the element the page resumes after ('' = first page).
   -- Reply: more, element count, waiting count, size, available, leased,
-  -- waiting, next expiry, granted, completed, expired, released and grown
-  -- totals, the config fields, the elements, the waiting leases.
+  -- waiting, next expiry, granted, completed, expired, released, grown,
+  -- abandoned and unclaimed totals, the config fields, the elements, the waiting leases.
   local limit = num(A[5])
   local from = '-inf'
   if A[6] ~= '' then from = '(' .. A[6] end
@@ -375,7 +388,8 @@ if OP == 'state' then
   end
   local n, free = P.count(), P.available()
   local m = {}
-  for _, field in ipairs({ 'granted_total', 'completed_total', 'expired_total', 'released_total', 'grown_total' }) do
+  for _, field in ipairs({ 'granted_total', 'completed_total', 'expired_total', 'released_total', 'grown_total',
+    'abandoned_total', 'unclaimed_total' }) do
     m[#m + 1] = meta[field] or '0'
   end
   local out = { #ids > limit and '1' or '0', int_text(#elements), int_text(#waiting), int_text(n), int_text(free),
@@ -389,8 +403,9 @@ end
 
 if OP == 'patch' then
   -- ARGV: max_waiting, lease seconds, lease µs ('' = unchanged), grow given
-  -- ('1'), grow max, grow prefix.
+  -- ('1'), grow max, grow prefix, idle seconds, idle µs, claim seconds, claim µs ('' = unchanged).
   local before = P.config_fields()
+  local was_idle = cfg.idle_us
   if A[5] ~= '' then meta_set('max_waiting', A[5]) end
   if A[6] ~= '' then
     meta_set('hold_seconds', A[6])
@@ -400,7 +415,11 @@ if OP == 'patch' then
     meta_set('grow_max', A[9])
     meta_set('grow_prefix', A[10])
   end
+  for i, field in ipairs({ 'idle_seconds', 'idle_us', 'claim_seconds', 'claim_us' }) do
+    if A[10 + i] ~= '' then meta_set(field, A[10 + i]) end
+  end
   load_config()
+  rewatch(was_idle)
   P.grow(0)
   local after = P.config_fields()
   return P.done(after, { config_before = before, config = after })

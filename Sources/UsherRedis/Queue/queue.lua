@@ -63,14 +63,7 @@ if OP == 'patch' then
     if A[4 + i] ~= '' then redis.call('HSET', K_META, field, A[4 + i]) end
   end
   load_config()
-  -- Idle checks turned on: every waiting visitor gets one (QueueEngine.rewatch).
-  if was_idle == 0 and cfg.idle_us > 0 then
-    for _, id in ipairs(redis.call('ZRANGE', K_WAIT, 0, -1)) do
-      local r = rec_get(id)
-      if NOW > num(r.hd or r.enq) then r.hd = int_text(NOW) end
-      watch_idle(r)
-    end
-  end
+  rewatch(was_idle)
   grant_free()
   local after = config_fields()
   return done(after, { config_before = before, config = after })

@@ -97,6 +97,13 @@ final class UsherProcess: Sendable {
         return process.terminationStatus
     }
 
+    /// SIGKILL, as when the process or its pod dies: nothing it parks is withdrawn.
+    func kill() {
+        guard process.isRunning else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
     /// One request on a fresh connection.
     func call(_ method: String, _ path: String, _ body: String? = nil, timeoutSeconds: Int = 15) throws
         -> TestHTTPClient.Response
