@@ -42,18 +42,23 @@ beanstalkd Debian beanstalkd, no binlog, driven by opbench/opbench.c:
 #   backing    a redis-server of its own, started first (its CPU and EVALSHA
 #              time are measured beside the Usher processes')
 #   processes  how many Usher processes share that redis-server
+#   needs      {tool: the Debian package with it}: run apt-gets what is missing
+#              (INSTALL=1), else the system's rows say skipped
 USHER_ENV = {"USHER_PORT": "{port}", "USHER_HOST": "127.0.0.1"}
+REDIS_NEEDS = {"redis-server": "redis-server", "redis-cli": "redis-tools"}
 REDIS_ARGV = ["redis-server", "--port", "{port}", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
               "--daemonize", "no", "--dir", "{tmp}"]
 SYSTEMS = {
     "baseline": dict(argv=["{baseline}", "{port}"], ready="http"),
     "usher": dict(argv=["{usher}", "--config", "{config}"], env=USHER_ENV, ready="http", config="memory"),
-    "redis": dict(argv=REDIS_ARGV, ready="redis"),
-    "beanstalkd": dict(argv=["beanstalkd", "-l", "127.0.0.1", "-p", "{port}"], ready="tcp"),
+    "redis": dict(argv=REDIS_ARGV, ready="redis",
+                  needs={"redis-server": "redis-server", "redis-benchmark": "redis-tools"}),
+    "beanstalkd": dict(argv=["beanstalkd", "-l", "127.0.0.1", "-p", "{port}"], ready="tcp",
+                       needs={"beanstalkd": "beanstalkd"}),
     "usher-redis": dict(argv=["{usher}", "--config", "{config}"], env=USHER_ENV, ready="http", config="redis",
-                        backing=REDIS_ARGV, processes=1),
+                        backing=REDIS_ARGV, processes=1, needs=REDIS_NEEDS),
     "usher-redis3": dict(argv=["{usher}", "--config", "{config}"], env=USHER_ENV, ready="http", config="redis",
-                         backing=REDIS_ARGV, processes=3),
+                         backing=REDIS_ARGV, processes=3, needs=REDIS_NEEDS),
 }
 
 # Run in this order; enqueue only grows the queue: keep it last. cycle-hold
