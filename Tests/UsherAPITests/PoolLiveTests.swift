@@ -5,7 +5,7 @@ import Testing
 @testable import Locking
 @testable import UsherAPI
 
-/// Pools over HTTP: every route and error code (SPEC §4), each test once
+/// Pools over HTTP: every route and error code (docs/api.md, Pools), each test once
 /// with memory pools and once with pools kept in a redis-server of the
 /// test's own (`BackendLiveServer`).
 @Suite(.serialized) struct PoolLiveTests {

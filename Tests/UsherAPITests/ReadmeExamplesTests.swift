@@ -3,23 +3,27 @@ import Testing
 
 @testable import UsherAPI
 
-/// Runs the README's "Try it" commands, exactly as written, against the real
-/// server with the shipped config, and checks each prints what the README says.
+/// Runs the curl tour (`docs/tour.md`) and the README's "Try it" commands,
+/// exactly as written, against the real server with the shipped config, and
+/// checks each prints what the document says.
 @Suite struct ReadmeExamplesTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// (command, expected fragment) pairs from every ```sh block of the
-    /// `## Try it` section (up to the next `## ` heading).
-    static func examples() throws -> [(command: String, expected: String)] {
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        guard let start = readme.range(of: "\n## Try it") else { return [] }
-        var section = readme[start.upperBound...]
-        if let next = section.range(of: "\n## ") { section = section[..<next.lowerBound] }
+    /// (command, expected fragment) pairs from every ```sh block of `file`,
+    /// or only of its `## section` (up to the next `## ` heading).
+    static func examples(_ file: String, section: String? = nil) throws -> [(command: String, expected: String)] {
+        let text = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+        var part = text[...]
+        if let section {
+            guard let start = text.range(of: "\n## \(section)\n") else { return [] }
+            part = text[start.upperBound...]
+            if let next = part.range(of: "\n## ") { part = part[..<next.lowerBound] }
+        }
         var pairs: [(String, String)] = []
         var pending: String?
         var inBlock = false
-        for line in section.split(separator: "\n", omittingEmptySubsequences: false) {
+        for line in part.split(separator: "\n", omittingEmptySubsequences: false) {
             if line.hasPrefix("```") {
                 inBlock = line == "```sh"
                 continue
@@ -37,10 +41,9 @@ import Testing
         return pairs
     }
 
-    @Test func readmeExamplesWork() throws {
-        let examples = try Self.examples()
-        #expect(examples.count >= 10)
-        let config = try String(contentsOf: Self.root.appendingPathComponent("Config/usher.json"), encoding: .utf8)
+    /// Runs `examples` in order against one fresh server with the demo config.
+    static func run(_ examples: [(command: String, expected: String)]) throws {
+        let config = try String(contentsOf: root.appendingPathComponent("Config/usher.json"), encoding: .utf8)
         let s = try LiveServer(config)
         for (command, expected) in examples {
             let local = command.replacingOccurrences(of: "localhost:8080", with: "127.0.0.1:\(s.port)")
@@ -56,5 +59,19 @@ import Testing
             #expect(p.terminationStatus == 0, "\(command) exited \(p.terminationStatus)")
             #expect(output.contains(expected), "\(command)\nprinted: \(output)\nexpected: \(expected)")
         }
+    }
+
+    /// The tour: every ```sh block of docs/tour.md, in order, on one server.
+    @Test func tourExamplesWork() throws {
+        let examples = try Self.examples("docs/tour.md")
+        #expect(examples.count >= 10)
+        try Self.run(examples)
+    }
+
+    /// The README's short taste, on a server of its own.
+    @Test func readmeExamplesWork() throws {
+        let examples = try Self.examples("README.md", section: "Try it")
+        #expect(examples.count >= 3)
+        try Self.run(examples)
     }
 }

@@ -4,7 +4,7 @@ import Testing
 
 @testable import UsherAPI
 
-/// Windows over HTTP: every route and error code (SPEC §3), each test once
+/// Windows over HTTP: every route and error code (docs/api.md, Windows), each test once
 /// with memory windows and once with windows kept in a redis-server of the
 /// test's own (`BackendLiveServer`).
 @Suite(.serialized) struct WindowLiveTests {

@@ -2,7 +2,7 @@ import Testing
 
 @testable import UsherCore
 
-/// SPEC §2 dedup and opposites: `key`, `adjacent`, `off`, at POST and at a delay's end.
+/// Dedup and opposites (docs/api.md, Queues): `key`, `adjacent`, `off`, at POST and at a delay's end.
 @Suite struct QueueDedupTests {
     typealias F = QueueFixtures
 

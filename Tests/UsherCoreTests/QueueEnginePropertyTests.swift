@@ -2,7 +2,7 @@ import Testing
 
 @testable import UsherCore
 
-/// The engine against a brute-force model of SPEC §2 (arrays, full scans,
+/// The engine against a brute-force model of docs/api.md, Queues (arrays, full scans,
 /// sorting on every question) over seeded random operation sequences:
 /// statuses, positions, grants, fences, links, counts and history must agree
 /// after every step.
@@ -171,7 +171,7 @@ import Testing
     }
 }
 
-/// SPEC §2 restated as simply as possible: no indexes, every question answered by a scan.
+/// docs/api.md's queue rules restated as simply as possible: no indexes, every question answered by a scan.
 struct QueueModel {
     struct Visitor: CustomStringConvertible {
         var id: String

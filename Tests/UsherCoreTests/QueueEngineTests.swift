@@ -425,7 +425,7 @@ extension QueueEngine {
         state(limit: Int.max, now: QueueFixtures.at(s)).holding.map(\.id)
     }
 
-    /// The accounting invariant of SPEC §2.
+    /// The accounting invariant of docs/api.md, Queues (`counts`).
     var balanced: Bool {
         let c = counts
         return c.enqueuedTotal == c.waiting + c.holding + c.delayed + c.completedTotal + c.releasedTotal

@@ -3,7 +3,7 @@ import HTTPServer
 import RedisClient
 import UsherCore
 
-/// The whole configuration: the config file's keys (SPEC §1 "Config file"),
+/// The whole configuration: the config file's keys (docs/configuration.md),
 /// then the environment's overrides. Every field has its documented default.
 package struct UsherConfig: Sendable {
     /// Address to listen on (`USHER_HOST` overrides). Default `127.0.0.1`.

@@ -1,6 +1,6 @@
 import UsherCore
 
-// Machines (SPEC §6): the shapes of `MachineDefinition`, `MachineSnapshot`,
+// Machines (docs/api.md, Machines): the shapes of `MachineDefinition`, `MachineSnapshot`,
 // `MachineTransition`, `TransitionResult` and the routes of `MachineRoutes`.
 
 extension OpenAPIDocument {

@@ -1,6 +1,6 @@
 import UsherCore
 
-// Pipelines (SPEC §5, docs/pipelines.md): the shapes of `PipelineConfig`,
+// Pipelines (docs/api.md, Pipelines; docs/pipelines.md): the shapes of `PipelineConfig`,
 // `PipelineFilter`, `PipelineSourceConfig`, `PipelineItem`,
 // `PipelineDelivery`, `PipelineSnapshot` and the routes of `PipelineRoutes`.
 

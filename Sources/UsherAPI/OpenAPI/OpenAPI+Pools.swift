@@ -1,6 +1,6 @@
 import UsherCore
 
-// Pools (SPEC §4): the shapes of `PoolConfig`, `Lease`, `PoolElement`,
+// Pools (docs/api.md, Pools): the shapes of `PoolConfig`, `Lease`, `PoolElement`,
 // `PoolState`, `ElementRemoval` and the routes of `PoolRoutes`.
 
 extension OpenAPIDocument {

@@ -1,6 +1,6 @@
 import UsherCore
 
-// Queues (SPEC §2): the shapes of `QueueConfig`, `VisitorView`, `QueueState`
+// Queues (docs/api.md, Queues): the shapes of `QueueConfig`, `VisitorView`, `QueueState`
 // and the routes of `QueueRoutes`.
 
 extension OpenAPIDocument {

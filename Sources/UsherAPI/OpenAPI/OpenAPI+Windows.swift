@@ -1,6 +1,6 @@
 import UsherCore
 
-// Windows (SPEC §3): the shapes of `WindowConfig`, `WindowItem`,
+// Windows (docs/api.md, Windows): the shapes of `WindowConfig`, `WindowItem`,
 // `WindowState`, `Dismissal` and the routes of `WindowRoutes`.
 
 extension OpenAPIDocument {

@@ -4,7 +4,7 @@ import HTTPServer
 import Locking
 import UsherCore
 
-/// `GET /v1/events`: every state change as Server-Sent Events (SPEC §7).
+/// `GET /v1/events`: every state change as Server-Sent Events (docs/api.md, "Event stream").
 ///
 /// Each event is `id: N`, `event: TYPE`, `data: {json}` and a blank line.
 /// With `Last-Event-ID` the buffered events after that id come first; when

@@ -55,7 +55,7 @@ struct MachineSpec: Sendable, Equatable {
     }
 }
 
-/// `/v1/machines`: lifecycle, events, transactions, long-poll on version (SPEC §6).
+/// `/v1/machines`: lifecycle, events, transactions, long-poll on version (docs/api.md, Machines).
 enum MachineRoutes: ResourceAPI {
     static let kind = ResourceKind.machines
 

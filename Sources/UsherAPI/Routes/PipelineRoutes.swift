@@ -23,7 +23,7 @@ extension Pipeline: ManagedResource {
 }
 
 /// `/v1/pipelines`: lifecycle, push, take, acknowledgement, the dead list and
-/// filters (SPEC §5). Requests to a pipeline in memory that need no waiting
+/// filters (docs/api.md, Pipelines). Requests to a pipeline in memory that need no waiting
 /// are answered on the server thread; `wait`, and every request to a
 /// Redis-backed one, parks the connection (`UsherApp.later`).
 enum PipelineRoutes: ConfiguredKind {

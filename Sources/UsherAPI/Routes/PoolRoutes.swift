@@ -21,7 +21,7 @@ extension LeasePool: ManagedResource {
 }
 
 /// `/v1/pools`: lifecycle, fetch (with the long-poll), recycle, extend and
-/// elements (SPEC §4).
+/// elements (docs/api.md, Pools).
 enum PoolRoutes: ConfiguredKind {
     static let kind = ResourceKind.pools
     static let defaultLimit = 1000

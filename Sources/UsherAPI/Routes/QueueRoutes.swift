@@ -20,7 +20,7 @@ extension VisitorQueue: ManagedResource {
     package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
-/// `/v1/queues`: lifecycle and visitors (SPEC §2).
+/// `/v1/queues`: lifecycle and visitors (docs/api.md, Queues).
 enum QueueRoutes: ConfiguredKind {
     static let kind = ResourceKind.queues
     static let defaultLimit = 100

@@ -17,7 +17,7 @@ extension WindowSlot: ManagedResource {
     package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
-/// `/v1/windows`: lifecycle, show, dismiss and the showing long-poll (SPEC §3).
+/// `/v1/windows`: lifecycle, show, dismiss and the showing long-poll (docs/api.md, Windows).
 enum WindowRoutes: ConfiguredKind {
     static let kind = ResourceKind.windows
     static let defaultLimit = 100

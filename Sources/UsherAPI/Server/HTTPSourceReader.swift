@@ -2,7 +2,7 @@ import Foundation
 import HTTPServer
 import UsherCore
 
-/// A pipeline's `http` source: one `GET` per pull (SPEC §5). 200 with a JSON
+/// A pipeline's `http` source: one `GET` per pull (docs/api.md, Pipelines). 200 with a JSON
 /// body is the next item's payload; 204 means nothing yet (the pipeline backs
 /// off); any other status, a body that is not JSON (or nested deeper than
 /// `max_json_depth`), a timeout or a refused

@@ -1,12 +1,12 @@
 /// How a visitor's own hold (`hold_seconds`, a window item's
 /// `display_seconds`, a lease's `lease_seconds`) relates to its resource's.
 package enum HoldPolicy: Sendable, Equatable {
-    /// SPEC §1: a shorter hold than the resource's, never a longer one, and
+    /// docs/api.md, Conventions: a shorter hold than the resource's, never a longer one, and
     /// none (0) only where the resource itself has no limit, so that a
     /// vanished client cannot block a resource for ever. Queues and pools.
     case atMostResource
     /// The visitor's own hold replaces the resource's, 0 (no limit) included.
-    /// Windows (SPEC §3): an item's `display_seconds` overrides the window's,
+    /// Windows (docs/api.md, Windows): an item's `display_seconds` overrides the window's,
     /// and 0 pins the item until it is dismissed (the login screen).
     case ownOverrides
 }

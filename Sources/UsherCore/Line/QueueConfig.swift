@@ -1,4 +1,4 @@
-/// How a queue merges duplicates and cancels opposite pairs (SPEC §2).
+/// How a queue merges duplicates and cancels opposite pairs (docs/api.md, "Order, dedup and opposites").
 package enum DedupMode: String, Sendable, Equatable, CaseIterable {
     /// Against every waiting visitor with the same key (the default).
     case key

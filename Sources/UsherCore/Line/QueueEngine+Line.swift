@@ -87,7 +87,7 @@ extension QueueEngine {
         return list.contains(b)
     }
 
-    /// The SPEC §2 rules, against waiting visitors only; duplicates first.
+    /// The rules of docs/api.md, "Order, dedup and opposites", against waiting visitors only; duplicates first.
     func dedup(key: String?, action: String?) -> Dedup {
         guard let key else { return .enter }
         switch config.dedup {

@@ -1,4 +1,4 @@
-/// The queue as a value-type state machine (SPEC §2): no clock, no async.
+/// The queue as a value-type state machine (docs/api.md, Queues): no clock, no async.
 ///
 /// Every operation takes `now` and first applies everything due by then, in
 /// deadline order (delays ending, with their dedup checks; holds expiring),

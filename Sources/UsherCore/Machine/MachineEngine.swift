@@ -19,7 +19,7 @@ struct PlannedTimeout: Sendable, Equatable {
 ///
 /// The version starts at the creation time in microseconds since the Unix
 /// epoch and grows by one per transition, so it is also the transition's
-/// fence (SPEC §1) and keeps growing across a delete and re-create.
+/// fence (docs/api.md, Conventions, "Fences") and keeps growing across a delete and re-create.
 struct MachineEngine: Sendable {
     /// How many transitions the history keeps.
     static let historyLimit = 50

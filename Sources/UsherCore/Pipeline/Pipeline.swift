@@ -1,5 +1,5 @@
 /// A bounded producer-consumer buffer with acknowledgement, redelivery,
-/// filters and a pull source (SPEC §5, seed 002).
+/// filters and a pull source (docs/api.md, Pipelines; seed 002).
 ///
 /// The actor owns a `PipelineEngine`, the clock, one timer at the engine's
 /// next deadline (or the source's next retry), the parked consumers and

@@ -1,4 +1,4 @@
-/// A pipeline's configuration (SPEC §5). Every field has a default, so `{}`
+/// A pipeline's configuration (docs/api.md, Pipelines). Every field has a default, so `{}`
 /// is a valid config.
 package struct PipelineConfig: Sendable, Equatable {
     /// `capacity` (1000): ready, delayed and in-flight items together; also

@@ -98,7 +98,7 @@ extension PipelineFilter {
     /// Reads `priority, when, action, field, value`. The nested `when` is
     /// finished here; the caller calls `reader.finish()` on the filter itself.
     ///
-    /// `null` counts as absent (SPEC §1): compare with `null` through `in: [null]`.
+    /// `null` counts as absent (docs/api.md, Conventions): compare with `null` through `in: [null]`.
     ///
     /// Pointers have at most `limits.maxPointerSegments` segments, and a `set`
     /// may not build a payload deeper than `limits.maxDepth`: the pointer's

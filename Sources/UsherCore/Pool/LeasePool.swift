@@ -1,4 +1,4 @@
-/// One pool (SPEC §4, the seed's auto-recycling object pool): named elements
+/// One pool (docs/api.md, Pools; the seed's auto-recycling object pool): named elements
 /// leased out and recycled, expired leases recycling themselves.
 ///
 /// A pool is a resource behind a visitor queue (seed 000), and runs on the

@@ -40,7 +40,7 @@ package struct PoolGrow: Sendable, Equatable {
     }
 }
 
-/// A pool's configuration (SPEC §4). Every field has a default, so `{}` is a
+/// A pool's configuration (docs/api.md, Pools). Every field has a default, so `{}` is a
 /// valid (empty) pool.
 package struct PoolConfig: Sendable, Equatable {
     /// `elements` (`[]`): the elements at creation, in their stable order.

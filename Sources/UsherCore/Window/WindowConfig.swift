@@ -1,4 +1,4 @@
-/// A window's configuration (SPEC §3). Every field has a default, so `{}` is
+/// A window's configuration (docs/api.md, Windows). Every field has a default, so `{}` is
 /// a valid config, and every field can be changed with `PATCH`.
 package struct WindowConfig: Sendable, Equatable {
     /// `max_waiting` (1000): queued plus delayed items allowed; more is 429 `queue_full`.

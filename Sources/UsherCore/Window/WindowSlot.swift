@@ -1,4 +1,4 @@
-/// One window (SPEC §3, the seed's alert-window manager): one item shown at a
+/// One window (docs/api.md, Windows; the seed's alert-window manager): one item shown at a
 /// time, the rest queued behind it.
 ///
 /// A window is a queue with capacity 1 in its own words, and runs on the

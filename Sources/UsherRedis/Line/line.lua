@@ -408,7 +408,7 @@ local function is_opposite(a, b)
   return false
 end
 
--- 'enter', or 'merge'/'cancel' with the waiting visitor it meets (SPEC §2).
+-- 'enter', or 'merge'/'cancel' with the waiting visitor it meets (docs/api.md, Queues).
 local function dedup(key, action)
   if not key or cfg.dedup == 'off' then return 'enter' end
   if cfg.dedup == 'key' then
