@@ -53,7 +53,7 @@ let package = Package(
         .target(name: "Locking"),
         // A Redis client on hiredis: connections on their own threads, scripts, pub/sub.
         // The only importer of CHiredis.
-        .target(name: "RedisClient", dependencies: ["CHiredis", "Locking", "UsherCore"]),
+        .target(name: "RedisClient", dependencies: ["CHiredis", "Locking"]),
         // Resources kept in Redis: one Lua script per kind (every operation atomic), the
         // managers that call them, wake-ups through pub/sub.
         .target(
@@ -67,7 +67,7 @@ let package = Package(
             ]),
         // The managers (actors) and their value-type engines. No HTTP, no C.
         .target(name: "UsherCore", dependencies: ["Locking"], exclude: ["Concurrency/README.md"]),
-        // Routes, JSON shapes, the error table, configuration (its `redis` block is RedisClient's).
+        // Routes, JSON shapes, the error table, configuration (reading the `redis` block too).
         // The dashboard's page, script and style are compiled in (`PackageResources`): no files at run time.
         .target(
             name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking", "RedisClient", "UsherRedis"],
@@ -92,9 +92,10 @@ let package = Package(
         .testTarget(name: "UsherCoreTests", dependencies: ["UsherCore", "Locking"]),
         // A redis-server of the tests' own, on a free loopback port.
         .target(name: "RedisTestServer", dependencies: ["RedisClient"], path: "Tests/RedisTestServer"),
-        .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "UsherCore", "RedisTestServer"]),
+        .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "Locking", "RedisTestServer"]),
         .testTarget(
-            name: "UsherRedisTests", dependencies: ["UsherRedis", "RedisClient", "UsherCore", "RedisTestServer"]),
+            name: "UsherRedisTests",
+            dependencies: ["UsherRedis", "RedisClient", "UsherCore", "Locking", "RedisTestServer"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient", "Locking"]),
         .testTarget(
             name: "UsherAPITests",

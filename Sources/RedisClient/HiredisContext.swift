@@ -1,4 +1,5 @@
 import CHiredis
+import Dispatch
 
 #if canImport(Glibc)
     import Glibc
@@ -6,21 +7,60 @@ import CHiredis
 
 /// One `redisContext`, connected, logged in and on its database. Not
 /// thread-safe: one thread at a time (its owner's). Dead once `isDead`.
+///
+/// Every call that touches the context first checks that it runs on its
+/// owner, as GRDB's `SerializedDatabase` checks its queue: a connection's
+/// serial queue (`dispatchPrecondition`) or the subscriber's thread.
 final class HiredisContext {
-    let raw: UnsafeMutablePointer<redisContext>
+    /// Where the context may be used.
+    enum Owner {
+        /// A serial dispatch queue (a `RedisConnection`'s).
+        case queue(DispatchQueue)
+        /// One thread (a `RedisSubscriber`'s).
+        case thread(pthread_t)
 
-    private init(raw: UnsafeMutablePointer<redisContext>) { self.raw = raw }
+        /// The calling thread.
+        static var currentThread: Owner { .thread(pthread_self()) }
+    }
 
-    deinit { redisFree(raw) }
+    private let uncheckedRaw: UnsafeMutablePointer<redisContext>
+    private let owner: Owner
+
+    /// The C context, after the owner check.
+    var raw: UnsafeMutablePointer<redisContext> {
+        preconditionOnOwner()
+        return uncheckedRaw
+    }
+
+    private init(raw: UnsafeMutablePointer<redisContext>, owner: Owner) {
+        self.uncheckedRaw = raw
+        self.owner = owner
+    }
+
+    // Not checked: the last reference may go anywhere, and then no one else uses it.
+    deinit { redisFree(uncheckedRaw) }
+
+    /// Stops the process when the caller is not the owner.
+    @inline(__always)
+    private func preconditionOnOwner() {
+        switch owner {
+        case .queue(let queue):
+            dispatchPrecondition(condition: .onQueue(queue))
+        case .thread(let thread):
+            precondition(pthread_equal(pthread_self(), thread) != 0, "a hiredis context used off its thread")
+        }
+    }
 
     /// Connects within `connectTimeout`, sets `commandTimeout` on the socket,
     /// then sends `AUTH` (when there is a password) and `SELECT` (database ≠ 0).
+    /// On `owner`, which every later call must run on too.
     static func connect(
-        to endpoint: RedisEndpoint, connectTimeout: Double, commandTimeout: Double
+        to endpoint: RedisEndpoint, connectTimeout: Double, commandTimeout: Double, owner: Owner
     ) throws(RedisError) -> HiredisContext {
         guard let raw = redisConnectWithTimeout(endpoint.host, Int32(endpoint.port), timeval(seconds: connectTimeout))
         else { throw .unavailable("cannot allocate a hiredis context") }
-        let context = HiredisContext(raw: raw)
+        let context = HiredisContext(raw: raw, owner: owner)
+        context.preconditionOnOwner()
         let target = "\(endpoint.host):\(endpoint.port)"
         guard !context.isDead else { throw .unavailable("connecting to \(target): \(context.errorMessage)") }
         guard redisSetTimeout(raw, timeval(seconds: commandTimeout)) == REDIS_OK else {

@@ -194,7 +194,7 @@ package final class RedisConnection: @unchecked Sendable {
         }
         do {
             let fresh = try HiredisContext.connect(
-                to: endpoint, connectTimeout: connectTimeout, commandTimeout: commandTimeout)
+                to: endpoint, connectTimeout: connectTimeout, commandTimeout: commandTimeout, owner: .queue(queue))
             context = fresh
             connects += 1
             backoff.reset()

@@ -1,5 +1,4 @@
 import Foundation
-import UsherCore
 
 /// Where a Redis server is and how to log in: the parts of a
 /// `redis://[user:password@]host:port/db` URL.
@@ -85,6 +84,7 @@ package struct RedisEndpoint: Sendable, Equatable {
 }
 
 /// The `redis` block of the configuration: the server and the client's timeouts.
+/// The API's config layer reads it from JSON (`Sources/UsherAPI/Config/RedisSettings+JSON.swift`).
 package struct RedisSettings: Sendable, Equatable {
     /// `redis://[user:password@]host:port/db`.
     package var url: String
@@ -123,41 +123,6 @@ package struct RedisSettings: Sendable, Equatable {
         self.keyPrefix = keyPrefix
         self.cluster = cluster
         self.metricsTimeoutSeconds = metricsTimeoutSeconds
-    }
-
-    /// Reads a `redis` object: `url` (required), `password_env`,
-    /// `connect_timeout_seconds`, `command_timeout_seconds`, `key_prefix`, `cluster`,
-    /// `metrics_timeout_seconds`. Errors name the field (`redis.url`); the URL is checked here too.
-    package init(json value: JSONValue?, path: String = "redis") throws(FieldError) {
-        var reader = try FieldReader(value, path: path)
-        guard let url = try reader.string("url") else {
-            throw FieldError(field: reader.fieldPath("url"), message: "is required")
-        }
-        do { _ = try RedisEndpoint(url: url) } catch {
-            throw FieldError(field: reader.fieldPath("url"), message: error.description)
-        }
-        let passwordEnv = try reader.string("password_env")
-        if let passwordEnv, passwordEnv.isEmpty || passwordEnv.contains("=") {
-            throw FieldError(field: reader.fieldPath("password_env"), message: "must be an environment variable name")
-        }
-        let connect = try reader.number("connect_timeout_seconds", in: Self.timeoutRange)
-        let command = try reader.number("command_timeout_seconds", in: Self.timeoutRange)
-        let prefix = try reader.string("key_prefix")
-        if let prefix, prefix.utf8.count > 64 {
-            throw FieldError(field: reader.fieldPath("key_prefix"), message: "must be at most 64 bytes")
-        }
-        let cluster = try reader.bool("cluster") ?? false
-        if cluster, let problem = Self.clusterProblem(url: url) {
-            throw FieldError(field: reader.fieldPath("cluster"), message: problem)
-        }
-        let metrics = try reader.number("metrics_timeout_seconds", in: Self.metricsTimeoutRange)
-        try reader.finish()
-        self.init(
-            url: url, passwordEnv: passwordEnv,
-            connectTimeoutSeconds: connect ?? Self.defaultConnectTimeoutSeconds,
-            commandTimeoutSeconds: command ?? Self.defaultCommandTimeoutSeconds,
-            keyPrefix: prefix ?? Self.defaultKeyPrefix, cluster: cluster,
-            metricsTimeoutSeconds: metrics ?? Self.defaultMetricsTimeoutSeconds)
     }
 
     /// Why `url` cannot name a cluster node (a database other than 0), or nil.

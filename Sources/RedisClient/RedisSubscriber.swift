@@ -121,7 +121,8 @@ package final class RedisSubscriber: Sendable {
             do {
                 let endpoint = nextEndpoint()
                 let context = try HiredisContext.connect(
-                    to: endpoint, connectTimeout: connectTimeout, commandTimeout: connectTimeout)
+                    to: endpoint, connectTimeout: connectTimeout, commandTimeout: connectTimeout,
+                    owner: .currentThread)
                 try serve(context, at: endpoint, backoff: &backoff)
             } catch {
                 if isStopped { return }

@@ -1,6 +1,6 @@
 import Foundation
+import Locking
 import RedisTestServer
-import Synchronization
 import Testing
 
 @testable import RedisClient
@@ -71,7 +71,7 @@ import Testing
     static func sendEach(_ commands: [[String]], on redis: RedisConnection) async -> [(
         index: Int, result: Result<RedisReply, RedisError>
     )] {
-        let answers = Mutex<[(index: Int, result: Result<RedisReply, RedisError>)]>([])
+        let answers = Locked<[(index: Int, result: Result<RedisReply, RedisError>)]>([])
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             for (index, command) in commands.enumerated() {
                 redis.send([command.map { Array($0.utf8) }]) { result in

@@ -1,6 +1,6 @@
 import Foundation
+import Locking
 import RedisTestServer
-import Synchronization
 import Testing
 
 @testable import RedisClient
@@ -83,7 +83,7 @@ import Testing
         let keys = ["a", "b", "c", "d", "e", "f", "g", "h"]
         for key in keys { _ = try await command(cluster, ["SET", key, "1"], key: key) }
         let down = RedisClusterServer.nodeIndex(ofKey: "a")
-        let recovered = Mutex<[RedisCluster.Address]>([])
+        let recovered = Locked<[RedisCluster.Address]>([])
         cluster.onRecovery { address in recovered.withLock { $0.append(address) } }
         servers.nodes[down].stop()
         for key in keys {
@@ -110,7 +110,7 @@ import Testing
         let servers = try await RedisClusterServer()
         let cluster = client(servers)
         try await cluster.readSlotMap()
-        let events = Mutex<[RedisSubscriber.Event]>([])
+        let events = Locked<[RedisSubscriber.Event]>([])
         let next: @Sendable () -> RedisEndpoint = { cluster.nextSubscriberEndpoint() }
         let subscriber = try RedisSubscriber(
             endpoints: next, connectTimeoutSeconds: 1, healthCheckSeconds: 0.5, channels: ["c"]

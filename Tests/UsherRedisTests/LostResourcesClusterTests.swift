@@ -1,7 +1,7 @@
 import Foundation
+import Locking
 import RedisClient
 import RedisTestServer
-import Synchronization
 import Testing
 
 @testable import UsherCore
@@ -13,7 +13,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2))) struct LostResourcesClusterTests {
     /// The `kind:name` of each deletion a backend heard, in order.
     private final class Heard: Sendable {
-        private let names = Mutex<[String]>([])
+        private let names = Locked<[String]>([])
         func append(_ name: String) { names.withLock { $0.append(name) } }
         var all: [String] { names.withLock { $0 } }
     }

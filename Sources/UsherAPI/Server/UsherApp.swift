@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import Locking
 import RedisClient
 import Synchronization
 import UsherCore
@@ -45,12 +46,12 @@ package final class UsherApp: HTTPHandler {
     package let redis: RedisBackend?
     /// Resources the config file (as last applied) keeps in Redis: created
     /// there once Redis answers, and again should Redis lose them.
-    private let declaredShared: Mutex<[SharedDeclaration]>
+    private let declaredShared: Locked<[SharedDeclaration]>
     /// Redis's generation last seen: a new one means Redis restarted, failed
     /// over or was emptied, and may have lost resources.
-    private let redisGeneration = Mutex<RedisBackend.Generation?>(nil)
+    private let redisGeneration = Locked<RedisBackend.Generation?>(nil)
     /// The `kind:name` of the resources found missing that are being looked into.
-    private let missingChecks = Mutex<Set<String>>([])
+    private let missingChecks = Locked<Set<String>>([])
     /// Returns freed memory to the system after a resource is deleted.
     let trimmer = MemoryTrimmer()
     private let stopping = Atomic<Bool>(false)
@@ -102,7 +103,7 @@ package final class UsherApp: HTTPHandler {
         self.router = router
         self.httpMetrics = HTTPMetrics(routes: router.routes)
         do throws(FieldError) {
-            self.declaredShared = Mutex(try Self.sharedDeclarations(config.declared, settings: config))
+            self.declaredShared = Locked(try Self.sharedDeclarations(config.declared, settings: config))
         } catch {
             throw APIError(error)
         }
