@@ -87,32 +87,30 @@ import Testing
         #expect(try await counts(s)["abandoned_total"] as? Int == 0)
     }
 
-    @Test(arguments: both) func theBoundsAreConfigAndZeroMeansNever(_ backend: TestBackend) async throws {
+    /// Queues and pools: the resource path and the body that makes one.
+    static let kinds = [("/v1/queues/q", "{}"), ("/v1/pools/p", #"{"elements": ["e1"]}"#)]
+
+    @Test(arguments: both, kinds) func theBoundsAreConfigAndZeroMeansNever(
+        _ backend: TestBackend, _ kind: (path: String, body: String)
+    ) async throws {
         let s = try await BackendLiveServer(backend)
-        let made = try await s.call("PUT", "/v1/queues/q", s.put("{}"))
+        let made = try await s.call("PUT", kind.path, s.put(kind.body))
         let config = try #require(made.json["config"] as? [String: Any])
         #expect(config["idle_seconds"] as? Double == 30 && config["claim_seconds"] as? Double == 10)
-        let patched = try await s.call("PATCH", "/v1/queues/q", #"{"idle_seconds": 0, "claim_seconds": 0}"#)
+        let patched = try await s.call("PATCH", kind.path, #"{"idle_seconds": 0, "claim_seconds": 0}"#)
         let after = try #require(patched.json["config"] as? [String: Any])
         #expect(after["idle_seconds"] as? Double == 0 && after["claim_seconds"] as? Double == 0)
-        let bad = try await s.call("PATCH", "/v1/queues/q", #"{"claim_seconds": 0.001}"#)
+        let bad = try await s.call("PATCH", kind.path, #"{"claim_seconds": 0.001}"#)
         #expect(bad.status == 400 && bad.json["field"] as? String == "claim_seconds")
     }
 
-    @Test(arguments: both) func aPoolHasTheSameBounds(_ backend: TestBackend) async throws {
+    @Test(arguments: both) func aLeaseFetchedAtOnceIsClaimedByItsOwnRequest(_ backend: TestBackend) async throws {
         let s = try await BackendLiveServer(backend)
-        let made = try await s.call("PUT", "/v1/pools/p", s.put(#"{"elements": ["e1"]}"#))
-        let config = try #require(made.json["config"] as? [String: Any])
-        #expect(config["idle_seconds"] as? Double == 30 && config["claim_seconds"] as? Double == 10)
-        let patched = try await s.call("PATCH", "/v1/pools/p", #"{"idle_seconds": 0, "claim_seconds": 2.5}"#)
-        let after = try #require(patched.json["config"] as? [String: Any])
-        #expect(after["idle_seconds"] as? Double == 0 && after["claim_seconds"] as? Double == 2.5)
-        let bad = try await s.call("PATCH", "/v1/pools/p", #"{"idle_seconds": 0.001}"#)
-        #expect(bad.status == 400 && bad.json["field"] as? String == "idle_seconds")
-        // A fetch granted at once is claimed by its own request: it outlives claim_seconds.
-        let fetched = try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "mine"}"#)
-        #expect(fetched.status == 200)
-        let counts = try #require(try await s.call("GET", "/v1/pools/p").json["counts"] as? [String: Any])
-        #expect(counts["abandoned_total"] as? Int == 0 && counts["unclaimed_total"] as? Int == 0)
+        _ = try await s.call("PUT", "/v1/pools/p", s.put(#"{"elements": ["e1"], "claim_seconds": 0.3}"#))
+        #expect(try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "mine"}"#).status == 200)
+        try await Task.sleep(for: .seconds(1))
+        let state = try await s.call("GET", "/v1/pools/p").json
+        #expect(state["leased"] as? Int == 1)
+        #expect((state["counts"] as? [String: Any])?["unclaimed_total"] as? Int == 0)
     }
 }
