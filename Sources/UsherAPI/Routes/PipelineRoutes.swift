@@ -136,7 +136,14 @@ enum PipelineRoutes: ConfiguredKind {
     static func creating(name: String, config: PipelineConfig, backend: Backend, in app: UsherApp) -> Pending<
         Created<any PipelineService>, APIError
     > {
-        guard backend == .memory else { return creatingShared(name: name, config: config, in: app) }
+        guard backend == .memory else {
+            if app.redis != nil, config.source != nil {
+                return .ready(.failure(.badRequest(sharedSourceMessage, field: "source")))
+            }
+            return RedisLifecycle<RedisPipeline>.creating(name: name, config: config, in: app).map {
+                Created(manager: $0.manager, created: $0.created)
+            }
+        }
         return .now { () throws(APIError) in
             if case .file = config.source?.kind { try checkDataDir(app.config.dataDir) }
             let maxDepth = app.config.jsonLimits.maxDepth
@@ -161,56 +168,6 @@ enum PipelineRoutes: ConfiguredKind {
     static let sharedSourceMessage =
         "a Redis-backed pipeline cannot have a source: a source is pulled by one process; "
         + "use backend \"memory\", or push the items"
-
-    /// Creates a pipeline in Redis, or finds the one there with the same
-    /// config (created through any instance).
-    private static func creatingShared(name: String, config: PipelineConfig, in app: UsherApp) -> Pending<
-        Created<any PipelineService>, APIError
-    > {
-        guard let redis = app.redis else { return .ready(.failure(.noRedisBlock)) }
-        if config.source != nil { return .ready(.failure(.badRequest(sharedSourceMessage, field: "source"))) }
-        if let existing = try? app.registry.resource(.pipelines, name) {
-            guard let pipeline = existing as? RedisPipeline else {
-                return .ready(.failure(.alreadyExists("pipeline", name)))
-            }
-            return .async { () async throws(APIError) -> Created<any PipelineService> in
-                let current: PipelineConfig
-                do throws(PipelineError) { current = try await pipeline.readConfig().value() } catch .gone {
-                    // Known here, gone from Redis (deleted, or lost in a restart): made anew.
-                    app.registry.forget(.pipelines, name)
-                    return try await creatingShared(name: name, config: config, in: app).value()
-                } catch { throw APIError(error) }
-                guard current == config else { throw APIError.alreadyExists("pipeline", name) }
-                return Created(manager: pipeline, created: false)
-            }
-        }
-        return .async { () async throws(APIError) -> Created<any PipelineService> in
-            let made = RedisPipeline(
-                name: name, backend: redis, events: app.events, maxTakeBytes: app.config.maxResponseBytes)
-            let shared = try await app.createShared(.pipelines, name, manager: made) { () async throws(APIError) in
-                do throws(PipelineError) {
-                    let (current, created) = try await made.create(config)
-                    return (current, created)
-                } catch { throw APIError(error) }
-            }
-            guard let pipeline = shared.registered as? RedisPipeline, shared.value == config else {
-                throw APIError.alreadyExists("pipeline", name)
-            }
-            return Created(manager: pipeline, created: shared.created)
-        }
-    }
-
-    /// Brings a pipeline the config file keeps in Redis to its declared config.
-    static func declareShared(name: String, config: PipelineConfig, in app: UsherApp) async throws(APIError) {
-        do throws(APIError) {
-            _ = try await creatingShared(name: name, config: config, in: app).value()
-        } catch  where error.code == "already_exists" {
-            guard let pipeline = try app.registry.resource(.pipelines, name) as? RedisPipeline else { throw error }
-            do throws(PipelineError) {
-                _ = try await pipeline.applyPatch(PipelinePatch(config: config)).value()
-            } catch { throw APIError(error) }
-        }
-    }
 
     // MARK: - Helpers
 

@@ -97,7 +97,11 @@ enum PoolRoutes: ConfiguredKind {
     static func creating(name: String, config: PoolConfig, backend: Backend, in app: UsherApp) -> Pending<
         Created<any PoolService>, APIError
     > {
-        guard backend == .memory else { return creatingShared(name: name, config: config, in: app) }
+        guard backend == .memory else {
+            return RedisLifecycle<RedisPool>.creating(name: name, config: config, in: app).map {
+                Created(manager: $0.manager, created: $0.created)
+            }
+        }
         return .now { () throws(APIError) in
             let (pool, created) = try app.registry.create(
                 .pools, name,
@@ -106,56 +110,6 @@ enum PoolRoutes: ConfiguredKind {
                 },
                 matches: { existing in existing.withIsolation { $0.config } == config })
             return Created(manager: pool, created: created)
-        }
-    }
-
-    /// Creates a pool in Redis, or finds the one there with the same config
-    /// (created through any instance).
-    private static func creatingShared(name: String, config: PoolConfig, in app: UsherApp) -> Pending<
-        Created<any PoolService>, APIError
-    > {
-        guard let redis = app.redis else { return .ready(.failure(.noRedisBlock)) }
-        if let existing = try? app.registry.resource(.pools, name) {
-            guard let pool = existing as? RedisPool else { return .ready(.failure(.alreadyExists("pool", name))) }
-            return .async { () async throws(APIError) -> Created<any PoolService> in
-                let current: PoolConfig
-                do throws(PoolError) { current = try await pool.readConfig().value() } catch .gone {
-                    // Known here, gone from Redis (deleted, or lost in a restart): made anew.
-                    app.registry.forget(.pools, name)
-                    return try await creatingShared(name: name, config: config, in: app).value()
-                } catch { throw APIError(error) }
-                guard current == config else { throw APIError.alreadyExists("pool", name) }
-                return Created(manager: pool, created: false)
-            }
-        }
-        return .async { () async throws(APIError) -> Created<any PoolService> in
-            let made = RedisPool(name: name, backend: redis, events: app.events)
-            let shared = try await app.createShared(.pools, name, manager: made) { () async throws(APIError) in
-                do throws(PoolError) {
-                    let (current, created) = try await made.create(config)
-                    return (current, created)
-                } catch { throw APIError(error) }
-            }
-            guard let pool = shared.registered as? RedisPool, shared.value == config else {
-                throw APIError.alreadyExists("pool", name)
-            }
-            return Created(manager: pool, created: shared.created)
-        }
-    }
-
-    /// Brings a pool the config file keeps in Redis to its declared config:
-    /// the mutable fields are patched; other elements there stay (an error says so).
-    static func declareShared(name: String, config: PoolConfig, in app: UsherApp) async throws(APIError) {
-        do throws(APIError) {
-            _ = try await creatingShared(name: name, config: config, in: app).value()
-        } catch  where error.code == "already_exists" {
-            guard let pool = try app.registry.resource(.pools, name) as? RedisPool else { throw error }
-            let patch = PoolPatch(config)
-            let patched: PoolConfig
-            do throws(PoolError) { patched = try await pool.applyPatch(patch).value() } catch { throw APIError(error) }
-            guard patched == config else {
-                throw APIError.conflict("declaration_differs", "Declaration differs", fixedFields(name))
-            }
         }
     }
 

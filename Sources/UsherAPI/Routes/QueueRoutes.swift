@@ -104,7 +104,11 @@ enum QueueRoutes: ConfiguredKind {
     static func creating(name: String, config: QueueConfig, backend: Backend, in app: UsherApp) -> Pending<
         Created<any QueueService>, APIError
     > {
-        guard backend == .memory else { return creatingShared(name: name, config: config, in: app) }
+        guard backend == .memory else {
+            return RedisLifecycle<RedisQueue>.creating(name: name, config: config, in: app).map {
+                Created(manager: $0.manager, created: $0.created)
+            }
+        }
         return .now { () throws(APIError) in
             let (queue, created) = try app.registry.create(
                 .queues, name,
@@ -114,51 +118,6 @@ enum QueueRoutes: ConfiguredKind {
                 },
                 matches: { existing in existing.withIsolation { $0.config } == config })
             return Created(manager: queue, created: created)
-        }
-    }
-
-    /// Creates a queue in Redis, or finds the one there with the same config
-    /// (created through any instance).
-    private static func creatingShared(name: String, config: QueueConfig, in app: UsherApp) -> Pending<
-        Created<any QueueService>, APIError
-    > {
-        guard let redis = app.redis else { return .ready(.failure(.noRedisBlock)) }
-        if let existing = try? app.registry.resource(.queues, name) {
-            guard let queue = existing as? RedisQueue else { return .ready(.failure(.alreadyExists("queue", name))) }
-            return .async { () async throws(APIError) -> Created<any QueueService> in
-                let current: QueueConfig
-                do throws(QueueError) { current = try await queue.readConfig().value() } catch .gone {
-                    // Known here, gone from Redis (deleted, or lost in a restart): made anew.
-                    app.registry.forget(.queues, name)
-                    return try await creatingShared(name: name, config: config, in: app).value()
-                } catch { throw APIError(error) }
-                guard current == config else { throw APIError.alreadyExists("queue", name) }
-                return Created(manager: queue, created: false)
-            }
-        }
-        return .async { () async throws(APIError) -> Created<any QueueService> in
-            let made = RedisQueue(name: name, backend: redis, events: app.events)
-            let shared = try await app.createShared(.queues, name, manager: made) { () async throws(APIError) in
-                do throws(QueueError) {
-                    let (current, created) = try await made.create(config)
-                    return (current, created)
-                } catch { throw APIError(error) }
-            }
-            guard let queue = shared.registered as? RedisQueue, shared.value == config else {
-                throw APIError.alreadyExists("queue", name)
-            }
-            return Created(manager: queue, created: shared.created)
-        }
-    }
-
-    /// Brings a queue the config file keeps in Redis to its declared config.
-    static func declareShared(name: String, config: QueueConfig, in app: UsherApp) async throws(APIError) {
-        do throws(APIError) {
-            _ = try await creatingShared(name: name, config: config, in: app).value()
-        } catch  where error.code == "already_exists" {
-            guard let queue = try app.registry.resource(.queues, name) as? RedisQueue else { throw error }
-            let patch = QueuePatch(setting: config)
-            do throws(QueueError) { _ = try await queue.applyPatch(patch).value() } catch { throw APIError(error) }
         }
     }
 

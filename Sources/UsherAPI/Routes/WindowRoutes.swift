@@ -1,5 +1,6 @@
 import HTTPServer
 import UsherCore
+import UsherRedis
 
 extension WindowSlot: ManagedResource {
     package nonisolated func summary() -> JSONValue {
@@ -98,7 +99,11 @@ enum WindowRoutes: ConfiguredKind {
     static func creating(name: String, config: WindowConfig, backend: Backend, in app: UsherApp) -> Pending<
         Created<any WindowService>, APIError
     > {
-        guard backend == .memory else { return creatingShared(name: name, config: config, in: app) }
+        guard backend == .memory else {
+            return RedisLifecycle<RedisWindow>.creating(name: name, config: config, in: app).map {
+                Created(manager: $0.manager, created: $0.created)
+            }
+        }
         return .now { () throws(APIError) in
             let (window, created) = try app.registry.create(
                 .windows, name,

@@ -33,22 +33,29 @@ package protocol ResourceFailure: Error {
     static func backendUnavailable(_ why: String) -> Self
     /// True for `backendUnavailable`: a wait tries again rather than end.
     var isBackendUnavailable: Bool { get }
+    /// True for `gone`.
+    var isGone: Bool { get }
 }
 
 extension QueueError: ResourceFailure {
     package var isBackendUnavailable: Bool { if case .backendUnavailable = self { true } else { false } }
+    package var isGone: Bool { if case .gone = self { true } else { false } }
 }
 extension WindowError: ResourceFailure {
     package var isBackendUnavailable: Bool { if case .backendUnavailable = self { true } else { false } }
+    package var isGone: Bool { if case .gone = self { true } else { false } }
 }
 extension PoolError: ResourceFailure {
     package var isBackendUnavailable: Bool { if case .backendUnavailable = self { true } else { false } }
+    package var isGone: Bool { if case .gone = self { true } else { false } }
 }
 extension PipelineError: ResourceFailure {
     package var isBackendUnavailable: Bool { if case .backendUnavailable = self { true } else { false } }
+    package var isGone: Bool { if case .gone = self { true } else { false } }
 }
 extension MachineError: ResourceFailure {
     package var isBackendUnavailable: Bool { if case .backendUnavailable = self { true } else { false } }
+    package var isGone: Bool { if case .gone = self { true } else { false } }
 }
 
 extension RedisResource {
