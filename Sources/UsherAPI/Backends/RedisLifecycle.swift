@@ -1,27 +1,15 @@
 import UsherCore
 import UsherRedis
 
-/// A Redis manager as the lifecycle routes see it: its kind, and its kind's
-/// failures as API errors. Deleting is the same for every kind.
-protocol RedisKindManager: RedisManager, RedisResource {
+/// A kind's manager in Redis as the lifecycle sees it: `RedisLifecycle`
+/// makes, finds and declares it; deleting is the same for every kind.
+protocol ConfiguredRedisManager: RedisManager, RedisResource {
+    associatedtype Config: Equatable & Sendable
     static var kind: ResourceKind { get }
     static func apiError(_ error: Store.Failure) -> APIError
-}
-
-extension RedisKindManager {
-    package func deleteShared() -> Pending<Void, APIError> {
-        .async { [self] () async throws(APIError) in
-            let existed: Bool
-            do throws(Store.Failure) { existed = try await delete() } catch { throw Self.apiError(error) }
-            guard existed else { throw APIError.notFound("\(Self.kind.noun) \(name) not found") }
-        }
-    }
-}
-
-/// A Redis manager of a kind made from a config (queues, windows, pools,
-/// pipelines): `RedisLifecycle` makes, finds and declares it.
-protocol ConfiguredRedisManager: RedisKindManager {
-    associatedtype Config: Equatable & Sendable
+    /// Why a resource with `config` cannot be kept in Redis (the field and
+    /// why), or nil (by default).
+    static func refusal(of config: Config) -> (field: String, message: String)?
     /// This process's manager of the resource `name` in Redis (not yet registered).
     static func make(name: String, redis: RedisBackend, in app: UsherApp) -> Self
     func readConfig() -> Pending<Config, Store.Failure>
@@ -29,6 +17,19 @@ protocol ConfiguredRedisManager: RedisKindManager {
     func create(_ config: Config) async throws(Store.Failure) -> (config: Config, created: Bool)
     /// Brings the resource there, made with another config, to a declared one.
     func reconcile(to config: Config) async throws(APIError)
+}
+
+extension ConfiguredRedisManager {
+    static func refusal(of config: Config) -> (field: String, message: String)? { nil }
+
+    func deleting(from registry: Registry) -> Pending<Void, APIError> {
+        .async { [self] () async throws(APIError) in
+            let existed: Bool
+            do throws(Store.Failure) { existed = try await delete() } catch { throw Self.apiError(error) }
+            guard existed else { throw APIError.notFound("\(Self.kind.noun) \(name) not found") }
+            registry.forget(Self.kind, name)
+        }
+    }
 }
 
 /// Creating and declaring a resource of a configured kind in Redis, for every kind.
@@ -40,6 +41,9 @@ enum RedisLifecycle<Manager: ConfiguredRedisManager> {
     > {
         let kind = Manager.kind
         guard let redis = app.redis else { return .ready(.failure(.noRedisBlock)) }
+        if let (field, message) = Manager.refusal(of: config) {
+            return .ready(.failure(.badRequest(message, field: field)))
+        }
         if let existing = try? app.registry.resource(kind, name) {
             guard let manager = existing as? Manager else {
                 return .ready(.failure(.alreadyExists(kind.noun, name)))

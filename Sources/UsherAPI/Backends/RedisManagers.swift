@@ -1,8 +1,8 @@
 import UsherCore
 import UsherRedis
 
-// Each kind's Redis manager as the lifecycle sees it, and how the config
-// file declares one. The lifecycle itself is `RedisLifecycle`.
+// Each kind's Redis manager (of UsherRedis) as the lifecycle sees it. The
+// lifecycle itself is `RedisLifecycle`.
 
 extension RedisQueue: ConfiguredRedisManager {
     static let kind = ResourceKind.queues
@@ -18,37 +18,12 @@ extension RedisQueue: ConfiguredRedisManager {
         }
     }
 
-    package func sharedSummary() -> Pending<JSONValue, APIError> {
+    func listSummary() -> Pending<JSONValue, APIError> {
         .async { [self] () async throws(APIError) -> JSONValue in
             do throws(QueueError) {
                 let config = try await readConfig().value()
-                let counts = try await counts()
-                return .object([
-                    ("name", .string(name)),
-                    ("capacity", .int(config.capacity)),
-                    ("holding", .int(counts.holding)),
-                    ("waiting", .int(counts.waiting)),
-                    ("delayed", .int(counts.delayed)),
-                    ("backend", .string("redis")),
-                ])
+                return Summary.queue(name, capacity: config.capacity, try await counts(), in: .redis)
             } catch { throw APIError(error) }
-        }
-    }
-}
-
-extension QueueRoutes: SharedKind {
-    static func sharedManager(name: String, redis: RedisBackend, events: EventLog) -> any SharedResource {
-        RedisQueue(name: name, backend: redis, events: events)
-    }
-
-    static func prepareShared(name: String, config: JSONValue, path: String, settings: UsherConfig)
-        throws(FieldError) -> SharedDeclaration
-    {
-        var reader = try FieldReader(config, path: path)
-        let wanted = try QueueConfig.parse(&reader)
-        try reader.finish()
-        return SharedDeclaration(kind: kind, name: name) { app async throws(APIError) in
-            try await RedisLifecycle<RedisQueue>.declare(name: name, config: wanted, in: app)
         }
     }
 }
@@ -67,34 +42,12 @@ extension RedisWindow: ConfiguredRedisManager {
         }
     }
 
-    package func sharedSummary() -> Pending<JSONValue, APIError> {
+    func listSummary() -> Pending<JSONValue, APIError> {
         .async { [self] () async throws(APIError) -> JSONValue in
             do throws(WindowError) {
                 let (counts, showing) = try await counts()
-                return .object([
-                    ("name", .string(name)),
-                    ("showing", showing.map { .string($0) } ?? .null),
-                    ("queued", .int(counts.queued)),
-                    ("backend", .string("redis")),
-                ])
+                return Summary.window(name, showing: showing, queued: counts.queued, in: .redis)
             } catch { throw APIError(error) }
-        }
-    }
-}
-
-extension WindowRoutes: SharedKind {
-    static func sharedManager(name: String, redis: RedisBackend, events: EventLog) -> any SharedResource {
-        RedisWindow(name: name, backend: redis, events: events)
-    }
-
-    static func prepareShared(name: String, config: JSONValue, path: String, settings: UsherConfig)
-        throws(FieldError) -> SharedDeclaration
-    {
-        var reader = try FieldReader(config, path: path)
-        let wanted = try WindowConfig.parse(&reader)
-        try reader.finish()
-        return SharedDeclaration(kind: kind, name: name) { app async throws(APIError) in
-            try await RedisLifecycle<RedisWindow>.declare(name: name, config: wanted, in: app)
         }
     }
 }
@@ -118,36 +71,14 @@ extension RedisPool: ConfiguredRedisManager {
         }
     }
 
-    package func sharedSummary() -> Pending<JSONValue, APIError> {
+    func listSummary() -> Pending<JSONValue, APIError> {
         .async { [self] () async throws(APIError) -> JSONValue in
             do throws(PoolError) {
                 let counts = try await counts()
-                return .object([
-                    ("name", .string(name)),
-                    ("size", .int(counts.size)),
-                    ("available", .int(counts.available)),
-                    ("leased", .int(counts.leased)),
-                    ("waiting", .int(counts.waiting)),
-                    ("backend", .string("redis")),
-                ])
+                return Summary.pool(
+                    name, size: counts.size, available: counts.available, leased: counts.leased,
+                    waiting: counts.waiting, in: .redis)
             } catch { throw APIError(error) }
-        }
-    }
-}
-
-extension PoolRoutes: SharedKind {
-    static func sharedManager(name: String, redis: RedisBackend, events: EventLog) -> any SharedResource {
-        RedisPool(name: name, backend: redis, events: events)
-    }
-
-    static func prepareShared(name: String, config: JSONValue, path: String, settings: UsherConfig)
-        throws(FieldError) -> SharedDeclaration
-    {
-        var reader = try FieldReader(config, path: path)
-        let wanted = try PoolConfig.parse(&reader)
-        try reader.finish()
-        return SharedDeclaration(kind: kind, name: name) { app async throws(APIError) in
-            try await RedisLifecycle<RedisPool>.declare(name: name, config: wanted, in: app)
         }
     }
 }
@@ -155,6 +86,16 @@ extension PoolRoutes: SharedKind {
 extension RedisPipeline: ConfiguredRedisManager {
     static let kind = ResourceKind.pipelines
     static func apiError(_ error: PipelineError) -> APIError { APIError(error) }
+
+    /// A source is pulled by one process (its reader, file offset and back-off live there).
+    static func refusal(of config: PipelineConfig) -> (field: String, message: String)? {
+        guard config.source != nil else { return nil }
+        return (
+            "source",
+            "a Redis-backed pipeline cannot have a source: a source is pulled by one process; "
+                + "use backend \"memory\", or push the items"
+        )
+    }
 
     static func make(name: String, redis: RedisBackend, in app: UsherApp) -> RedisPipeline {
         RedisPipeline(name: name, backend: redis, events: app.events, maxTakeBytes: app.config.maxResponseBytes)
@@ -166,69 +107,38 @@ extension RedisPipeline: ConfiguredRedisManager {
         }
     }
 
-    package func sharedSummary() -> Pending<JSONValue, APIError> {
-        readState(limit: 0, after: nil).mapError { APIError($0) }.map { state in
-            .object([
-                ("name", .string(state.name)),
-                ("capacity", .int(state.capacity)),
-                ("ready", .int(state.ready)),
-                ("in_flight", .int(state.inFlight)),
-                ("delayed", .int(state.delayed)),
-                ("dead", .int(state.dead)),
-                ("backend", .string("redis")),
-            ])
-        }
+    func listSummary() -> Pending<JSONValue, APIError> {
+        readState(limit: 0, after: nil).mapError { APIError($0) }.map { Summary.pipeline($0, in: .redis) }
     }
 }
 
-extension PipelineRoutes: SharedKind {
-    static func sharedManager(name: String, redis: RedisBackend, events: EventLog) -> any SharedResource {
-        RedisPipeline(name: name, backend: redis, events: events)
-    }
-
-    static func prepareShared(name: String, config: JSONValue, path: String, settings: UsherConfig)
-        throws(FieldError) -> SharedDeclaration
-    {
-        var reader = try FieldReader(config, path: path)
-        let wanted = try PipelineConfig.parse(
-            &reader, allowRemoteSources: settings.allowRemoteSources, limits: settings.jsonLimits)
-        try reader.finish()
-        if wanted.source != nil { throw FieldError(field: "\(path).source", message: sharedSourceMessage) }
-        return SharedDeclaration(kind: kind, name: name) { app async throws(APIError) in
-            try await RedisLifecycle<RedisPipeline>.declare(name: name, config: wanted, in: app)
-        }
-    }
-}
-
-extension RedisMachine: RedisKindManager {
+extension RedisMachine: ConfiguredRedisManager {
     static let kind = ResourceKind.machines
     static func apiError(_ error: MachineError) -> APIError { APIError(error) }
 
-    package func sharedSummary() -> Pending<JSONValue, APIError> {
+    static func make(name: String, redis: RedisBackend, in app: UsherApp) -> RedisMachine {
+        RedisMachine(name: name, backend: redis, events: app.events)
+    }
+
+    func readConfig() -> Pending<MachineSpec, MachineError> {
+        readSnapshot().map { MachineSpec(definitionName: $0.definitionName, definition: $0.definition) }
+    }
+
+    func create(_ config: MachineSpec) async throws(MachineError) -> (config: MachineSpec, created: Bool) {
+        let (snapshot, created) = try await create(definitionName: config.definitionName, definition: config.definition)
+        return (MachineSpec(definitionName: snapshot.definitionName, definition: snapshot.definition), created)
+    }
+
+    /// A machine has no `PATCH`: another definition there stays (the caller logs it).
+    func reconcile(to config: MachineSpec) async throws(APIError) {
+        throw APIError.alreadyExists(Self.kind.noun, name)
+    }
+
+    func listSummary() -> Pending<JSONValue, APIError> {
         readSnapshot().mapError(APIError.init).map { snapshot in
-            .object([
-                ("name", .string(snapshot.name)),
-                ("definition", MachineRoutes.definitionSummary(snapshot.definitionName, snapshot.definition)),
-                ("state", .string(snapshot.state)),
-                ("version", .int(Int(snapshot.version))),
-                ("backend", .string("redis")),
-            ])
-        }
-    }
-}
-
-extension MachineRoutes: SharedKind {
-    static func sharedManager(name: String, redis: RedisBackend, events: EventLog) -> any SharedResource {
-        RedisMachine(name: name, backend: redis, events: events)
-    }
-
-    static func prepareShared(name: String, config: JSONValue, path: String, settings: UsherConfig)
-        throws(FieldError) -> SharedDeclaration
-    {
-        let spec = try MachineSpec.parse(config, path: path, definitions: settings.definitions)
-        return SharedDeclaration(kind: kind, name: name) { app async throws(APIError) in
-            // A machine has no PATCH: another definition there stays, and is logged.
-            _ = try await creating(name: name, spec: spec, backend: .redis, in: app).value()
+            Summary.machine(
+                snapshot.name, definitionName: snapshot.definitionName, definition: snapshot.definition,
+                state: snapshot.state, version: snapshot.version, in: .redis)
         }
     }
 }

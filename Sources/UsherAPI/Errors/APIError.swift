@@ -99,6 +99,12 @@ extension APIError {
     static func headerFieldsTooLarge(_ detail: String) -> APIError {
         APIError(status: 431, code: "header_fields_too_large", title: "Request header fields too large", detail: detail)
     }
+    /// 429 `too_many_resources`: `limit` resources exist `counted` (e.g. " in Redis").
+    static func tooManyResources(limit: Int, counted: String) -> APIError {
+        tooMany(
+            "too_many_resources", "Too many resources",
+            "at most \(limit) resources may exist\(counted) (max_resources)", retryAfter: nil)
+    }
     static func tooMany(_ code: String, _ title: String, _ detail: String, retryAfter: Int?) -> APIError {
         APIError(
             status: 429, code: code, title: title, detail: detail,

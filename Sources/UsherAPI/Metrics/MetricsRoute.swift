@@ -61,7 +61,7 @@ enum MetricsRoute {
         out.sample("usher_redis_notices_total", [:], Double(redis.noticesHeard))
         out.family("usher_redis_resources", "gauge", "Redis-backed resources this instance knows, by kind.")
         for kind in ResourceKind.allCases {
-            let shared = app.registry.list(kind).count { $0 is any SharedResource }
+            let shared = app.registry.sharedCount(kind)
             out.sample("usher_redis_resources", ["kind": kind.rawValue], Double(shared))
         }
         out.family(

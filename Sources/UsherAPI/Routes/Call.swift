@@ -182,7 +182,7 @@ extension Call {
         case .ready(let result): return .respond(reply(try result.get()))
         case .later(let work): return app.later { () async throws(APIError) in reply(try await work().get()) }
         case .handedBack(let start):
-            return app.handedOver { answer in
+            return .handedOver { answer in
                 start { result in
                     switch result {
                     case .success(let value): answer(reply(value))

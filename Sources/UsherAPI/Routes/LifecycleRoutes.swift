@@ -6,10 +6,9 @@ import UsherCore
 /// page of its state, `PATCH` changes the config and answers the state.
 /// Queues, windows, pools and pipelines share this one shape; machines, made
 /// from a definition and read with a version wait, have their own.
-protocol ConfiguredKind: ResourceAPI {
+protocol ConfiguredKind: BackedKind {
     /// What the routes call: an actor in memory, or a service whose answers may come later.
     associatedtype Manager: Sendable
-    associatedtype Config: Sendable
     associatedtype Patch: Sendable
     associatedtype State: Sendable
     associatedtype Cursor: Sendable
@@ -20,7 +19,7 @@ protocol ConfiguredKind: ResourceAPI {
     static var limitRange: ClosedRange<Int> { get }
 
     /// Reads a `PUT` body (unknown members are refused by the caller).
-    static func parseConfig(_ body: inout FieldReader, for call: Call) throws(FieldError) -> Config
+    static func parseConfig(_ body: inout FieldReader, settings: UsherConfig) throws(FieldError) -> Config
     /// Reads a `PATCH` body.
     static func parsePatch(_ body: inout FieldReader) throws(FieldError) -> Patch
     /// A `cursor` this kind's pages answered, or nil.
@@ -28,15 +27,20 @@ protocol ConfiguredKind: ResourceAPI {
 
     /// The registry's resource as this kind's manager.
     static func manager(from resource: any ManagedResource) -> Manager?
-    /// Creates the resource, or finds it with the same config (PUT and the config file share this).
-    static func creating(name: String, config: Config, backend: Backend, in app: UsherApp) -> Pending<
-        Created<Manager>, APIError
-    >
     static func readState(of manager: Manager, limit: Int, after cursor: Cursor?) -> Pending<State, Failure>
     static func applyPatch(_ patch: Patch, to manager: Manager) -> Pending<Void, Failure>
     /// The state as an answer, cut at `max_response_bytes`.
     static func reply(_ state: State, _ call: Call, status: Int) -> HTTPResponse
     static func apiError(_ error: Failure) -> APIError
+}
+
+extension ConfiguredKind {
+    static func parseDeclared(_ config: JSONValue, path: String, settings: UsherConfig) throws(FieldError) -> Config {
+        var reader = try FieldReader(config, path: path)
+        let parsed = try parseConfig(&reader, settings: settings)
+        try reader.finish()
+        return parsed
+    }
 }
 
 /// A resource a `PUT` found or made.
@@ -77,8 +81,12 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
         _ = try call.query(allowing: [])
         let name = try call.name("name")
         let (config, backend) = try readConfig(call)
-        let pending = Kind.creating(name: name, config: config, backend: backend, in: call.app).flatMap { made in
-            Kind.readState(of: made.manager, limit: Kind.defaultLimit, after: nil).mapError(Kind.apiError)
+        let pending = Kind.creating(name: name, config: config, backend: backend, in: call.app).flatMap {
+            made -> Pending<(state: Kind.State, created: Bool), APIError> in
+            guard let manager = Kind.manager(from: made.manager) else {
+                return .ready(.failure(.alreadyExists(Kind.kind.noun, name)))
+            }
+            return Kind.readState(of: manager, limit: Kind.defaultLimit, after: nil).mapError(Kind.apiError)
                 .map { (state: $0, created: made.created) }
         }
         return try call.answer(pending) { Kind.reply($0.state, call, status: $0.created ? 201 : 200) }
@@ -90,7 +98,7 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
         do throws(FieldError) {
             let (rest, backend) = try Backend.split(body, path: "", otherwise: call.app.config.defaultBackend)
             var reader = try FieldReader(rest)
-            let config = try Kind.parseConfig(&reader, for: call)
+            let config = try Kind.parseConfig(&reader, settings: call.app.config)
             try reader.finish()
             return (config, backend)
         } catch { throw APIError(error) }

@@ -1,21 +1,5 @@
 import HTTPServer
 import UsherCore
-import UsherRedis
-
-extension StateMachine: ManagedResource {
-    package nonisolated func summary() -> JSONValue {
-        let snapshot = withIsolation { $0.snapshot() }
-        return .object([
-            ("name", .string(name)),
-            ("definition", MachineRoutes.definitionSummary(definitionName, definition)),
-            ("state", .string(snapshot.state)),
-            ("version", .int(Int(snapshot.version))),
-        ])
-    }
-
-    package nonisolated func markDeleted() { withIsolation { $0.close() } }
-    package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
-}
 
 /// What a machine is made from: a named definition or an inline one.
 struct MachineSpec: Sendable, Equatable {
@@ -56,24 +40,17 @@ struct MachineSpec: Sendable, Equatable {
 }
 
 /// `/v1/machines`: lifecycle, events, transactions, long-poll on version (docs/api.md, Machines).
-enum MachineRoutes: ResourceAPI {
+enum MachineRoutes: BackedKind {
     static let kind = ResourceKind.machines
 
-    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
-        -> DeclaredResource
+    static func parseDeclared(_ config: JSONValue, path: String, settings: UsherConfig) throws(FieldError)
+        -> MachineSpec
     {
-        let spec = try MachineSpec.parse(config, path: path, definitions: app.config.definitions)
-        return DeclaredResource(kind: kind, name: name) { app in
-            guard let machine = try? app.registry.lookup(.machines, name, as: StateMachine.self) else {
-                return .creating { () throws(APIError) in _ = try create(name: name, spec: spec, in: app) }
-            }
-            // A machine has no PATCH: its definition is its identity.
-            let fixed = "a machine's definition cannot change in place: DELETE the machine and reload to re-create it"
-            return .patching(
-                current: { MachineSpec(definitionName: machine.definitionName, definition: machine.definition) },
-                wanted: spec, fixed: fixed
-            ) { () throws(APIError) in }
-        }
+        try MachineSpec.parse(config, path: path, definitions: settings.definitions)
+    }
+
+    static func fixedFields(_ name: String) -> String {
+        "a machine's definition cannot change in place: DELETE the machine and reload to re-create it"
     }
 
     /// A machine's definition as its own GET shows it: the name, or the inline definition.
@@ -94,78 +71,21 @@ enum MachineRoutes: ResourceAPI {
         router.add("POST", "/v1/machines/{name}/transactions/{id}/abort", abort)
     }
 
-    /// Creates a machine (PUT and the config file share this).
-    static func create(name: String, spec: MachineSpec, in app: UsherApp) throws(APIError) -> (StateMachine, Bool) {
-        try app.registry.create(
-            .machines, name,
-            make: {
-                StateMachine(
-                    name: name, definitionName: spec.definitionName, definition: spec.definition, clock: app.clock,
-                    events: app.events,
-                    budget: app.storage)
-            },
-            matches: { $0.definitionName == spec.definitionName && $0.definition == spec.definition })
-    }
-
-    /// Creates a machine in memory or in Redis, or finds the one there with
-    /// the same definition (PUT and the config file share this).
-    static func creating(name: String, spec: MachineSpec, backend: Backend, in app: UsherApp) -> Pending<
-        Created<any MachineService>, APIError
-    > {
-        guard backend == .memory else { return creatingShared(name: name, spec: spec, in: app) }
-        return .now { () throws(APIError) in
-            let (machine, created) = try create(name: name, spec: spec, in: app)
-            return Created(manager: machine, created: created)
-        }
-    }
-
-    /// Creates a machine in Redis, or finds the one there with the same
-    /// definition (created through any instance).
-    private static func creatingShared(name: String, spec: MachineSpec, in app: UsherApp) -> Pending<
-        Created<any MachineService>, APIError
-    > {
-        guard let redis = app.redis else { return .ready(.failure(.noRedisBlock)) }
-        @Sendable func matches(_ snapshot: MachineSnapshot) -> Bool {
-            snapshot.definitionName == spec.definitionName && snapshot.definition == spec.definition
-        }
-        if let existing = try? app.registry.resource(.machines, name) {
-            guard let machine = existing as? RedisMachine else {
-                return .ready(.failure(.alreadyExists("machine", name)))
-            }
-            return machine.readSnapshot().mapError(APIError.init).flatMap { snapshot in
-                matches(snapshot)
-                    ? .ready(.success(Created(manager: machine, created: false)))
-                    : .ready(.failure(.alreadyExists("machine", name)))
-            }
-        }
-        return .async { () async throws(APIError) -> Created<any MachineService> in
-            let made = RedisMachine(name: name, backend: redis, events: app.events)
-            let shared = try await app.createShared(.machines, name, manager: made) { () async throws(APIError) in
-                do throws(MachineError) {
-                    let (snapshot, created) = try await made.create(
-                        definitionName: spec.definitionName, definition: spec.definition)
-                    return (snapshot, created)
-                } catch { throw APIError(error) }
-            }
-            guard let machine = shared.registered as? RedisMachine, matches(shared.value) else {
-                throw APIError.alreadyExists("machine", name)
-            }
-            return Created(manager: machine, created: shared.created)
-        }
-    }
-
     /// The machine the path names, whichever backend holds it.
     private static func machine(_ call: Call) throws(APIError) -> any MachineService {
         let name = try call.name("name")
-        let resource = try call.app.registry.resource(.machines, name)
+        guard let machine = machine(from: try call.app.registry.resource(.machines, name)) else {
+            throw APIError.notFound("machine \(name) not found")
+        }
+        return machine
+    }
+
+    private static func machine(from resource: any ManagedResource) -> (any MachineService)? {
         // The memory machine (always, without Redis) without a dynamic cast.
         if ObjectIdentifier(type(of: resource)) == ObjectIdentifier(StateMachine.self) {
             return unsafeDowncast(resource, to: StateMachine.self)
         }
-        guard let machine = resource as? any MachineService else {
-            throw APIError.notFound("machine \(name) not found")
-        }
-        return machine
+        return resource as? any MachineService
     }
 
     /// Answers with `reply` of the value, now or once it is there.
@@ -199,8 +119,12 @@ enum MachineRoutes: ResourceAPI {
         } catch {
             throw APIError(error)
         }
-        let pending = creating(name: name, spec: spec, backend: backend, in: call.app).flatMap { made in
-            made.manager.readSnapshot().mapError(APIError.init).map { (snapshot: $0, created: made.created) }
+        let pending = creating(name: name, config: spec, backend: backend, in: call.app).flatMap {
+            made -> Pending<(snapshot: MachineSnapshot, created: Bool), APIError> in
+            guard let machine = machine(from: made.manager) else {
+                return .ready(.failure(.alreadyExists("machine", name)))
+            }
+            return machine.readSnapshot().mapError(APIError.init).map { (snapshot: $0, created: made.created) }
         }
         return try call.answer(pending) { reply($0.snapshot, status: $0.created ? 201 : 200) }
     }

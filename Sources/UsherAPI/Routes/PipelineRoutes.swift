@@ -1,26 +1,6 @@
 import Foundation
 import HTTPServer
 import UsherCore
-import UsherRedis
-
-extension Pipeline: ManagedResource {
-    package nonisolated func summary() -> JSONValue {
-        withIsolation { pipeline in
-            let state = pipeline.state(limit: 0)
-            return .object([
-                ("name", .string(pipeline.name)),
-                ("capacity", .int(state.capacity)),
-                ("ready", .int(state.ready)),
-                ("in_flight", .int(state.inFlight)),
-                ("delayed", .int(state.delayed)),
-                ("dead", .int(state.dead)),
-            ])
-        }
-    }
-
-    package nonisolated func markDeleted() { withIsolation { $0.close() } }
-    package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
-}
 
 /// `/v1/pipelines`: lifecycle, push, take, acknowledgement, the dead list and
 /// filters (docs/api.md, Pipelines). Requests to a pipeline in memory that need no waiting
@@ -28,14 +8,14 @@ extension Pipeline: ManagedResource {
 /// Redis-backed one, parks the connection (`UsherApp.later`).
 enum PipelineRoutes: ConfiguredKind {
     typealias State = PipelineSnapshot
+    typealias Config = PipelineConfig
     static let kind = ResourceKind.pipelines
     static let defaultLimit = 100
     static let limitRange = listLimit
     typealias Failure = PipelineError
 
-    static func parseConfig(_ body: inout FieldReader, for call: Call) throws(FieldError) -> PipelineConfig {
-        try PipelineConfig.parse(
-            &body, allowRemoteSources: call.app.config.allowRemoteSources, limits: call.app.config.jsonLimits)
+    static func parseConfig(_ body: inout FieldReader, settings: UsherConfig) throws(FieldError) -> PipelineConfig {
+        try PipelineConfig.parse(&body, allowRemoteSources: settings.allowRemoteSources, limits: settings.jsonLimits)
     }
 
     /// The mutable config and `paused`; filters and the source have routes of their own.
@@ -85,33 +65,9 @@ enum PipelineRoutes: ConfiguredKind {
     /// An item id the routes cannot address: `…/items/batch` is the batch route.
     static let reservedID = "batch"
 
-    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
-        -> DeclaredResource
-    {
-        var reader = try FieldReader(config, path: path)
-        let wanted = try PipelineConfig.parse(
-            &reader, allowRemoteSources: app.config.allowRemoteSources, limits: app.config.jsonLimits)
-        try reader.finish()
-        return DeclaredResource(kind: kind, name: name) { app in
-            guard let pipeline = try? app.registry.lookup(.pipelines, name, as: Pipeline.self) else {
-                return .creating { () throws(APIError) in
-                    _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
-                }
-            }
-            let fixed =
-                "filters and source cannot change in place: change filters through "
-                + "/v1/pipelines/\(name)/filters, or DELETE the pipeline and reload to re-create it"
-            return .patching(current: { pipeline.withIsolation { $0.config } }, wanted: wanted, fixed: fixed) {
-                () throws(APIError) in
-                do throws(PipelineError) {
-                    _ = try pipeline.withIsolation { p throws(PipelineError) in
-                        try p.apply(PipelinePatch(config: wanted))
-                    }
-                } catch {
-                    throw APIError(error)
-                }
-            }
-        }
+    static func fixedFields(_ name: String) -> String {
+        "filters and source cannot change in place: change filters through "
+            + "/v1/pipelines/\(name)/filters, or DELETE the pipeline and reload to re-create it"
     }
 
     static func add(to router: inout Router<Route>) {
@@ -131,55 +87,7 @@ enum PipelineRoutes: ConfiguredKind {
         router.add("DELETE", "/v1/pipelines/{name}/filters/{filter}", deleteFilter)
     }
 
-    /// Creates a pipeline (PUT and the config file share this). Its source,
-    /// if any, reads files under `data_dir` and GETs through `HTTPClient`.
-    static func creating(name: String, config: PipelineConfig, backend: Backend, in app: UsherApp) -> Pending<
-        Created<any PipelineService>, APIError
-    > {
-        guard backend == .memory else {
-            if app.redis != nil, config.source != nil {
-                return .ready(.failure(.badRequest(sharedSourceMessage, field: "source")))
-            }
-            return RedisLifecycle<RedisPipeline>.creating(name: name, config: config, in: app).map {
-                Created(manager: $0.manager, created: $0.created)
-            }
-        }
-        return .now { () throws(APIError) in
-            if case .file = config.source?.kind { try checkDataDir(app.config.dataDir) }
-            let maxDepth = app.config.jsonLimits.maxDepth
-            let factory = PipelineSources.factory(
-                dataDir: app.config.dataDir, maxLineBytes: app.config.maxBodyBytes, maxDepth: maxDepth,
-                http: HTTPSourceReader.factory(maxBodyBytes: app.config.maxBodyBytes, maxDepth: maxDepth))
-            let (pipeline, created) = try app.registry.create(
-                .pipelines, name,
-                make: {
-                    Pipeline(
-                        name: name, config: config, clock: app.clock, sourceFactory: factory, events: app.events,
-                        budget: app.storage,
-                        maxTakeBytes: app.config.maxResponseBytes)
-                },
-                matches: { existing in existing.withIsolation { $0.config } == config })
-            return Created(manager: pipeline, created: created)
-        }
-    }
-
-    /// Why a Redis-backed pipeline has no `source`: a source is pulled by one
-    /// process (its reader, file offset and back-off live there).
-    static let sharedSourceMessage =
-        "a Redis-backed pipeline cannot have a source: a source is pulled by one process; "
-        + "use backend \"memory\", or push the items"
-
     // MARK: - Helpers
-
-    /// A file source needs `data_dir` to exist when it is created (its file may come later).
-    private static func checkDataDir(_ dataDir: String) throws(APIError) {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: dataDir, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw APIError.badRequest(
-                "data_dir \(dataDir) does not exist or is not a directory: a file source needs it", field: "source.path"
-            )
-        }
-    }
 
     private static func pipeline(_ call: Call) throws(APIError) -> any PipelineService {
         try LifecycleRoutes<Self>.manager(call)

@@ -1,33 +1,15 @@
 import HTTPServer
 import UsherCore
-import UsherRedis
-
-extension LeasePool: ManagedResource {
-    package nonisolated func summary() -> JSONValue {
-        withIsolation { pool in
-            let state = try? pool.state(limit: 0)
-            return .object([
-                ("name", .string(pool.name)),
-                ("size", .int(state?.size ?? 0)),
-                ("available", .int(state?.available ?? 0)),
-                ("leased", .int(state?.leased ?? 0)),
-                ("waiting", .int(state?.waiting ?? 0)),
-            ])
-        }
-    }
-
-    package nonisolated func markDeleted() { withIsolation { $0.close() } }
-    package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
-}
 
 /// `/v1/pools`: lifecycle, fetch (with the long-poll), recycle, extend and
 /// elements (docs/api.md, Pools).
 enum PoolRoutes: ConfiguredKind {
+    typealias Config = PoolConfig
     static let kind = ResourceKind.pools
     static let defaultLimit = 1000
     static let limitRange = 0...PoolConfig.Limits.elements.upperBound
 
-    static func parseConfig(_ body: inout FieldReader, for call: Call) throws(FieldError) -> PoolConfig {
+    static func parseConfig(_ body: inout FieldReader, settings: UsherConfig) throws(FieldError) -> PoolConfig {
         try PoolConfig.parse(&body)
     }
 
@@ -58,30 +40,6 @@ enum PoolRoutes: ConfiguredKind {
             + "/v1/pools/\(name)/elements, or DELETE the pool and reload to re-create it"
     }
 
-    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
-        -> DeclaredResource
-    {
-        var reader = try FieldReader(config, path: path)
-        let wanted = try PoolConfig.parse(&reader)
-        try reader.finish()
-        return DeclaredResource(kind: kind, name: name) { app in
-            guard let pool = try? app.registry.lookup(.pools, name, as: LeasePool.self) else {
-                return .creating { () throws(APIError) in
-                    _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
-                }
-            }
-            let patch = PoolPatch(wanted)
-            return .patching(current: { pool.withIsolation { $0.config } }, wanted: wanted, fixed: fixedFields(name)) {
-                () throws(APIError) in
-                do throws(PoolError) {
-                    _ = try pool.withIsolation { p throws(PoolError) in try p.apply(patch) }
-                } catch {
-                    throw APIError(error)
-                }
-            }
-        }
-    }
-
     static func add(to router: inout Router<Route>) {
         LifecycleRoutes<Self>.add(to: &router)
         router.add("POST", "/v1/pools/{name}/fetch", fetch)
@@ -90,27 +48,6 @@ enum PoolRoutes: ConfiguredKind {
         router.add("POST", "/v1/pools/{name}/leases/{id}/extend", extend)
         router.add("PUT", "/v1/pools/{name}/elements/{id}", putElement)
         router.add("DELETE", "/v1/pools/{name}/elements/{id}", removeElement)
-    }
-
-    /// Creates a pool (PUT and the config file share this). The same config
-    /// again means the same declared elements and the current mutable fields.
-    static func creating(name: String, config: PoolConfig, backend: Backend, in app: UsherApp) -> Pending<
-        Created<any PoolService>, APIError
-    > {
-        guard backend == .memory else {
-            return RedisLifecycle<RedisPool>.creating(name: name, config: config, in: app).map {
-                Created(manager: $0.manager, created: $0.created)
-            }
-        }
-        return .now { () throws(APIError) in
-            let (pool, created) = try app.registry.create(
-                .pools, name,
-                make: {
-                    LeasePool(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
-                },
-                matches: { existing in existing.withIsolation { $0.config } == config })
-            return Created(manager: pool, created: created)
-        }
     }
 
     private static func pool(_ call: Call) throws(APIError) -> any PoolService {

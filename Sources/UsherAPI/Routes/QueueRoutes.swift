@@ -1,32 +1,14 @@
 import HTTPServer
 import UsherCore
-import UsherRedis
-
-extension VisitorQueue: ManagedResource {
-    package nonisolated func summary() -> JSONValue {
-        withIsolation { queue in
-            let counts = queue.counts
-            return .object([
-                ("name", .string(queue.name)),
-                ("capacity", .int(queue.config.capacity)),
-                ("holding", .int(counts.holding)),
-                ("waiting", .int(counts.waiting)),
-                ("delayed", .int(counts.delayed)),
-            ])
-        }
-    }
-
-    package nonisolated func markDeleted() { withIsolation { $0.close() } }
-    package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
-}
 
 /// `/v1/queues`: lifecycle and visitors (docs/api.md, Queues).
 enum QueueRoutes: ConfiguredKind {
+    typealias Config = QueueConfig
     static let kind = ResourceKind.queues
     static let defaultLimit = 100
     static let limitRange = 0...10_000
 
-    static func parseConfig(_ body: inout FieldReader, for call: Call) throws(FieldError) -> QueueConfig {
+    static func parseConfig(_ body: inout FieldReader, settings: UsherConfig) throws(FieldError) -> QueueConfig {
         try QueueConfig.parse(&body)
     }
 
@@ -59,30 +41,6 @@ enum QueueRoutes: ConfiguredKind {
 
     static func apiError(_ error: QueueError) -> APIError { APIError(error) }
 
-    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
-        -> DeclaredResource
-    {
-        var reader = try FieldReader(config, path: path)
-        let wanted = try QueueConfig.parse(&reader)
-        try reader.finish()
-        return DeclaredResource(kind: kind, name: name) { app in
-            guard let queue = try? app.registry.lookup(.queues, name, as: VisitorQueue.self) else {
-                return .creating { () throws(APIError) in
-                    _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
-                }
-            }
-            let patch = QueuePatch(setting: wanted)
-            return .patching(current: { queue.withIsolation { $0.config } }, wanted: wanted, fixed: "") {
-                () throws(APIError) in
-                do throws(QueueError) {
-                    _ = try queue.withIsolation { q throws(QueueError) in try q.apply(patch) }
-                } catch {
-                    throw APIError(error)
-                }
-            }
-        }
-    }
-
     static func add(to router: inout Router<Route>) {
         LifecycleRoutes<Self>.add(to: &router)
         router.add("POST", "/v1/queues/{name}/visitors", enqueue)
@@ -97,27 +55,6 @@ enum QueueRoutes: ConfiguredKind {
         router.add("POST", "/v1/queues/{name}/visitors/{id}/extend") { call throws(APIError) in
             let hold: Double? = try call.readBody { body throws(FieldError) in try body.duration("hold_seconds") }
             return try visitorOperation(call) { queue, id in queue.extendVisitor(id, holdSeconds: hold) }
-        }
-    }
-
-    /// Creates a queue (PUT and the config file share this).
-    static func creating(name: String, config: QueueConfig, backend: Backend, in app: UsherApp) -> Pending<
-        Created<any QueueService>, APIError
-    > {
-        guard backend == .memory else {
-            return RedisLifecycle<RedisQueue>.creating(name: name, config: config, in: app).map {
-                Created(manager: $0.manager, created: $0.created)
-            }
-        }
-        return .now { () throws(APIError) in
-            let (queue, created) = try app.registry.create(
-                .queues, name,
-                make: {
-                    VisitorQueue(
-                        name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
-                },
-                matches: { existing in existing.withIsolation { $0.config } == config })
-            return Created(manager: queue, created: created)
         }
     }
 

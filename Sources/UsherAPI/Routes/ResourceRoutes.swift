@@ -7,10 +7,6 @@ protocol ResourceAPI: Sendable {
     static var kind: ResourceKind { get }
     /// Adds the kind's routes.
     static func add(to router: inout Router<Route>)
-    /// Reads a resource the config file declares, without applying it;
-    /// errors name the field under `path` (e.g. `queues.printer.capacity`).
-    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
-        -> DeclaredResource
 }
 
 /// The lifecycle routes every kind shares.
@@ -30,22 +26,25 @@ enum ResourceRoutes {
                 maxBytes: maxBytes, body: { $0 }, itemSize: { Wire.bytes($0).count })
         }
         let resources = page.resources
-        guard resources.contains(where: { $0 is any SharedResource }) else {
-            return .respond(reply(resources.map { ($0.name, $0.summary()) }))
+        let summaries = resources.map { $0.listSummary() }
+        let ready = summaries.compactMap { summary -> JSONValue? in
+            guard case .ready(.success(let item)) = summary else { return nil }
+            return item
         }
+        if ready.count == resources.count { return .respond(reply(zip(resources, ready).map { ($0.name, $1) })) }
         // Summaries of Redis-backed resources need their counts from Redis:
         // the page's are asked at once. One deleted through another instance
         // (its notice not heard here yet) is left out and forgotten; any other
         // failure, the first in the list's order, is the answer.
         let app = call.app
         return app.later { () async throws(APIError) -> HTTPResponse in
-            let items = try await resources.mapAtOnce { (resource) async throws(APIError) -> JSONValue? in
-                guard let shared = resource as? any SharedResource else { return resource.summary() }
+            let items = try await Array(zip(resources, summaries)).mapAtOnce {
+                (listed) async throws(APIError) -> JSONValue? in
                 do throws(APIError) {
-                    return try await shared.sharedSummary().value()
+                    return try await listed.1.value()
                 } catch {
                     guard error.status == 410 else { throw error }
-                    app.registry.forget(kind, resource.name)
+                    app.registry.forget(kind, listed.0.name)
                     return nil
                 }
             }
@@ -58,14 +57,9 @@ enum ResourceRoutes {
         _ = try call.query(allowing: [])
         let name = try call.name("name")
         let app = call.app
-        if let shared = try app.registry.resource(kind, name) as? any SharedResource {
-            return try call.answer(shared.deleteShared()) { _ in
-                app.registry.forget(kind, name)
-                return Reply.noContent()
-            }
+        return try call.answer(app.registry.resource(kind, name).deleting(from: app.registry)) { _ in
+            app.trimmer.request()
+            return Reply.noContent()
         }
-        try call.app.registry.remove(kind, name)
-        call.app.trimmer.request()
-        return .respond(Reply.noContent())
     }
 }

@@ -1,30 +1,14 @@
 import HTTPServer
 import UsherCore
-import UsherRedis
-
-extension WindowSlot: ManagedResource {
-    package nonisolated func summary() -> JSONValue {
-        withIsolation { window in
-            let showing = (try? window.showing()) ?? nil
-            return .object([
-                ("name", .string(window.name)),
-                ("showing", showing.map { .string($0.id) } ?? .null),
-                ("queued", .int(window.counts.queued)),
-            ])
-        }
-    }
-
-    package nonisolated func markDeleted() { withIsolation { $0.close() } }
-    package nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
-}
 
 /// `/v1/windows`: lifecycle, show, dismiss and the showing long-poll (docs/api.md, Windows).
 enum WindowRoutes: ConfiguredKind {
+    typealias Config = WindowConfig
     static let kind = ResourceKind.windows
     static let defaultLimit = 100
     static let limitRange = 0...10_000
 
-    static func parseConfig(_ body: inout FieldReader, for call: Call) throws(FieldError) -> WindowConfig {
+    static func parseConfig(_ body: inout FieldReader, settings: UsherConfig) throws(FieldError) -> WindowConfig {
         try WindowConfig.parse(&body)
     }
 
@@ -58,29 +42,6 @@ enum WindowRoutes: ConfiguredKind {
 
     static func apiError(_ error: WindowError) -> APIError { APIError(error) }
 
-    static func prepareDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError)
-        -> DeclaredResource
-    {
-        var reader = try FieldReader(config, path: path)
-        let wanted = try WindowConfig.parse(&reader)
-        try reader.finish()
-        return DeclaredResource(kind: kind, name: name) { app in
-            guard let window = try? app.registry.lookup(.windows, name, as: WindowSlot.self) else {
-                return .creating { () throws(APIError) in
-                    _ = try creating(name: name, config: wanted, backend: .memory, in: app).readyValue()
-                }
-            }
-            return .patching(current: { window.withIsolation { $0.config } }, wanted: wanted, fixed: "") {
-                () throws(APIError) in
-                do throws(WindowError) {
-                    _ = try window.withIsolation { w throws(WindowError) in try w.apply(patch(to: wanted)) }
-                } catch {
-                    throw APIError(error)
-                }
-            }
-        }
-    }
-
     /// The patch that brings a window to `config`.
     static func patch(to config: WindowConfig) -> WindowPatch {
         WindowPatch(maxWaiting: config.maxWaiting, displaySeconds: config.displaySeconds, dedup: config.dedup)
@@ -92,27 +53,6 @@ enum WindowRoutes: ConfiguredKind {
         router.add("POST", "/v1/windows/{name}/dismiss", dismiss)
         router.add("GET", "/v1/windows/{name}/showing", showing)
         router.add("GET", "/v1/windows/{name}/items/{id}", getItem)
-    }
-
-    /// Creates a window in memory or in Redis, or finds the one there with
-    /// the same config (PUT and the config file share this).
-    static func creating(name: String, config: WindowConfig, backend: Backend, in app: UsherApp) -> Pending<
-        Created<any WindowService>, APIError
-    > {
-        guard backend == .memory else {
-            return RedisLifecycle<RedisWindow>.creating(name: name, config: config, in: app).map {
-                Created(manager: $0.manager, created: $0.created)
-            }
-        }
-        return .now { () throws(APIError) in
-            let (window, created) = try app.registry.create(
-                .windows, name,
-                make: {
-                    WindowSlot(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
-                },
-                matches: { existing in existing.withIsolation { $0.config } == config })
-            return Created(manager: window, created: created)
-        }
     }
 
     private static func window(_ call: Call) throws(APIError) -> any WindowService {

@@ -47,7 +47,9 @@ package final class ConfigReloader {
         do throws(FieldError) {
             config = try load()
             (prepared, newlyDeclared) = try prepare(config)
-            shared = try UsherApp.sharedDeclarations(newlyDeclared, settings: config)
+            shared = try UsherApp.declarations(newlyDeclared, settings: app.config).compactMap {
+                if case .shared(let declaration) = $0.1 { declaration } else { nil }
+            }
         } catch {
             report.error = error.description
             logger.error("config reload refused; the running config is kept", [("detail", .string(error.description))])
@@ -62,18 +64,17 @@ package final class ConfigReloader {
         for kind in ResourceKind.allCases {
             let kept = Set((config.declared[kind] ?? []).map(\.name))
             for (name, _, backend) in declared[kind] ?? [] where !kept.contains(name) {
-                if backend == .redis {
-                    app.deleteDeclaredShared(kind, name)
+                let fields: [(String, JSONValue)] = [("kind", .string(kind.rawValue)), ("name", .string(name))]
+                switch app.deleteUndeclared(kind, name, in: backend) {
+                case .deleted:
+                    report.deleted.append("\(kind.rawValue)/\(name)")
+                    logger.info("declared resource deleted", fields)
+                case .inRedis:
                     report.inRedis.append("\(kind.rawValue)/\(name)")
-                    logger.info(
-                        "declared resource being deleted in redis",
-                        [("kind", .string(kind.rawValue)), ("name", .string(name))])
-                    continue
+                    logger.info("declared resource being deleted in redis", fields)
+                case .absent:
+                    break
                 }
-                // One already deleted through the API is not there to delete.
-                do throws(APIError) { try app.registry.remove(kind, name) } catch { continue }
-                report.deleted.append("\(kind.rawValue)/\(name)")
-                logger.info("declared resource deleted", [("kind", .string(kind.rawValue)), ("name", .string(name))])
             }
         }
         for (resource, before, after) in prepared {
@@ -148,15 +149,14 @@ package final class ConfigReloader {
                 guard old?.config != value || old?.backend != backend else { continue }
                 let path = "\(kind.kind.rawValue).\(name)"
                 let resource: DeclaredResource
-                if backend == .redis {
-                    let shared = try UsherApp.sharedDeclarations(
-                        [kind.kind: [(name, value, backend)]], settings: config)
+                switch try kind.prepare(name: name, config: value, backend: backend, path: path, settings: app.config) {
+                case .memory(let declared):
+                    resource = declared
+                case .shared(let declaration):
                     resource = DeclaredResource(kind: kind.kind, name: name) { app in
-                        app.declareShared(shared)
+                        app.declareShared([declaration])
                         return .inRedis
                     }
-                } else {
-                    resource = try kind.prepareDeclared(name: name, config: value, path: path, in: app)
                 }
                 prepared.append((resource, old?.config, value))
             }

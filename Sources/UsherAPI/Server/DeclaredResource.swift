@@ -38,11 +38,10 @@ enum DeclaredOutcome: Equatable {
     }
 }
 
-extension ResourceAPI {
-    /// Creates a resource the config file declares at start-up; errors name
-    /// the field under `path` (e.g. `queues.printer.capacity`).
-    static func createDeclared(name: String, config: JSONValue, path: String, in app: UsherApp) throws(FieldError) {
-        let declared = try prepareDeclared(name: name, config: config, path: path, in: app)
-        if case .failed(let detail) = declared.apply(app) { throw FieldError(field: path, message: detail) }
-    }
+/// A resource the config file keeps in Redis, read and checked: `declare`
+/// creates it there, or brings the one there to the declaration, once Redis answers.
+struct SharedDeclaration: Sendable {
+    let kind: ResourceKind
+    let name: String
+    let declare: @Sendable (UsherApp) async throws(APIError) -> Void
 }

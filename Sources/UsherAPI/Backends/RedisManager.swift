@@ -2,7 +2,7 @@ import UsherCore
 
 /// The manager of a Redis-backed resource, whatever its kind: its life in
 /// this process follows the registry's.
-protocol RedisManager: SharedResource {
+protocol RedisManager: ManagedResource {
     /// Deleted (through any instance): waiters here are answered `gone`.
     func close()
     /// The server is stopping: waiters here are answered `shuttingDown`.
@@ -13,13 +13,13 @@ protocol RedisManager: SharedResource {
 
 extension RedisManager {
     /// What the registry's `created` event carries: the rest is in Redis.
-    package func summary() -> JSONValue {
+    func summary() -> JSONValue {
         .object([("name", .string(name)), ("backend", .string("redis"))])
     }
 
-    package func markDeleted() { close() }
-    package func markShuttingDown() { shutdown() }
-    package func startListening() { listen() }
+    func markDeleted() { close() }
+    func markShuttingDown() { shutdown() }
+    func startListening() { listen() }
 }
 
 extension APIError {
