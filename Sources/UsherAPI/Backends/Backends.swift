@@ -104,9 +104,9 @@ extension UsherApp {
     }
 }
 
-/// A kind's manager in memory as the lifecycle sees it: made from a config,
-/// matched and brought to one. Lives and is counted in this process.
-protocol MemoryKindManager: ManagedResource {
+/// A kind's manager in memory as the lifecycle sees it: an actor made from
+/// a config, matched and brought to one. Lives and is counted in this process.
+protocol MemoryKindManager: ManagedResource, LockIsolatedActor {
     associatedtype Config: Equatable & Sendable
     static var kind: ResourceKind { get }
     /// Checks what must hold before one is made with `config` (by default nothing).
@@ -114,22 +114,32 @@ protocol MemoryKindManager: ManagedResource {
     /// A new manager (not yet registered).
     static func make(name: String, config: Config, in app: UsherApp) -> Self
     /// The config in force.
-    var currentConfig: Config { get }
+    var config: Config { get }
     /// Brings it towards `config` as a `PATCH` would.
-    func reconcile(to config: Config) throws(APIError)
+    nonisolated func reconcile(to config: Config) throws(APIError)
+    /// Deleted: its waiters are answered 410.
+    func close()
+    /// Stopping: its waiters are answered 503.
+    func shutdown()
 }
 
 extension MemoryKindManager {
     static func check(_ config: Config, in app: UsherApp) throws(APIError) {}
 
-    func listSummary() -> Pending<JSONValue, APIError> { .ready(.success(summary())) }
+    /// The config in force, read from any thread.
+    nonisolated var currentConfig: Config { withIsolation { $0.config } }
 
-    func deleting(from registry: Registry) -> Pending<Void, APIError> {
+    nonisolated func markDeleted() { withIsolation { $0.close() } }
+    nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
+
+    nonisolated func listSummary() -> Pending<JSONValue, APIError> { .ready(.success(summary())) }
+
+    nonisolated func deleting(from registry: Registry) -> Pending<Void, APIError> {
         .now { () throws(APIError) in try registry.remove(Self.kind, name) }
     }
 
-    func startListening() {}
-    func catchUp() async {}
+    nonisolated func startListening() {}
+    nonisolated func catchUp() async {}
 }
 
 /// Creating a resource of a kind in memory, for every kind.

@@ -11,8 +11,6 @@ extension VisitorQueue: MemoryKindManager {
         VisitorQueue(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
     }
 
-    nonisolated var currentConfig: QueueConfig { withIsolation { $0.config } }
-
     nonisolated func reconcile(to config: QueueConfig) throws(APIError) {
         let patch = QueuePatch(setting: config)
         do throws(QueueError) { _ = try withIsolation { q throws(QueueError) in try q.apply(patch) } } catch {
@@ -25,9 +23,6 @@ extension VisitorQueue: MemoryKindManager {
             Summary.queue(queue.name, capacity: queue.config.capacity, queue.counts, in: .memory)
         }
     }
-
-    nonisolated func markDeleted() { withIsolation { $0.close() } }
-    nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
 extension WindowSlot: MemoryKindManager {
@@ -36,8 +31,6 @@ extension WindowSlot: MemoryKindManager {
     static func make(name: String, config: WindowConfig, in app: UsherApp) -> WindowSlot {
         WindowSlot(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
     }
-
-    nonisolated var currentConfig: WindowConfig { withIsolation { $0.config } }
 
     nonisolated func reconcile(to config: WindowConfig) throws(APIError) {
         let patch = WindowRoutes.patch(to: config)
@@ -52,9 +45,6 @@ extension WindowSlot: MemoryKindManager {
             return Summary.window(window.name, showing: showing?.id, queued: window.counts.queued, in: .memory)
         }
     }
-
-    nonisolated func markDeleted() { withIsolation { $0.close() } }
-    nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
 extension LeasePool: MemoryKindManager {
@@ -63,8 +53,6 @@ extension LeasePool: MemoryKindManager {
     static func make(name: String, config: PoolConfig, in app: UsherApp) -> LeasePool {
         LeasePool(name: name, config: config, clock: app.clock, events: app.events, budget: app.storage)
     }
-
-    nonisolated var currentConfig: PoolConfig { withIsolation { $0.config } }
 
     nonisolated func reconcile(to config: PoolConfig) throws(APIError) {
         let patch = PoolPatch(config)
@@ -81,9 +69,6 @@ extension LeasePool: MemoryKindManager {
                 waiting: state?.waiting ?? 0, in: .memory)
         }
     }
-
-    nonisolated func markDeleted() { withIsolation { $0.close() } }
-    nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
 extension Pipeline: MemoryKindManager {
@@ -113,8 +98,6 @@ extension Pipeline: MemoryKindManager {
             budget: app.storage, maxTakeBytes: settings.maxResponseBytes)
     }
 
-    nonisolated var currentConfig: PipelineConfig { withIsolation { $0.config } }
-
     nonisolated func reconcile(to config: PipelineConfig) throws(APIError) {
         let patch = PipelinePatch(config: config)
         do throws(PipelineError) { _ = try withIsolation { p throws(PipelineError) in try p.apply(patch) } } catch {
@@ -125,9 +108,6 @@ extension Pipeline: MemoryKindManager {
     nonisolated func summary() -> JSONValue {
         withIsolation { Summary.pipeline($0.state(limit: 0), in: .memory) }
     }
-
-    nonisolated func markDeleted() { withIsolation { $0.close() } }
-    nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
 
 extension StateMachine: MemoryKindManager {
@@ -139,7 +119,7 @@ extension StateMachine: MemoryKindManager {
             events: app.events, budget: app.storage)
     }
 
-    nonisolated var currentConfig: MachineSpec { MachineSpec(definitionName: definitionName, definition: definition) }
+    nonisolated var config: MachineSpec { MachineSpec(definitionName: definitionName, definition: definition) }
 
     /// A machine has no `PATCH`: its definition is its identity (`fixedFields` says so).
     nonisolated func reconcile(to config: MachineSpec) throws(APIError) {}
@@ -150,7 +130,4 @@ extension StateMachine: MemoryKindManager {
             name, definitionName: definitionName, definition: definition, state: snapshot.state,
             version: snapshot.version, in: .memory)
     }
-
-    nonisolated func markDeleted() { withIsolation { $0.close() } }
-    nonisolated func markShuttingDown() { withIsolation { $0.shutdown() } }
 }
