@@ -31,15 +31,17 @@ release: deps
 run: release
 	.build/release/usher --config $(CONFIG)
 
-## test: build with warnings as errors, then run every test but the soak drills,
-## in parallel. Route tests call the app in-process (AppTester); live tests
-## keep blocking socket calls on threads of their own or wait for answers the
-## server computes off Swift's cooperative pool, so they do not starve the
-## async tests beside them.
-## The live suites whose bodies block their thread for seconds (scripts,
-## killed clients, sleeps) run after the rest, one at a time: beside the
-## parallel tests they would hold both cooperative threads of a 2-core machine.
-SERIAL := DisconnectLiveTests|RecipesTests|ReadmeExamplesTests|EventStormLiveTests|PressureLiveTests
+## test: build with warnings as errors, then run every test but the soak drills
+## in parallel, then the SERIAL suites one at a time. Route tests call the app
+## in-process (AppTester, BackendApp); live tests run blocking socket calls on
+## threads of their own, and deferred answers are computed off Swift's
+## cooperative pool. SERIAL holds live suites whose bodies block their thread
+## for seconds (scripts, killed clients, sleeps), which beside the parallel
+## tests would hold both cooperative threads of a 2-core machine; suites that
+## time Redis round trips or deadlines to the second; and Redis suites that
+## read a resource right after deleting it, which under load can still find it
+## in the instance's registry.
+SERIAL := DisconnectLiveTests|RecipesTests|ReadmeExamplesTests|EventStormLiveTests|PressureLiveTests|RedisMetricsTests|RedisMetricsLiveTests|RedisQueueLiveTests|PoolRedisLiveTests|PipelineSourceTests|PipelineLiveTests|RedisConnectionTests|MachineRedisLiveTests|QueueLiveTests|RedisListLiveTests
 test: deps lint
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
 	$(SWIFT) test --skip-build --skip UsherSoakTests --skip '$(SERIAL)'
