@@ -7,7 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # libhiredis-dev: the Redis client (RedisClient); redis-server: started by its tests.
 APT_PACKAGES := libmicrohttpd-dev libhiredis-dev redis-server pkg-config curl
 
-.PHONY: deps build release run test lint format bench clean
+.PHONY: deps build release run test soak lint format bench clean
 
 ## deps: install libmicrohttpd-dev, libhiredis-dev, redis-server (and pkg-config, curl) with apt-get when missing
 deps:
@@ -31,13 +31,27 @@ release: deps
 run: release
 	.build/release/usher --config $(CONFIG)
 
-## test: build with warnings as errors, then run the whole suite.
-## Tests run one at a time: the live tests drive the server with blocking
-## socket clients, which would otherwise starve the async tests running beside
-## them of Swift's cooperative threads (2 on a 2-core machine).
+## test: build with warnings as errors, then run every test but the soak drills
+## in parallel, then the SERIAL suites one at a time. Route tests call the app
+## in-process (AppTester, BackendApp); live tests run blocking socket calls on
+## threads of their own, and deferred answers are computed off Swift's
+## cooperative pool. SERIAL holds live suites whose bodies block their thread
+## for seconds (scripts, killed clients, sleeps), which beside the parallel
+## tests would hold both cooperative threads of a 2-core machine; suites that
+## time Redis round trips or deadlines to the second; and Redis suites that
+## read a resource right after deleting it, which under load can still find it
+## in the instance's registry.
+SERIAL := DisconnectLiveTests|RecipesTests|ReadmeExamplesTests|EventStormLiveTests|PressureLiveTests|RedisMetricsTests|RedisMetricsLiveTests|RedisQueueLiveTests|PoolRedisLiveTests|PipelineSourceTests|PipelineLiveTests|RedisConnectionTests|MachineRedisLiveTests|QueueLiveTests|RedisListLiveTests
 test: deps lint
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
-	$(SWIFT) test --no-parallel -Xswiftc -warnings-as-errors
+	$(SWIFT) test --skip-build --skip UsherSoakTests --skip '$(SERIAL)'
+	$(SWIFT) test --skip-build --no-parallel --filter '$(SERIAL)'
+
+## soak: the long drills (three usher processes on one Redis with faults
+## injected: paused, restarted, subscribers killed), one at a time
+soak: deps
+	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
+	$(SWIFT) test --skip-build --no-parallel --filter UsherSoakTests
 
 ## lint: the checked-in swift-format configuration (.swift-format), strictly
 FORMATTED := Sources Tests Benchmarks/EngineBench Package.swift

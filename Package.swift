@@ -89,18 +89,27 @@ let package = Package(
         ),
         // A blocking HTTP/1.1 client for the live tests.
         .target(name: "HTTPTestClient", path: "Tests/HTTPTestClient"),
-        .testTarget(name: "UsherCoreTests", dependencies: ["UsherCore", "Locking"]),
+        .testTarget(name: "UsherCoreTests", dependencies: ["UsherCore", "Locking", "TestSupport"]),
         // A redis-server of the tests' own, on a free loopback port.
         .target(name: "RedisTestServer", dependencies: ["RedisClient"], path: "Tests/RedisTestServer"),
-        .testTarget(name: "RedisClientTests", dependencies: ["RedisClient", "Locking", "RedisTestServer"]),
+        .testTarget(
+            name: "RedisClientTests", dependencies: ["RedisClient", "Locking", "RedisTestServer", "TestSupport"]),
         .testTarget(
             name: "UsherRedisTests",
             dependencies: ["UsherRedis", "RedisClient", "UsherCore", "Locking", "RedisTestServer"]),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient", "Locking"]),
+        .testTarget(
+            name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient", "Locking", "TestSupport"]),
+        // The tests' one family of waiting helpers, threads for blocking calls, temporary folders.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "UsherAPITests",
             dependencies: [
                 "UsherAPI", "HTTPServer", "UsherCore", "RedisClient", "HTTPTestClient", "Locking", "RedisTestServer",
+                "TestSupport",
             ]),
+        // Long drills (three usher processes on one Redis, faults injected): `make soak`, not `make test`.
+        .testTarget(
+            name: "UsherSoakTests",
+            dependencies: ["RedisClient", "HTTPTestClient", "Locking", "RedisTestServer", "TestSupport"]),
     ]
 )

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import HTTPServer
@@ -34,12 +35,7 @@ enum StreamTestError: Error { case timeout(String) }
 
 /// Polls `condition` for up to `seconds`.
 func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(5_000)
-    }
-    return condition()
+    pollBlocking(seconds, condition)
 }
 
 @Suite(.serialized) struct HTTPStreamLiveTests {

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import HTTPServer
@@ -18,12 +19,7 @@ import Testing
 
     /// Waits up to `seconds` for `condition`.
     private func eventually(within seconds: Double = 2, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(5_000)
-        }
-        return condition()
+        pollBlocking(seconds, condition)
     }
 
     @Test func aHangUpCancelsTheParkedWorkAndFreesTheConnection() throws {

@@ -10,8 +10,18 @@ public final class TestHTTPClient {
         /// Header names lower-cased.
         public var headers: [String: String]
         public var body: Data
+
+        /// A response as read from the wire (or made in-process by a tester).
+        public init(status: Int, headers: [String: String], body: Data) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+
         /// The body as UTF-8 text.
         public var text: String { String(decoding: body, as: UTF8.self) }
+        /// `code` of a problem document.
+        public var code: String? { json["code"] as? String }
         /// The body parsed as a JSON object (empty when it is not one).
         public var json: [String: Any] {
             (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:]
@@ -20,6 +30,8 @@ public final class TestHTTPClient {
 
     public struct ClientError: Error, CustomStringConvertible {
         public let description: String
+
+        public init(description: String) { self.description = description }
     }
 
     private let port: UInt16

@@ -1,6 +1,7 @@
 import Foundation
 import Locking
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import RedisClient
@@ -134,10 +135,6 @@ import Testing
 
     /// Checks `condition` every 20 ms for at most 5 s.
     private func poll(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<250 {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return condition()
+        await TestSupport.poll(5, every: .milliseconds(20), condition)
     }
 }

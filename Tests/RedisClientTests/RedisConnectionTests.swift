@@ -1,5 +1,6 @@
 import Foundation
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import RedisClient
@@ -247,12 +248,6 @@ import Testing
     private func eventually<R>(
         within limit: Duration = .seconds(2), _ body: () async throws -> R
     ) async throws -> R {
-        let deadline = ContinuousClock.now + limit
-        while true {
-            do { return try await body() } catch {
-                if ContinuousClock.now > deadline { throw error }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        try await retrying(within: limit, body)
     }
 }

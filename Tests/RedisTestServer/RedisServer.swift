@@ -67,6 +67,9 @@ package final class RedisServer: @unchecked Sendable {
         self.process = nil
     }
 
+    /// The server's process id (0 when it is not running).
+    package var processIdentifier: Int32 { process?.processIdentifier ?? 0 }
+
     /// Sends `signal` to the server (SIGSTOP and SIGCONT pause and resume it).
     package func signal(_ signal: Int32) {
         if let process { kill(process.processIdentifier, signal) }

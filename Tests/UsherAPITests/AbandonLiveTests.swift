@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -15,22 +16,19 @@ import Testing
     private static let config =
         #"{"queues": {"printer": {"capacity": 1, "hold_seconds": 60, "idle_seconds": 2, "claim_seconds": 0.5}}}"#
 
-    private func visitor(_ s: BackendLiveServer, _ id: String) async throws -> [String: Any] {
+    private func visitor(_ s: any BackendUnderTest, _ id: String) async throws -> [String: Any] {
         try await s.call("GET", "/v1/queues/printer/visitors/\(id)").json
     }
 
-    private func counts(_ s: BackendLiveServer) async throws -> [String: Any] {
+    private func counts(_ s: any BackendUnderTest) async throws -> [String: Any] {
         try #require(try await s.call("GET", "/v1/queues/printer").json["counts"] as? [String: Any])
     }
 
     /// Yields until `condition` holds, for up to 10 s.
-    private func eventually(_ condition: () async throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        Issue.record("condition never became true")
+    private func eventually(
+        _ condition: () async throws -> Bool, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        #expect(try await poll(10, every: .milliseconds(50), condition), sourceLocation: sourceLocation)
     }
 
     @Test(arguments: both) func aGrantNobodyClaimsPassesOn(_ backend: TestBackend) async throws {
@@ -57,7 +55,7 @@ import Testing
     }
 
     @Test(arguments: both) func aVisitorNobodyAsksAboutIsAbandoned(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, Self.config)
+        let s = try await BackendApp(backend, Self.config)
         _ = try await s.call("POST", "/v1/queues/printer/visitors", #"{"id": "a"}"#)
         _ = try await s.call("POST", "/v1/queues/printer/visitors", #"{"id": "gone"}"#)
         try await eventually { try await counts(s)["waiting"] as? Int == 0 }
@@ -69,7 +67,7 @@ import Testing
     @Test(arguments: both) func aClientThatKeepsPollingKeepsItsPlaceAndGetsTheSlot(_ backend: TestBackend)
         async throws
     {
-        let s = try await BackendLiveServer(backend, Self.config)
+        let s = try await BackendApp(backend, Self.config)
         _ = try await s.call("POST", "/v1/queues/printer/visitors", #"{"id": "a"}"#)
         _ = try await s.call("POST", "/v1/queues/printer/visitors?wait=0.1", #"{"id": "b"}"#)
         // A long-poll loop: each wait is shorter than idle_seconds, so b is heard of throughout.
@@ -93,7 +91,7 @@ import Testing
     @Test(arguments: both, kinds) func theBoundsAreConfigAndZeroMeansNever(
         _ backend: TestBackend, _ kind: (path: String, body: String)
     ) async throws {
-        let s = try await BackendLiveServer(backend)
+        let s = try await BackendApp(backend)
         let made = try await s.call("PUT", kind.path, s.put(kind.body))
         let config = try #require(made.json["config"] as? [String: Any])
         #expect(config["idle_seconds"] as? Double == 30 && config["claim_seconds"] as? Double == 10)
@@ -105,7 +103,7 @@ import Testing
     }
 
     @Test(arguments: both) func aLeaseFetchedAtOnceIsClaimedByItsOwnRequest(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend)
+        let s = try await BackendApp(backend)
         _ = try await s.call("PUT", "/v1/pools/p", s.put(#"{"elements": ["e1"], "claim_seconds": 0.3}"#))
         #expect(try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "mine"}"#).status == 200)
         try await Task.sleep(for: .seconds(1))

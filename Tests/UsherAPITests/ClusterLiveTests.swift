@@ -2,6 +2,7 @@ import Foundation
 import HTTPTestClient
 import RedisClient
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -81,7 +82,7 @@ import Testing
 
     @Test func aStoppedMasterFailsOnlyItsResourcesUntilItIsBack() async throws {
         let cluster = try await RedisClusterServer()
-        let a = try LiveServer(Self.config(cluster))
+        let a = try AppTester(Self.config(cluster))
         // Not the seed (the subscriber's first node) nor the index hash's master.
         let index = RedisClusterServer.nodeIndex(ofKey: "usher:resources")
         let down = try #require([1, 2].first { $0 != index })
@@ -143,8 +144,8 @@ import Testing
         let (lost, declared) = (onDown[0], onDown[1])
         let kept = Self.names("queue", on: index, count: 1)[0]
         let config = Self.config(cluster, declared: declared)
-        let a = try LiveServer(config)
-        let b = try LiveServer(config)
+        let a = try AppTester(config)
+        let b = try AppTester(config)
         #expect(try await poll(10) { try await a.send("GET", "/v1/queues/\(declared)").status == 200 })
         for name in [lost, kept] {
             #expect(
@@ -182,7 +183,7 @@ import Testing
     }
 }
 
-extension LiveServer {
+extension UsherUnderTest {
     /// One request from async code, its blocking client on a thread of its own.
     fileprivate func send(_ method: String, _ path: String, _ body: String? = nil) async throws
         -> TestHTTPClient.Response

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -184,7 +185,7 @@ import Testing
     }
 
     @Test func strictJSONInBodiesStoresNothing() throws {
-        let s = try LiveServer(#"{"queues": {"q": {}}}"#)
+        let s = try AppTester(#"{"queues": {"q": {}}}"#)
         let cases: [(String, String, String, String)] = [
             ("PUT", "/v1/queues/new", #"{"capacity": 2,}"#, "line 1, column 15: trailing comma"),
             ("PUT", "/v1/queues/new", #"{"capacity": 2, "capacity": 3}"#, #"member "capacity" given twice"#),
@@ -208,7 +209,7 @@ import Testing
     }
 
     @Test func durationsUnderTenMillisecondsAre400NamingTheField() throws {
-        let s = try LiveServer(
+        let s = try AppTester(
             """
             {"queues": {"q": {}}, "windows": {"w": {}}, "pools": {"p": {"elements": [{"id": "e"}]}},
              "pipelines": {"l": {}}}

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import UsherAPI

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import RedisClient
@@ -290,11 +291,7 @@ import Testing
 
 /// The built `usher` binary: a bad config exits 2 before binding, naming the field.
 @Suite struct CommandLineTests {
-    static let binary: URL = {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/usher")
-    }()
+    static let binary = usherBinary
 
     private func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (Int32, String) {
         let p = Process()

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -13,7 +14,7 @@ import Testing
         + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
     @Test func pageScriptAndStyleWithTheirTypesAndPolicy() throws {
-        let s = try LiveServer()
+        let s = try AppTester()
         for (path, type) in [
             ("/", "text/html; charset=utf-8"), ("/dashboard.js", "text/javascript; charset=utf-8"),
             ("/dashboard.css", "text/css; charset=utf-8"),
@@ -45,7 +46,7 @@ import Testing
     /// The three files are served byte for byte as they are in the source
     /// tree: SwiftPM compiled them in, nothing is read at run time.
     @Test func servedFilesAreTheSourceFiles() throws {
-        let s = try LiveServer()
+        let s = try AppTester()
         let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../../Sources/UsherAPI/Dashboard").standardized
         for (path, file) in [
@@ -57,7 +58,7 @@ import Testing
     }
 
     @Test func openWithATokenWhileV1NeedsIt() throws {
-        let s = try LiveServer(#"{"auth_token": "secret", "queues": {"q": {}}}"#)
+        let s = try AppTester(#"{"auth_token": "secret", "queues": {"q": {}}}"#)
         for path in ["/", "/dashboard.js", "/dashboard.css"] {
             #expect(try s.call("GET", path).status == 200, "\(path)")
         }
@@ -68,7 +69,7 @@ import Testing
     }
 
     @Test func machineStateWithItsDefinitionOnRequest() throws {
-        let s = try LiveServer(#"{"machines": {"player": {"definition": "player"}}}"#)
+        let s = try AppTester(#"{"machines": {"player": {"definition": "player"}}}"#)
         let plain = try s.call("GET", "/v1/machines/player")
         #expect(plain.json["definition"] as? String == "player")
         #expect(plain.json["definition_detail"] == nil)

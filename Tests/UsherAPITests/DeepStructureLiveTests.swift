@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import HTTPServer
@@ -47,7 +48,7 @@ private final class FixedSource: HTTPHandler {
     /// 50,000 empty segments built a 50,000-deep payload at `take`, and writing
     /// it overflowed the stack (SIGSEGV, all state lost).
     @Test func longPointerFilterIsRefusedAndServerLives() throws {
-        let s = try LiveServer()
+        let s = try AppTester()
         #expect(try s.call("PUT", "/v1/pipelines/p", "{}").status == 201)
         let field = String(repeating: "/", count: 50_000)
         let filter = try s.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"\#(field)","value":1}"#)
@@ -62,7 +63,7 @@ private final class FixedSource: HTTPHandler {
     }
 
     @Test func pointerSegmentsAreBounded() throws {
-        let s = try LiveServer()
+        let s = try AppTester()
         #expect(try s.call("PUT", "/v1/pipelines/p", "{}").status == 201)
         let at32 = try s.call(
             "PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"\#(pointer(32))","value":1}"#)
@@ -83,7 +84,7 @@ private final class FixedSource: HTTPHandler {
             "PUT", "/v1/pipelines/q", #"{"filters":{"f":{"action":"remove","field":"\#(pointer(33))"}}}"#)
         #expect(put.status == 400)
         #expect(put.problemField == "filters.f.field")
-        let small = try LiveServer(#"{"max_pointer_segments": 4}"#)
+        let small = try AppTester(#"{"max_pointer_segments": 4}"#)
         #expect(try small.call("PUT", "/v1/pipelines/p", "{}").status == 201)
         #expect(
             try small.call("PUT", "/v1/pipelines/p/filters/f", #"{"action":"remove","field":"\#(pointer(4))"}"#).status
@@ -97,7 +98,7 @@ private final class FixedSource: HTTPHandler {
     /// A `set` builds `segments + depth(value)` levels: refused at creation
     /// when that passes `max_json_depth`, so no payload handed out is deeper.
     @Test func setCannotBuildAPayloadDeeperThanTheLimit() throws {
-        let s = try LiveServer()
+        let s = try AppTester()
         #expect(try s.call("PUT", "/v1/pipelines/p", #"{"max_in_flight": 10}"#).status == 201)
         let over = try s.call(
             "PUT", "/v1/pipelines/p/filters/f", #"{"action":"set","field":"\#(pointer(32))","value":\#(nested(469))}"#)
@@ -132,7 +133,7 @@ private final class FixedSource: HTTPHandler {
     /// `max_json_depth` (ours, 500, and Foundation's, 512), accepted at it, and
     /// every answer that shows the value parses again.
     @Test func deepValuesAreRefusedOrKeptEverywhere() throws {
-        let s = try LiveServer(
+        let s = try AppTester(
             #"""
             {"queues": {"q": {}}, "windows": {"w": {}}, "pools": {"gpus": {"elements": ["g1"]}},
              "pipelines": {"p": {}}, "machines": {"m": {"definition": "player"}}}
@@ -195,7 +196,7 @@ private final class FixedSource: HTTPHandler {
         let lines = [nested(501), nested(500), nested(600), #"{"n":1}"#]
         try lines.joined(separator: "\n").write(
             to: dir.appendingPathComponent("deep.ndjson"), atomically: true, encoding: .utf8)
-        let s = try LiveServer(
+        let s = try AppTester(
             #"""
             {"data_dir": "\#(dir.path)", "pipelines": {"p": {"capacity": 10, "max_in_flight": 10,
               "source": {"kind": "file", "path": "deep.ndjson", "low_water": 10}}}}
@@ -241,7 +242,7 @@ private final class FixedSource: HTTPHandler {
     }
 
     @Test func limitsAreConfigurable() throws {
-        let s = try LiveServer(#"{"max_json_depth": 8, "pipelines": {"p": {}}}"#)
+        let s = try AppTester(#"{"max_json_depth": 8, "pipelines": {"p": {}}}"#)
         #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload":\#(nested(7))}"#).status == 201)
         let deep = try s.call("POST", "/v1/pipelines/p/items", #"{"payload":\#(nested(8))}"#)
         #expect(deep.status == 400)

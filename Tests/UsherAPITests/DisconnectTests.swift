@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import HTTPServer
@@ -394,11 +395,7 @@ struct DisconnectHarness {
     func window(_ name: String) throws -> WindowSlot { try app.registry.lookup(.windows, name, as: WindowSlot.self) }
 
     func eventually(_ condition: () async -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
-        for _ in 0..<1_000_000 {
-            if await condition() { return }
-            await Task.yield()
-        }
-        Issue.record("the condition never held", sourceLocation: sourceLocation)
+        await expectEventually(10, condition, sourceLocation: sourceLocation)
     }
 }
 

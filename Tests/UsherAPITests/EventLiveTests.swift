@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import HTTPServer
@@ -311,10 +312,5 @@ struct UncheckedBox<T>: @unchecked Sendable {
 
 /// Polls `condition` for up to `seconds`.
 private func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(5_000)
-    }
-    return condition()
+    pollBlocking(seconds, condition)
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import HTTPServer
@@ -153,10 +154,5 @@ import Testing
 
 /// Polls `condition` for up to `seconds`.
 private func waitUntil(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(5_000)
-    }
-    return condition()
+    pollBlocking(seconds, condition)
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -8,7 +9,7 @@ import Testing
 /// A payload's numbers come back as they were sent, or are refused.
 @Suite struct ExactNumbersLiveTests {
     @Test func aNumberParsingWouldChangeIs400NamingItsMember() throws {
-        let s = try LiveServer(#"{"queues": {"q": {"capacity": 10}}}"#)
+        let s = try AppTester(#"{"queues": {"q": {"capacity": 10}}}"#)
         for big in ["18446744073709551617", "123456789012345678901234567890", "0.30000000000000001"] {
             let r = try s.call("POST", "/v1/queues/q/visitors", #"{"payload": {"list": [1, {"n": \#(big)}]}}"#)
             #expect(r.status == 400, "\(big)")
@@ -20,7 +21,7 @@ import Testing
     }
 
     @Test func numbersThatFitComeBackAsSent() throws {
-        let s = try LiveServer(#"{"queues": {"q": {"capacity": 10}}}"#)
+        let s = try AppTester(#"{"queues": {"q": {"capacity": 10}}}"#)
         let sent = #"{"a":-9223372036854775808,"b":9223372036854775807,"c":1.5,"d":0.1,"f":[0,-1]}"#
         let r = try s.call("POST", "/v1/queues/q/visitors", #"{"payload": \#(sent)}"#)
         #expect(r.status == 201)
@@ -31,7 +32,7 @@ import Testing
     /// come back as sent, not as the nearest double (-9223372036854775806 was
     /// answered as -9223372036854775808, -1000000000000000001 as -1e+18).
     @Test func wideNegativeIntegersComeBackAsSentWherever() throws {
-        let s = try LiveServer(#"{"queues": {"q": {"capacity": 10}}}"#)
+        let s = try AppTester(#"{"queues": {"q": {"capacity": 10}}}"#)
         let sent =
             #"{"a":-9223372036854775807,"b":[-1000000000000000001,{"c":-9223372036854775806}],"d":-9223372036854775808,"e":0.5}"#
         let r = try s.call("POST", "/v1/queues/q/visitors", #"{"payload": \#(sent)}"#)
@@ -152,7 +153,7 @@ import Testing
     @Test(arguments: [TestBackend.memory, .redis]) func randomDoublesComeBackAsSent(_ backend: TestBackend)
         async throws
     {
-        let s = try await BackendLiveServer(backend)
+        let s = try await BackendApp(backend)
         var generator = SplitMix64(seed: 25)
         let changes = Changes()
         func get<T: Decodable>(_ type: T.Type, _ path: String) async throws -> T? {

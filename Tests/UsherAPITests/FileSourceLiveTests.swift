@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -21,7 +22,7 @@ import Testing
         """#.write(to: file, atomically: true, encoding: .utf8)
         let config = try UsherConfig.load(path: file.path, environment: [:])
         #expect(config.dataDir == dir.appendingPathComponent("feeds").path)
-        let s = try LiveServer(config: config)
+        let s = try AppTester(config: config)
         var taken: TestHTTPClient.Response?
         let deadline = Date().addingTimeInterval(30)
         while taken?.status != 200 && Date() < deadline {
@@ -46,7 +47,7 @@ import Testing
         let dir = try temporaryDirectory("filesource")
         defer { try? FileManager.default.removeItem(at: dir) }
         let missing = dir.appendingPathComponent("nope").path
-        let s = try LiveServer(#"{"data_dir": "\#(missing)"}"#)
+        let s = try AppTester(#"{"data_dir": "\#(missing)"}"#)
         let r = try await s.callAsync("PUT", "/v1/pipelines/p", #"{"source": {"kind": "file", "path": "in.ndjson"}}"#)
         #expect(r.status == 400)
         #expect(r.json["code"] as? String == "bad_request")
@@ -57,7 +58,7 @@ import Testing
         #expect(try await s.callAsync("PUT", "/v1/pipelines/q", "{}").status == 201)
         // Declared in the config file, it stops start-up.
         #expect(throws: (any Error).self) {
-            _ = try LiveServer(
+            _ = try AppTester(
                 #"""
                 {"data_dir": "\#(missing)", "pipelines": {"p": {"source": {"kind": "file", "path": "in.ndjson"}}}}
                 """#)
@@ -68,7 +69,7 @@ import Testing
     @Test func lastErrorClearsOnceAPullSucceeds() async throws {
         let dir = try temporaryDirectory("filesource")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let s = try LiveServer(#"{"data_dir": "\#(dir.path)"}"#)
+        let s = try AppTester(#"{"data_dir": "\#(dir.path)"}"#)
         #expect(
             try await s.callAsync("PUT", "/v1/pipelines/p", #"{"source": {"kind": "file", "path": "later.ndjson"}}"#)
                 .status
@@ -83,7 +84,7 @@ import Testing
 
     // MARK: - Helpers
 
-    private func source(_ s: LiveServer) async throws -> [String: Any] {
+    private func source(_ s: any UsherUnderTest) async throws -> [String: Any] {
         try await s.callAsync("GET", "/v1/pipelines/p").json["source"] as? [String: Any] ?? [:]
     }
 

@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test func everyKindMakesTimeOrderedIDsThatWorkInURLs() throws {
-        let s = try LiveServer(
+        let s = try AppTester(
             #"""
             {"queues": {"q": {"capacity": 1}}, "windows": {"w": {}},
              "pools": {"p": {"elements": ["e0", "e1"]}}, "pipelines": {"f": {}}}
@@ -38,7 +38,7 @@ import Testing
     }
 
     @Test func aQueueDeletedAndCreatedAgainNeverRepeatsAnID() throws {
-        let s = try LiveServer()
+        let s = try AppTester()
         var seen: [String] = []
         for _ in 0..<3 {
             #expect(try s.call("PUT", "/v1/queues/again", #"{"capacity": 0}"#).status == 201)

@@ -54,7 +54,7 @@ import Testing
     }
 
     @Test func createInlineAndConflicts() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         let def = #"{"initial": "a", "transitions": [{"event": "go", "from": "a", "to": "b"}]}"#
         #expect(try s.call("PUT", "/v1/machines/m1", def).status == 201)
         #expect(try s.call("PUT", "/v1/machines/m1", def).status == 200)
@@ -89,7 +89,7 @@ import Testing
     }
 
     @Test func timeoutFiresAsATransition() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         #expect(try s.call("PUT", "/v1/machines/d", #"{"definition": "door"}"#).status == 201)
         let opened = try s.call("POST", "/v1/machines/d/events/open")
         let version = try #require(opened.json["version"] as? Int)

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -78,7 +79,7 @@ import Testing
     }
 
     @Test func abortRecordsTheAttemptAndLeavesTheState() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         #expect(try s.call("POST", "\(Self.base)/events/prepare").status == 200)
         let opened = try s.call("POST", "\(Self.base)/transactions", #"{"event": "start"}"#)
         let id = try #require(opened.json["id"] as? String)
@@ -104,7 +105,7 @@ import Testing
     }
 
     @Test func ifMatchAndBadRequests() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         let version = try #require(try s.call("GET", Self.base).json["version"] as? Int)
         let path = "\(Self.base)/transactions"
         let stale = try s.call("POST", path, #"{"event": "prepare"}"#, headers: ["If-Match": "\"\(version - 1)\""])
@@ -132,7 +133,7 @@ import Testing
 
     @Test func theTimeoutExpiresTheTransaction() throws {
         let clock = ManualClock()
-        let s = try LiveServer(Self.config, clock: clock)
+        let s = try AppTester(Self.config, clock: clock)
         let opened = try s.call("POST", "\(Self.base)/transactions", #"{"event": "prepare"}"#)
         let id = try #require(opened.json["id"] as? String)
         // The default timeout: machine_transaction_seconds.
@@ -152,7 +153,7 @@ import Testing
     }
 
     @Test func longPollsWakeOnOpenCommitAndAbort() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         var version = try #require(try s.call("GET", Self.base).json["version"] as? Int)
         func poll(during action: () throws -> Void) throws -> [String: Any] {
             let v = version
@@ -180,7 +181,7 @@ import Testing
 
     @Test func metricsCountTransactionsByOutcome() throws {
         let clock = ManualClock()
-        let s = try LiveServer(Self.config, clock: clock)
+        let s = try AppTester(Self.config, clock: clock)
         let path = "\(Self.base)/transactions"
         func open(_ event: String) throws -> String {
             try #require(try s.call("POST", path, #"{"event": "\#(event)"}"#).json["id"] as? String)
@@ -223,7 +224,7 @@ import Testing
     }
 
     @Test func deletingTheMachineEndsItsTransaction() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         #expect(try s.call("PUT", "/v1/machines/m", #"{"definition": "player"}"#).status == 201)
         let id = try #require(
             try s.call("POST", "/v1/machines/m/transactions", #"{"event": "prepare"}"#).json["id"] as? String)

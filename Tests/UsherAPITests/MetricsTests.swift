@@ -268,7 +268,7 @@ import Testing
     /// A parked push is a waiting producer, not a waiting consumer, and the
     /// help texts say so.
     @Test func parkedPushCountsAsAWaitingProducerOnly() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 1}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"capacity": 1}}}"#)
         #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": 1}"#).status == 201)
         let push = s.inBackground { try s.call("POST", "/v1/pipelines/p/items?wait=10", #"{"payload": 2}"#) }
         s.untilParked(1)

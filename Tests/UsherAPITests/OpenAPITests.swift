@@ -129,7 +129,7 @@ import Testing
     }
 
     @Test func servedAsBuiltWithoutAToken() throws {
-        let s = try LiveServer(#"{"auth_token": "secret"}"#)
+        let s = try AppTester(#"{"auth_token": "secret"}"#)
         let response = try s.call("GET", "/openapi.json")
         #expect(response.status == 200)
         #expect(response.headers["content-type"] == "application/json; charset=utf-8")

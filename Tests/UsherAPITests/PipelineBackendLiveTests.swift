@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -10,7 +11,7 @@ import Testing
     static let both: [TestBackend] = [.memory, .redis]
 
     @Test(arguments: both) func lifecycle(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend)
+        let s = try await BackendApp(backend)
         let created = try await s.call("PUT", "/v1/pipelines/p", s.put(#"{"capacity": 10, "max_in_flight": 2}"#))
         #expect(created.status == 201)
         #expect(created.json["capacity"] as? Int == 10)
@@ -49,7 +50,7 @@ import Testing
     }
 
     @Test(arguments: both) func pushTakeConsumeRelease(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pipelines": {"p": {"capacity": 10, "max_in_flight": 2}}}"#)
+        let s = try await BackendApp(backend, #"{"pipelines": {"p": {"capacity": 10, "max_in_flight": 2}}}"#)
         let a = try await s.call("POST", "/v1/pipelines/p/items", #"{"id": "a", "payload": {"n": 12345678901234567}}"#)
         #expect(a.status == 201 && a.json["status"] as? String == "ready")
         #expect(a.body == (try await s.call("GET", "/v1/pipelines/p/items/a")).body)
@@ -86,7 +87,7 @@ import Testing
     }
 
     @Test(arguments: both) func fullIs429AndAHeldProducerGetsIn(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pipelines": {"p": {"capacity": 2}}}"#)
+        let s = try await BackendApp(backend, #"{"pipelines": {"p": {"capacity": 2}}}"#)
         let batch = #"{"items": [{"id": "a", "payload": 1}, {"id": "b", "payload": 2}]}"#
         #expect(try await s.call("POST", "/v1/pipelines/p/items/batch", batch).status == 201)
         #expect(try await s.call("POST", "/v1/pipelines/p/items/batch", batch).status == 200)
@@ -107,7 +108,7 @@ import Testing
     }
 
     @Test(arguments: both) func aPushWakesAWaitingConsumerAndAnEmptyWaitIs204(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pipelines": {"p": {}}}"#)
+        let s = try await BackendApp(backend, #"{"pipelines": {"p": {}}}"#)
         let started = Date()
         #expect(try await s.call("POST", "/v1/pipelines/p/take?wait=0.3").status == 204)
         #expect(Date().timeIntervalSince(started) >= 0.25)
@@ -120,7 +121,7 @@ import Testing
     }
 
     @Test(arguments: both) func unackedItemsComeBackThenDieAndAreRedriven(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(
+        let s = try await BackendApp(
             backend, #"{"pipelines": {"p": {"ack_seconds": 0.2, "max_deliveries": 2}}}"#)
         _ = try await s.call("POST", "/v1/pipelines/p/items", #"{"id": "a", "payload": 1}"#)
         #expect(try await s.call("POST", "/v1/pipelines/p/take").status == 200)
@@ -137,7 +138,7 @@ import Testing
     }
 
     @Test(arguments: both) func filtersDropAndChangeWhatIsDelivered(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pipelines": {"p": {"max_in_flight": 10}}}"#)
+        let s = try await BackendApp(backend, #"{"pipelines": {"p": {"max_in_flight": 10}}}"#)
         let drop = #"{"priority": 2, "when": {"field": "/type", "equals": "hb"}, "action": "drop"}"#
         #expect(try await s.call("PUT", "/v1/pipelines/p/filters/hb", drop).status == 201)
         let tag = #"{"action": "set", "field": "/by", "value": "usher"}"#
@@ -154,7 +155,7 @@ import Testing
     }
 
     @Test(arguments: both) func extendDedupAndPause(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pipelines": {"p": {"ack_seconds": 10, "dedup_seconds": 60}}}"#)
+        let s = try await BackendApp(backend, #"{"pipelines": {"p": {"ack_seconds": 10, "dedup_seconds": 60}}}"#)
         _ = try await s.call("POST", "/v1/pipelines/p/items", #"{"id": "a", "payload": 1}"#)
         let taken = try await s.call("POST", "/v1/pipelines/p/take", #"{"ack_seconds": 2}"#)
         let item = try #require((taken.json["items"] as? [[String: Any]])?.first)
@@ -175,7 +176,7 @@ import Testing
     }
 
     @Test(arguments: both) func badInputIsRejectedAndLosesNothing(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pipelines": {"p": {"capacity": 3}}}"#)
+        let s = try await BackendApp(backend, #"{"pipelines": {"p": {"capacity": 3}}}"#)
         let cases: [(String, String, String?, String)] = [
             ("POST", "/v1/pipelines/p/items", "{not json", "malformed"),
             ("POST", "/v1/pipelines/p/items", #"{"paylod": 1}"#, "payload"),

@@ -16,14 +16,14 @@ import Testing
         return try #require(f.date(from: text))
     }
 
-    private func metric(_ s: LiveServer, _ line: String) throws -> Bool {
+    private func metric(_ s: any UsherUnderTest, _ line: String) throws -> Bool {
         String(decoding: try s.call("GET", "/metrics").body, as: UTF8.self).contains(line)
     }
 
     // MARK: - Extend
 
     @Test func extendMovesTheAckDeadlineAndNeverShortensIt() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"ack_seconds": 60, "max_in_flight": 2}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"ack_seconds": 60, "max_in_flight": 2}}}"#)
         _ = try s.call("POST", "/v1/pipelines/p/items", #"{"id": "a", "payload": 1}"#)
         _ = try s.call("POST", "/v1/pipelines/p/items", #"{"id": "b", "payload": 2}"#)
         let taken = try #require(try s.call("POST", "/v1/pipelines/p/take").json["items"] as? [[String: Any]])
@@ -69,7 +69,7 @@ import Testing
     }
 
     @Test func anExtendedItemOutlivesItsFirstDeadline() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"ack_seconds": 3}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"ack_seconds": 3}}}"#)
         _ = try s.call("POST", "/v1/pipelines/p/items", #"{"id": "a", "payload": 1}"#)
         #expect(try s.call("POST", "/v1/pipelines/p/take").status == 200)
         usleep(1_500_000)
@@ -84,7 +84,7 @@ import Testing
     // MARK: - Dedup
 
     @Test func aRetriedPushAnswersWhatBecameOfTheFirstOne() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"dedup_seconds": 1}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"dedup_seconds": 1}}}"#)
         let config = try #require(try s.call("GET", "/v1/pipelines/p").json["config"] as? [String: Any])
         #expect(config["dedup_seconds"] as? Int == 1)
         #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"id": "job-1", "payload": {"n": 1}}"#).status == 201)

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import HTTPServer
@@ -62,15 +63,10 @@ extension TestHTTPClient.Response {
 @Suite struct PipelineLiveTests {
     /// Polls `condition` every 5 ms for up to `seconds`.
     private func eventually(_ seconds: Double = 3, _ condition: () throws -> Bool) rethrows -> Bool {
-        let end = Date().addingTimeInterval(seconds)
-        while Date() < end {
-            if try condition() { return true }
-            usleep(5_000)
-        }
-        return try condition()
+        try pollBlocking(seconds, condition)
     }
 
-    private func state(_ s: LiveServer, _ name: String = "p") throws -> TestHTTPClient.Response {
+    private func state(_ s: any UsherUnderTest, _ name: String = "p") throws -> TestHTTPClient.Response {
         try s.call("GET", "/v1/pipelines/\(name)")
     }
 
@@ -79,14 +75,14 @@ extension TestHTTPClient.Response {
     // the tests that wait for a pull are async and make their blocking HTTP
     // calls on threads of their own.
 
-    private func state(_ s: LiveServer, _ name: String = "p") async throws -> TestHTTPClient.Response {
+    private func state(_ s: any UsherUnderTest, _ name: String = "p") async throws -> TestHTTPClient.Response {
         try await s.callAsync("GET", "/v1/pipelines/\(name)")
     }
 
     // MARK: - Lifecycle and errors
 
     @Test func lifecycle() throws {
-        let s = try LiveServer()
+        let s = try AppTester()
         let created = try s.call("PUT", "/v1/pipelines/p", #"{"capacity": 10, "max_in_flight": 2}"#)
         #expect(created.status == 201)
         #expect(created.json["capacity"] as? Int == 10)
@@ -126,7 +122,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func badInputIsRejectedAndLosesNothing() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 3}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"capacity": 3}}}"#)
         let cases: [(String, String, String?, String)] = [
             ("POST", "/v1/pipelines/p/items", "{not json", "malformed"),
             ("POST", "/v1/pipelines/p/items", #"{"payload": 1, "prioirty": 2}"#, "prioirty"),
@@ -184,7 +180,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func notFoundEverywhere() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
         for (method, path) in [
             ("GET", "/v1/pipelines/none"), ("POST", "/v1/pipelines/none/items"), ("POST", "/v1/pipelines/none/take"),
             ("GET", "/v1/pipelines/p/items/x"), ("DELETE", "/v1/pipelines/p/items/x"),
@@ -221,7 +217,7 @@ extension TestHTTPClient.Response {
             startupError(#"{"pipelines": {"p": {"source": {"kind": "http", "url": "http://192.0.2.1/"}}}}"#)?
                 .contains("loopback") == true)
         // Declared filters run from the start.
-        let s = try LiveServer(
+        let s = try AppTester(
             #"{"pipelines": {"p": {"filters": {"tag": {"action": "set", "field": "/by", "value": "usher"}}}}}"#)
         _ = try s.call("POST", "/v1/pipelines/p/items", #"{"payload": {"a": 1}}"#)
         let taken = try s.call("POST", "/v1/pipelines/p/take")
@@ -336,7 +332,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func historyZeroForgetsFinishedItemsAtOnce() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"history": 0}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"history": 0}}}"#)
         #expect((try s.call("GET", "/v1/pipelines/p").json["config"] as? [String: Any])?["history"] as? Int == 0)
         _ = try s.call("POST", "/v1/pipelines/p/items", #"{"id": "a", "payload": 1}"#)
         _ = try s.call("POST", "/v1/pipelines/p/take")
@@ -349,7 +345,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func fullPipelineIs429AndBatchesAreAllOrNothing() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 3}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"capacity": 3}}}"#)
         let batch = try s.call(
             "POST", "/v1/pipelines/p/items/batch", #"{"items": [{"id": "x", "payload": 1}, {"payload": 2}]}"#)
         #expect(batch.status == 201)
@@ -378,7 +374,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func takeWithoutItemsIs204AtOnceOrAfterTheWait() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
         var started = Date()
         let now = try s.call("POST", "/v1/pipelines/p/take")
         #expect(now.status == 204)
@@ -393,7 +389,7 @@ extension TestHTTPClient.Response {
     // MARK: - Waiting
 
     @Test func aPushWakesAWaitingConsumer() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
         let consumer = Background { try s.call("POST", "/v1/pipelines/p/take?wait=10") }
         #expect(try eventually { try state(s).json["waiting_consumers"] as? Int == 1 })
         let started = Date()
@@ -406,7 +402,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func aFullPipelineHoldsProducersUntilAConsume() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 1}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"capacity": 1}}}"#)
         #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"id": "a", "payload": 1}"#).status == 201)
         let first = Background { try s.call("POST", "/v1/pipelines/p/items?wait=10", #"{"id": "b", "payload": 2}"#) }
         #expect(try eventually { try state(s).json["waiting_producers"] as? Int == 1 })
@@ -428,7 +424,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func waitersOfADeletedPipelineGet410() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"capacity": 1}, "q": {"capacity": 1}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"capacity": 1}, "q": {"capacity": 1}}}"#)
         let consumer = Background { try s.call("POST", "/v1/pipelines/p/take?wait=10") }
         #expect(try eventually { try state(s).json["waiting_consumers"] as? Int == 1 })
         _ = try s.call("POST", "/v1/pipelines/q/items", #"{"payload": 1}"#)
@@ -443,7 +439,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func shutdownAnswersParkedTakes503() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
         let consumer = Background { try s.call("POST", "/v1/pipelines/p/take?wait=30") }
         #expect(try eventually { try state(s).json["waiting_consumers"] as? Int == 1 })
         #expect(s.shutdown())
@@ -455,7 +451,7 @@ extension TestHTTPClient.Response {
     // MARK: - Redelivery, dead list, filters
 
     @Test func unackedItemsComeBackThenDie() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"ack_seconds": 0.2, "max_deliveries": 2}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"ack_seconds": 0.2, "max_deliveries": 2}}}"#)
         _ = try s.call("POST", "/v1/pipelines/p/items", #"{"id": "a", "payload": 1}"#)
         let first = try s.call("POST", "/v1/pipelines/p/take")
         #expect(first.items.first?["deliveries"] as? Int == 1)
@@ -487,7 +483,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func filtersRunInPriorityOrderOnEachHandOut() throws {
-        let s = try LiveServer(#"{"pipelines": {"p": {"max_in_flight": 10}}}"#)
+        let s = try AppTester(#"{"pipelines": {"p": {"max_in_flight": 10}}}"#)
         let drop = try s.call(
             "PUT", "/v1/pipelines/p/filters/no-heartbeats",
             #"{"priority": 10, "when": {"field": "/type", "equals": "heartbeat"}, "action": "drop"}"#)
@@ -551,7 +547,7 @@ extension TestHTTPClient.Response {
         lines.insert("", at: 20)
         try lines.joined(separator: "\n").write(
             to: dir.appendingPathComponent("gifts.ndjson"), atomically: true, encoding: .utf8)
-        let s = try LiveServer(
+        let s = try AppTester(
             #"""
             {"data_dir": "\#(dir.path)", "pipelines": {"p": {"capacity": 10, "max_in_flight": 4,
               "source": {"kind": "file", "path": "gifts.ndjson", "low_water": 3}}}}
@@ -598,7 +594,7 @@ extension TestHTTPClient.Response {
         try FileManager.default.createSymbolicLink(
             atPath: data.appendingPathComponent("inner.ndjson").path,
             withDestinationPath: "sub/real.ndjson")
-        let s = try LiveServer(#"{"data_dir": "\#(data.path)"}"#)
+        let s = try AppTester(#"{"data_dir": "\#(data.path)"}"#)
         for path in ["../secret.ndjson", "sub/../../secret.ndjson", outside.path] {
             let r = try await s.callAsync(
                 "PUT", "/v1/pipelines/bad", #"{"source": {"kind": "file", "path": "\#(path)"}}"#)
@@ -674,7 +670,7 @@ extension TestHTTPClient.Response {
     }
 
     @Test func anUnreachableHTTPSourceIsCountedNotFatal() async throws {
-        let s = try LiveServer()
+        let s = try AppTester()
         // Port 9 (discard) on loopback: nothing listens, the connection is refused.
         #expect(
             try await s.callAsync(

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -8,10 +9,9 @@ import Testing
 /// Pipelines kept in Redis, seen through two servers that share one redis-server.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct PipelineRedisLiveTests {
     /// A redis-server and two servers on it.
-    static func pair() async throws -> (RedisServer, BackendLiveServer, BackendLiveServer) {
-        let a = try await BackendLiveServer(.redis)
-        let redis = try #require(a.redis)
-        return (redis, a, try await BackendLiveServer(.redis, redis: redis))
+    static func pair() async throws -> (RedisServer, BackendApp, BackendApp) {
+        let redis = try await RedisServer()
+        return (redis, try await BackendApp(.redis, redis: redis), try await BackendApp(.redis, redis: redis))
     }
 
     @Test func pushedOnOneServerTakenAndConsumedOnTheOther() async throws {
@@ -38,7 +38,7 @@ import Testing
         defer { redis.stop() }
         _ = try await a.call("PUT", "/v1/pipelines/p", a.put("{}"))
         let waiting = a.start("POST", "/v1/pipelines/p/take?wait=5")
-        #expect(await poll(5) { a.live.server.suspendedRequests == 1 })
+        #expect(await poll(5) { a.suspendedRequests == 1 })
         let started = Date()
         _ = try await b.call("POST", "/v1/pipelines/p/items", #"{"id": "x", "payload": 1}"#)
         let answer = try await waiting.value
@@ -49,13 +49,15 @@ import Testing
         // A full pipeline: a producer held on B gets in when A consumes.
         _ = try await a.call("PATCH", "/v1/pipelines/p", #"{"capacity": 1}"#)
         let held = b.start("POST", "/v1/pipelines/p/items?wait=5", #"{"id": "y", "payload": 2}"#)
-        #expect(await poll(5) { b.live.server.suspendedRequests == 1 })
+        #expect(await poll(5) { b.suspendedRequests == 1 })
         #expect(try await a.call("POST", "/v1/pipelines/p/items/x/consume").status == 200)
         #expect(try await held.value.status == 201)
     }
 
     @Test func everyServerStreamsWhatTheOtherDid() async throws {
-        let (redis, a, b) = try await Self.pair()
+        let redis = try await RedisServer()
+        let a = try await BackendApp(.redis, redis: redis)
+        let b = try await BackendLiveServer(.redis, redis: redis)
         defer { redis.stop() }
         _ = try await a.call("PUT", "/v1/pipelines/p", a.put(#"{"ack_seconds": 0.3, "max_deliveries": 1}"#))
         #expect(await poll(5) { (try? await b.call("GET", "/v1/pipelines/p").status) == 200 })
@@ -76,7 +78,7 @@ import Testing
         _ = try await a.call("PUT", "/v1/pipelines/p", a.put("{}"))
         #expect(await poll(5) { (try? await b.call("GET", "/v1/pipelines/p").status) == 200 })
         let parked = b.start("POST", "/v1/pipelines/p/take?wait=5")
-        #expect(await poll(5) { b.live.server.suspendedRequests == 1 })
+        #expect(await poll(5) { b.suspendedRequests == 1 })
         #expect(try await a.call("DELETE", "/v1/pipelines/p").status == 204)
         #expect(try await parked.value.status == 410)
         #expect(await poll(5) { (try? await b.call("GET", "/v1/pipelines/p").status) == 404 })
@@ -102,11 +104,11 @@ import Testing
     }
 
     @Test func redisDownIsA503ForRedisPipelinesOnlyAndRecovers() async throws {
-        let s = try await BackendLiveServer(.redis, #"{"pipelines": {"shared": {}}}"#)
-        let redis = try #require(s.redis)
+        let redis = try await RedisServer()
+        let s = try await BackendApp(.redis, #"{"pipelines": {"shared": {}}}"#, redis: redis)
         #expect(try await s.call("PUT", "/v1/pipelines/local", #"{"backend": "memory"}"#).status == 201)
         let parked = s.start("POST", "/v1/pipelines/shared/take?wait=0.5")
-        #expect(await poll(5) { s.live.server.suspendedRequests == 1 })
+        #expect(await poll(5) { s.suspendedRequests == 1 })
         redis.stop()
         let down = try await s.call("POST", "/v1/pipelines/shared/items", #"{"payload": 1}"#)
         #expect(down.status == 503 && down.code == "backend_unavailable")

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import Locking
@@ -14,18 +15,18 @@ import Testing
     /// Waits (at most 5 s) until `n` fetchers wait in the pool's line. Parked
     /// is not yet in line: a wait joins the line on a task after its
     /// connection is parked.
-    static func untilWaiting(_ s: BackendLiveServer, _ pool: String, _ n: Int) async {
+    static func untilWaiting(_ s: any BackendUnderTest, _ pool: String, _ n: Int) async {
         _ = await poll(5) { (try? await s.call("GET", "/v1/pools/\(pool)"))?.json["waiting"] as? Int == n }
     }
 
-    static func untilWaiting(_ s: LiveServer, _ pool: String, _ n: Int) {
-        for _ in 0..<1000 where (try? s.call("GET", "/v1/pools/\(pool)"))?.json["waiting"] as? Int != n { usleep(2000) }
+    static func untilWaiting(_ s: any UsherUnderTest, _ pool: String, _ n: Int) {
+        _ = pollBlocking(2, every: 2) { (try? s.call("GET", "/v1/pools/\(pool)"))?.json["waiting"] as? Int == n }
     }
 
     static let gpus = #"{"pools": {"gpus": {"elements": ["gpu-0", {"id": "gpu-1", "data": {"mem": 24}}]}}}"#
 
     @Test(arguments: both) func lifecycle(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend)
+        let s = try await BackendApp(backend)
         let created = try await s.call(
             "PUT", "/v1/pools/seats", s.put(#"{"elements": ["s1", "s2"], "lease_seconds": 30}"#))
         #expect(created.status == 201)
@@ -52,7 +53,7 @@ import Testing
     }
 
     @Test(arguments: both) func fetchRecycleAndState(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, Self.gpus)
+        let s = try await BackendApp(backend, Self.gpus)
         let a = try await s.call("POST", "/v1/pools/gpus/fetch", #"{"holder": "job-1"}"#)
         #expect(a.status == 200)
         let lease = try #require(a.json["lease"] as? [String: Any])
@@ -92,7 +93,7 @@ import Testing
     }
 
     @Test(arguments: both) func extend(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
+        let s = try await BackendApp(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
         _ = try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "l", "lease_seconds": 10}"#)
         let extended = try await s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 50}"#)
         #expect(extended.status == 200 && (extended.json["lease"] as? [String: Any])?["status"] as? String == "active")
@@ -104,7 +105,7 @@ import Testing
     }
 
     @Test(arguments: both) func extendNeverShortensALease(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
+        let s = try await BackendApp(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
         let fetched = try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "l"}"#)
         let expiresAt = try #require((fetched.json["lease"] as? [String: Any])?["expires_at"] as? String)
         let shorter = try await s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 1}"#)
@@ -113,7 +114,7 @@ import Testing
     }
 
     @Test(arguments: both) func elementsAtRunTime(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, Self.gpus)
+        let s = try await BackendApp(backend, Self.gpus)
         let added = try await s.call("PUT", "/v1/pools/gpus/elements/gpu-2", #"{"data": {"mem": 80}}"#)
         #expect(added.status == 201 && (added.json["element"] as? [String: Any])?["status"] as? String == "free")
         let replaced = try await s.call("PUT", "/v1/pools/gpus/elements/gpu-2", #"{"data": {"mem": 40}}"#)
@@ -138,7 +139,7 @@ import Testing
     }
 
     @Test(arguments: both) func growCreatesElementsUpToMaxSize(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"grow": {"max_size": 2, "prefix": "el-"}}}}"#)
+        let s = try await BackendApp(backend, #"{"pools": {"p": {"grow": {"max_size": 2, "prefix": "el-"}}}}"#)
         var ids: [String?] = []
         for _ in 0..<2 {
             let lease = try await s.call("POST", "/v1/pools/p/fetch").json["lease"] as? [String: Any]
@@ -150,7 +151,7 @@ import Testing
     }
 
     @Test(arguments: both) func badInputIs400(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, Self.gpus)
+        let s = try await BackendApp(backend, Self.gpus)
         let cases: [(String, String, String?, String)] = [
             ("POST", "/v1/pools/gpus/fetch", #"{"holdr": "x"}"#, "holdr"),
             ("POST", "/v1/pools/gpus/fetch", #"{"lease_seconds": 61}"#, "lease_seconds"),
@@ -170,7 +171,7 @@ import Testing
     }
 
     @Test(arguments: both) func aWaitingFetchIsServedByARecycle(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, Self.gpus)
+        let s = try await BackendApp(backend, Self.gpus)
         _ = try await s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "a"}"#)
         _ = try await s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "b"}"#)
         let started = Date()
@@ -186,7 +187,7 @@ import Testing
     }
 
     @Test(arguments: both) func aWaitThatEndsIsPoolExhausted(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"elements": ["a"]}}}"#)
+        let s = try await BackendApp(backend, #"{"pools": {"p": {"elements": ["a"]}}}"#)
         _ = try await s.call("POST", "/v1/pools/p/fetch")
         let started = Date()
         let r = try await s.call("POST", "/v1/pools/p/fetch?wait=0.3")
@@ -196,7 +197,7 @@ import Testing
     }
 
     @Test(arguments: both) func moreWaitingFetchersThanMaxWaitingIs429(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"elements": ["a"], "max_waiting": 1}}}"#)
+        let s = try await BackendApp(backend, #"{"pools": {"p": {"elements": ["a"], "max_waiting": 1}}}"#)
         _ = try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "held"}"#)
         let first = s.start("POST", "/v1/pools/p/fetch?wait=20", #"{"id": "first"}"#)
         await Self.untilWaiting(s, "p", 1)
@@ -210,7 +211,7 @@ import Testing
     }
 
     @Test(arguments: both) func anExpiredLeaseServesAWaitingFetcher(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
+        let s = try await BackendApp(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
         _ = try await s.call("POST", "/v1/pools/p/fetch", #"{"lease_seconds": 0.2}"#)
         let r = try await s.call("POST", "/v1/pools/p/fetch?wait=5", #"{"id": "next"}"#)
         #expect(r.status == 200 && (r.json["lease"] as? [String: Any])?["id"] as? String == "next")
@@ -219,7 +220,7 @@ import Testing
     }
 
     @Test(arguments: both) func waitersOfADeletedPoolGet410AndShutdown503(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(
+        let s = try await BackendApp(
             backend, #"{"pools": {"p": {"elements": ["a"]}, "q": {"elements": ["a"]}}}"#)
         _ = try await s.call("POST", "/v1/pools/p/fetch")
         _ = try await s.call("POST", "/v1/pools/q/fetch")
@@ -229,7 +230,7 @@ import Testing
         #expect(try await s.call("DELETE", "/v1/pools/p").status == 204)
         let gone = try await deleted.value
         #expect(gone.status == 410 && gone.code == "gone")
-        #expect(s.live.shutdown())
+        #expect(s.shutdown())
         let r = try await stopping.value
         #expect(r.status == 503 && r.code == "shutting_down")
     }

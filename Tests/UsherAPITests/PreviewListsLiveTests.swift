@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -13,7 +14,7 @@ import Testing
     }
 
     @Test func aQueueListsItsDelayedVisitorsInTheOrderTheyEnterTheLine() throws {
-        let s = try LiveServer(#"{"queues": {"q": {"capacity": 1}}}"#)
+        let s = try AppTester(#"{"queues": {"q": {"capacity": 1}}}"#)
         #expect(try s.call("POST", "/v1/queues/q/visitors", #"{"id": "holder"}"#).status == 201)
         for (id, delay) in [("late", 300), ("soon", 100), ("middle", 200)] {
             let r = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "\#(id)", "delay_seconds": \#(delay)}"#)
@@ -45,7 +46,7 @@ import Testing
     }
 
     @Test func delayedVisitorsGetTheRoomTheHoldersAndTheLineLeave() throws {
-        let s = try LiveServer(#"{"max_response_bytes": 65536, "queues": {"q": {"capacity": 0}}}"#)
+        let s = try AppTester(#"{"max_response_bytes": 65536, "queues": {"q": {"capacity": 0}}}"#)
         let big = String(repeating: "x", count: 20_000)
         for i in 1...5 {
             let body = #"{"id": "d\#(i)", "delay_seconds": \#(100 + i), "payload": "\#(big)"}"#
@@ -58,13 +59,13 @@ import Testing
     }
 
     @Test func aPoolListsItsWaitingFetchesFirstInLineFirst() throws {
-        let s = try LiveServer(#"{"pools": {"p": {"elements": ["a"]}}}"#)
+        let s = try AppTester(#"{"pools": {"p": {"elements": ["a"]}}}"#)
         #expect(try s.call("GET", "/v1/pools/p").json["waiting_leases"] as? [Any] != nil)
         _ = try s.call("POST", "/v1/pools/p/fetch", #"{"id": "held", "holder": "first"}"#)
         // A parked fetch enters the line in its own task, after the connection parks:
         // the second starts once the first is in line.
         func untilWaiting(_ n: Int) {
-            for _ in 0..<500 where (try? s.call("GET", "/v1/pools/p").json["waiting"] as? Int) != n { usleep(5000) }
+            _ = pollBlocking(2.5) { (try? s.call("GET", "/v1/pools/p").json["waiting"] as? Int) == n }
         }
         let one = s.inBackground { try s.call("POST", "/v1/pools/p/fetch?wait=10", #"{"id": "w1", "holder": "ci-7"}"#) }
         untilWaiting(1)

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import Locking
@@ -11,7 +12,7 @@ import Testing
     static let both: [TestBackend] = [.memory, .redis]
 
     @Test func healthAndReadiness() throws {
-        let s = try LiveServer()
+        let s = try AppTester()
         #expect(try s.call("GET", "/healthz").status == 200)
         #expect(try s.call("GET", "/readyz").status == 200)
         let root = try s.call("GET", "/v1")
@@ -51,7 +52,7 @@ import Testing
     }
 
     @Test(arguments: both) func badInputIsRejectedAndLosesNothing(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"queues": {"q": {}}}"#)
+        let s = try await BackendApp(backend, #"{"queues": {"q": {}}}"#)
         let cases: [(String, String, String?, String)] = [
             ("POST", "/v1/queues/q/visitors", "{not json", "malformed"),
             ("POST", "/v1/queues/q/visitors", #"{"kee": "a"}"#, "kee"),
@@ -81,7 +82,7 @@ import Testing
     }
 
     @Test(arguments: both) func notFoundAndMethodNotAllowed(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"queues": {"q": {}}}"#)
+        let s = try await BackendApp(backend, #"{"queues": {"q": {}}}"#)
         #expect(try await s.call("GET", "/v1/nothing").status == 404)
         #expect(try await s.call("GET", "/v1/queues/none").code == "not_found")
         #expect(try await s.call("GET", "/v1/queues/q/visitors/nobody").status == 404)
@@ -93,7 +94,7 @@ import Testing
     }
 
     @Test(arguments: both) func bodyOverLimitIs413(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"max_body_bytes": 1000, "queues": {"q": {}}}"#)
+        let s = try await BackendApp(backend, #"{"max_body_bytes": 1000, "queues": {"q": {}}}"#)
         let big = #"{"payload": ""# + String(repeating: "x", count: 2000) + #""}"#
         let r = try await s.call("POST", "/v1/queues/q/visitors", big)
         #expect(r.status == 413)
@@ -137,7 +138,7 @@ import Testing
     }
 
     @Test(arguments: both) func extendNeverShortensAHold(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"queues": {"q": {"hold_seconds": 60}}}"#)
+        let s = try await BackendApp(backend, #"{"queues": {"q": {"hold_seconds": 60}}}"#)
         let granted = try await s.call("POST", "/v1/queues/q/visitors", #"{"id": "a"}"#)
         let expiresAt = try #require(granted.json["expires_at"] as? String)
         let shorter = try await s.call("POST", "/v1/queues/q/visitors/a/extend", #"{"hold_seconds": 1}"#)
@@ -148,7 +149,7 @@ import Testing
     }
 
     @Test(arguments: both) func mergedAndCancelledVisitorsAnswer200(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(
+        let s = try await BackendApp(
             backend, #"{"queues": {"q": {"capacity": 0, "opposites": [["like", "unlike"]]}}}"#)
         let first = try await s.call("POST", "/v1/queues/q/visitors", #"{"id": "a", "key": "k", "action": "like"}"#)
         #expect(first.status == 201)
@@ -169,7 +170,7 @@ import Testing
     }
 
     @Test(arguments: both) func fullQueueIs429WithRetryAfter(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"queues": {"q": {"capacity": 1, "max_waiting": 1}}}"#)
+        let s = try await BackendApp(backend, #"{"queues": {"q": {"capacity": 1, "max_waiting": 1}}}"#)
         #expect(try await s.call("POST", "/v1/queues/q/visitors", "{}").status == 201)
         #expect(try await s.call("POST", "/v1/queues/q/visitors", "{}").status == 201)
         let full = try await s.call("POST", "/v1/queues/q/visitors", "{}")
@@ -179,7 +180,7 @@ import Testing
     }
 
     @Test(arguments: both) func tooManyResourcesIs429(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"max_resources": 2, "queues": {"a": {}}}"#)
+        let s = try await BackendApp(backend, #"{"max_resources": 2, "queues": {"a": {}}}"#)
         #expect(try await s.call("PUT", "/v1/queues/b", s.put("{}")).status == 201)
         let r = try await s.call("PUT", "/v1/queues/c", s.put("{}"))
         #expect(r.status == 429)
@@ -187,7 +188,7 @@ import Testing
     }
 
     @Test(arguments: both) func longPollWakesOnComplete(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"queues": {"q": {"capacity": 1}}}"#)
+        let s = try await BackendApp(backend, #"{"queues": {"q": {"capacity": 1}}}"#)
         let holder = try await s.call("POST", "/v1/queues/q/visitors", #"{"id": "h"}"#)
         #expect(holder.json["status"] as? String == "granted")
         let started = Date()
@@ -203,7 +204,7 @@ import Testing
     }
 
     @Test(arguments: both) func getWaitTimesOutWithUnchangedVisitor(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"queues": {"q": {"capacity": 0}}}"#)
+        let s = try await BackendApp(backend, #"{"queues": {"q": {"capacity": 0}}}"#)
         _ = try await s.call("POST", "/v1/queues/q/visitors", #"{"id": "w"}"#)
         let started = Date()
         let r = try await s.call("GET", "/v1/queues/q/visitors/w?wait=0.3")
@@ -213,7 +214,7 @@ import Testing
     }
 
     @Test(arguments: both) func waitersOfADeletedQueueGet410(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"queues": {"q": {"capacity": 0}}}"#)
+        let s = try await BackendApp(backend, #"{"queues": {"q": {"capacity": 0}}}"#)
         let response = s.start("POST", "/v1/queues/q/visitors?wait=10", #"{"id": "w"}"#)
         await s.untilParked(1)
         #expect(await s.untilVisitor("q", "w")?.status == 200)
@@ -267,13 +268,13 @@ import Testing
     }
 
     @Test(arguments: both) func shutdownAnswersParkedRequests503(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"queues": {"q": {"capacity": 0}}}"#)
+        let s = try await BackendApp(backend, #"{"queues": {"q": {"capacity": 0}}}"#)
         let response = s.start("POST", "/v1/queues/q/visitors?wait=30", #"{"id": "w"}"#)
         await s.untilParked(1)
         _ = await s.untilVisitor("q", "w")
-        #expect(await poll(5) { s.live.server.suspendedRequests == 1 })
+        #expect(await poll(5) { s.suspendedRequests == 1 })
         let started = Date()
-        #expect(s.live.shutdown())
+        #expect(s.shutdown())
         #expect(Date().timeIntervalSince(started) < 5)
         let r = try await response.value
         #expect(r.status == 503)
@@ -281,7 +282,7 @@ import Testing
     }
 
     @Test func bearerTokenGuardsV1Only() throws {
-        let s = try LiveServer(#"{"auth_token": "s3cret", "queues": {"q": {}}}"#)
+        let s = try AppTester(#"{"auth_token": "s3cret", "queues": {"q": {}}}"#)
         #expect(try s.call("GET", "/v1/queues").status == 401)
         #expect(try s.call("GET", "/v1/queues", headers: ["Authorization": "Bearer wrong"]).code == "unauthorized")
         #expect(try s.call("GET", "/v1/queues", headers: ["Authorization": "Bearer s3cret"]).status == 200)

@@ -1,5 +1,6 @@
 import Foundation
 import Locking
+import TestSupport
 
 /// `docs/recipes.md` read as a test reads it: its scripts (a ```bash block
 /// after `<!-- script: NAME -->`), and per `## ` section its transcripts
@@ -262,10 +263,5 @@ final class ScriptRun: Sendable {
 
 /// Polls `condition` every 10 ms for at most `seconds`.
 func until(_ seconds: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        if Date() > deadline { return false }
-        usleep(10_000)
-    }
-    return true
+    pollBlocking(seconds, every: 10, condition)
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -11,8 +12,8 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2))) struct RedisDeclaredLiveTests {
     @Test func aReloadCreatesChangesAndDeletesThemForEveryInstance() async throws {
         let redis = try await RedisServer()
-        let a = try await BackendLiveServer(.redis, redis: redis)
-        let b = try await BackendLiveServer(.redis, redis: redis)
+        let a = try await BackendApp(.redis, redis: redis)
+        let b = try await BackendApp(.redis, redis: redis)
         let directory = try temporaryDirectory("reload")
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("usher.json")
@@ -25,7 +26,7 @@ import Testing
             guard let r = try? await b.call("GET", "/v1/queues/declared"), r.status == 200 else { return nil }
             return (r.json["config"] as? [String: Any])?["capacity"] as? Int
         }
-        let reloader = ConfigReloader(app: a.live.app)
+        let reloader = ConfigReloader(app: a.app)
 
         try declare(#""declared": {"capacity": 2, "backend": "redis"}"#)
         let created = reloader.reload(load)

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -86,8 +87,8 @@ import Testing
     }
 
     @Test func aSummaryRedisDoesNotGiveFailsTheListUnlessItIsGone() async throws {
-        let s = try await BackendLiveServer(.redis)
-        let redis = try #require(s.redis)
+        let redis = try await RedisServer()
+        let s = try await BackendApp(.redis, redis: redis)
         for name in ["a", "b", "c"] {
             #expect(try await s.call("PUT", "/v1/queues/\(name)", s.put("{}")).status == 201)
         }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -11,7 +12,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2))) struct RedisMetricsLiveTests {
     typealias Sample = MetricsTests.Sample
 
-    static func scrape(_ s: BackendLiveServer) async throws -> (samples: [Sample], seconds: Double, status: Int) {
+    static func scrape(_ s: any BackendUnderTest) async throws -> (samples: [Sample], seconds: Double, status: Int) {
         let started = Date()
         let response = try await s.call("GET", "/metrics")
         return (MetricsTests.parse(response.text), Date().timeIntervalSince(started), response.status)
@@ -113,8 +114,8 @@ import Testing
     }
 
     @Test func redisPausedOrGoneDoesNotHoldTheScrape() async throws {
-        let s = try await BackendLiveServer(.redis, #"{"queues": {"shared": {"capacity": 1}}}"#)
-        let redis = try #require(s.redis)
+        let redis = try await RedisServer()
+        let s = try await BackendApp(.redis, #"{"queues": {"shared": {"capacity": 1}}}"#, redis: redis)
         #expect(try await s.call("PUT", "/v1/queues/local", #"{"capacity": 1, "backend": "memory"}"#).status == 201)
         #expect(try await s.call("POST", "/v1/queues/shared/visitors", "{}").status == 201)
         let before = try await Self.scrape(s).samples

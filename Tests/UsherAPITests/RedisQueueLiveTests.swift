@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -10,7 +11,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2))) struct RedisQueueLiveTests {
     @Test func twoServersOnOneRedisShareAQueue() async throws {
         let redis = try await RedisServer()
-        let a = try await BackendLiveServer(.redis, redis: redis)
+        let a = try await BackendApp(.redis, redis: redis)
         let b = try await BackendLiveServer(.redis, redis: redis)
         #expect(try await a.call("PUT", "/v1/queues/q", a.put(#"{"capacity": 1}"#)).status == 201)
         // Visible on B at once.
@@ -55,8 +56,8 @@ import Testing
     }
 
     @Test func redisDownFailsOnlyRedisRoutesAndRecovers() async throws {
-        let s = try await BackendLiveServer(.redis, #"{"queues": {"shared": {"capacity": 1}}}"#)
-        let redis = try #require(s.redis)
+        let redis = try await RedisServer()
+        let s = try await BackendApp(.redis, #"{"queues": {"shared": {"capacity": 1}}}"#, redis: redis)
         #expect(try await s.call("PUT", "/v1/queues/local", #"{"capacity": 1, "backend": "memory"}"#).status == 201)
         #expect(try await s.call("POST", "/v1/queues/shared/visitors", "{}").status == 201)
 
@@ -115,7 +116,7 @@ import Testing
         _ = try await redis.connection().command(["DEL", "usher:{queue:q}:meta"])
         let notice = #"{"kind": "queue", "name": "q", "time": "1", "deleted": true}"#
         _ = try await redis.connection().command(["PUBLISH", "usher:notices", notice])
-        #expect(await poll(5) { (try? b.live.app.registry.resource(.queues, "q")) == nil })
+        #expect(await poll(5) { (try? b.app.registry.resource(.queues, "q")) == nil })
         let onB = try await b.call("GET", "/v1/queues/q")
         #expect(onB.status == 404 && onB.code == "not_found", "\(onB.status) \(onB.text)")
         _ = try await redis.connection().command(["HDEL", "usher:resources", "queue:q"])
@@ -125,8 +126,8 @@ import Testing
     }
 
     @Test func metricsSayWhetherRedisIsHeardWithoutAskingIt() async throws {
-        let s = try await BackendLiveServer(.redis, #"{"queues": {"shared": {"capacity": 1}}}"#)
-        let redis = try #require(s.redis)
+        let redis = try await RedisServer()
+        let s = try await BackendApp(.redis, #"{"queues": {"shared": {"capacity": 1}}}"#, redis: redis)
         func sample(_ line: String) async throws -> Double? {
             let text = try await s.call("GET", "/metrics").text
             return text.split(separator: "\n").first { $0.hasPrefix(line + " ") }.flatMap {
@@ -147,9 +148,9 @@ import Testing
     }
 
     @Test func badBackendsInPutBodiesLoseNothing() async throws {
-        let withRedis = try await BackendLiveServer(.redis)
-        let memoryOnly = try await BackendLiveServer(.memory)
-        let cases: [(BackendLiveServer, String, String, Int, String)] = [
+        let withRedis = try await BackendApp(.redis)
+        let memoryOnly = try await BackendApp(.memory)
+        let cases: [(BackendApp, String, String, Int, String)] = [
             (withRedis, "/v1/queues/q", #"{"backend": "disk"}"#, 400, "backend"),
             (withRedis, "/v1/queues/q", #"{"backend": 1}"#, 400, "backend"),
             (memoryOnly, "/v1/queues/q", #"{"backend": "redis"}"#, 400, "backend"),

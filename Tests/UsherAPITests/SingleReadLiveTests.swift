@@ -16,7 +16,7 @@ import Testing
     // MARK: - Window items
 
     @Test func anItemIsReadLiveOrFinished() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         _ = try s.call("POST", "/v1/windows/alerts/show", #"{"id": "a", "title": "first"}"#)
         _ = try s.call("POST", "/v1/windows/alerts/show", #"{"id": "b"}"#)
         let b = try s.call("GET", "/v1/windows/alerts/items/b")
@@ -36,7 +36,7 @@ import Testing
     }
 
     @Test func anItemLongPollAnswersWhenItsStatusChanges() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         _ = try s.call("POST", "/v1/windows/alerts/show", #"{"id": "a"}"#)
         _ = try s.call("POST", "/v1/windows/alerts/show", #"{"id": "b"}"#)
         let response = s.inBackground { try s.call("GET", "/v1/windows/alerts/items/b?wait=10") }
@@ -52,7 +52,7 @@ import Testing
     // MARK: - Leases
 
     @Test func aLeaseIsReadLiveOrFinished() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         _ = try s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "l1", "holder": "alice"}"#)
         let active = try s.call("GET", "/v1/pools/gpus/leases/l1")
         let lease = try #require(active.json["lease"] as? [String: Any])
@@ -66,7 +66,7 @@ import Testing
     }
 
     @Test func aLeaseLongPollAnswersWhenTheFetchIsGrantedOrGivesUp() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         _ = try s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "l1", "holder": "alice"}"#)
         let fetch = s.inBackground {
             try s.call("POST", "/v1/pools/gpus/fetch?wait=10", #"{"id": "l2", "holder": "bob"}"#)
@@ -95,12 +95,12 @@ import Testing
 
     // MARK: - Lease history of elements
 
-    private func element(_ s: LiveServer) throws -> [String: Any] {
+    private func element(_ s: any UsherUnderTest) throws -> [String: Any] {
         try #require((try s.call("GET", "/v1/pools/gpus").json["elements"] as? [[String: Any]])?.first)
     }
 
     @Test func elementsShowHolderChanges() throws {
-        let s = try LiveServer(Self.config)
+        let s = try AppTester(Self.config)
         var e = try element(s)
         #expect(e["lease_transitions"] as? Int == 0 && e["last_holder"] is NSNull)
         for (id, holder) in [("l1", "alice"), ("l2", "alice"), ("l3", "bob")] {

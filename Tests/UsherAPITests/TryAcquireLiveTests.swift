@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -12,12 +13,12 @@ import Testing
 
     private static let config = #"{"queues": {"lock": {"capacity": 1, "hold_seconds": 60}}}"#
 
-    private func status(_ s: BackendLiveServer, _ id: String) async throws -> String? {
+    private func status(_ s: any BackendUnderTest, _ id: String) async throws -> String? {
         try await s.call("GET", "/v1/queues/lock/visitors/\(id)").json["status"] as? String
     }
 
     @Test(arguments: both) func aWaitThatEndsCancelsTheVisitorAndSaysSo(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, Self.config)
+        let s = try await BackendApp(backend, Self.config)
         #expect(try await s.call("POST", "/v1/queues/lock/visitors?on_timeout=cancel", #"{"id": "a"}"#).status == 201)
         let tried = try await s.call("POST", "/v1/queues/lock/visitors?wait=0.2&on_timeout=cancel", #"{"id": "b"}"#)
         #expect(tried.status == 200)
@@ -38,7 +39,7 @@ import Testing
     }
 
     @Test(arguments: both) func aGrantWithinTheWaitIsAnsweredAsUsual(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, Self.config)
+        let s = try await BackendApp(backend, Self.config)
         _ = try await s.call("POST", "/v1/queues/lock/visitors", #"{"id": "a"}"#)
         let response = s.start("POST", "/v1/queues/lock/visitors?wait=10&on_timeout=cancel", #"{"id": "b"}"#)
         await s.untilParked(1)
@@ -49,7 +50,7 @@ import Testing
     }
 
     @Test(arguments: both) func withoutAWaitItTriesOnce(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, Self.config)
+        let s = try await BackendApp(backend, Self.config)
         let a = try await s.call("POST", "/v1/queues/lock/visitors?on_timeout=cancel", #"{"id": "a"}"#)
         #expect(a.status == 201 && a.json["status"] as? String == "granted")
         for path in ["/v1/queues/lock/visitors?on_timeout=cancel", "/v1/queues/lock/visitors?wait=0&on_timeout=cancel"]
@@ -66,7 +67,7 @@ import Testing
     }
 
     @Test(arguments: both) func keepIsTheDefault(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, Self.config)
+        let s = try await BackendApp(backend, Self.config)
         _ = try await s.call("POST", "/v1/queues/lock/visitors", #"{"id": "a"}"#)
         for (id, query) in [("b", "wait=0.1"), ("c", "wait=0.1&on_timeout=keep"), ("d", "on_timeout=keep")] {
             let r = try await s.call("POST", "/v1/queues/lock/visitors?\(query)", #"{"id": "\#(id)"}"#)
@@ -98,7 +99,7 @@ import Testing
     }
 
     @Test(arguments: both) func aBadValueIsRejectedAndEnqueuesNothing(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, Self.config)
+        let s = try await BackendApp(backend, Self.config)
         for value in ["foo", "", "CANCEL"] {
             let r = try await s.call("POST", "/v1/queues/lock/visitors?wait=1&on_timeout=\(value)", #"{"id": "x"}"#)
             #expect(r.status == 400 && r.code == "bad_request")

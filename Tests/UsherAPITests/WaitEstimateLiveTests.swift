@@ -8,7 +8,7 @@ import Testing
 /// mean of earlier short holds.
 @Suite struct WaitEstimateLiveTests {
     @Test func aWaitingVisitorSeesWhatTheHolderHasLeft() throws {
-        let s = try LiveServer(#"{"queues": {"q": {"capacity": 1, "hold_seconds": 60}}}"#)
+        let s = try AppTester(#"{"queues": {"q": {"capacity": 1, "hold_seconds": 60}}}"#)
         // A short hold first: the mean of finished holds is a few milliseconds.
         _ = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "quick"}"#)
         _ = try s.call("POST", "/v1/queues/q/visitors/quick/complete")

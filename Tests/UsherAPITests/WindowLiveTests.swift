@@ -11,7 +11,7 @@ import Testing
     static let both: [TestBackend] = [.memory, .redis]
 
     @Test(arguments: both) func lifecycle(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend)
+        let s = try await BackendApp(backend)
         let created = try await s.call("PUT", "/v1/windows/alerts", s.put(#"{"display_seconds": 5}"#))
         #expect(created.status == 201)
         #expect((created.json["config"] as? [String: Any])?["max_waiting"] as? Int == 1000)
@@ -77,7 +77,7 @@ import Testing
     }
 
     @Test(arguments: both) func badInputIs400(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"windows": {"w": {}}}"#)
+        let s = try await BackendApp(backend, #"{"windows": {"w": {}}}"#)
         let cases: [(String, String, String?, String)] = [
             ("POST", "/v1/windows/w/show", #"{"titel": "x"}"#, "titel"),
             ("POST", "/v1/windows/w/show", #"{"display_seconds": -1}"#, "display_seconds"),
@@ -96,7 +96,7 @@ import Testing
     }
 
     @Test(arguments: both) func queueFullIs429(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"windows": {"w": {"max_waiting": 1}}}"#)
+        let s = try await BackendApp(backend, #"{"windows": {"w": {"max_waiting": 1}}}"#)
         #expect(try await s.call("POST", "/v1/windows/w/show", "{}").status == 201)
         #expect(try await s.call("POST", "/v1/windows/w/show", "{}").status == 201)
         let full = try await s.call("POST", "/v1/windows/w/show", "{}")
@@ -104,13 +104,13 @@ import Testing
     }
 
     @Test(arguments: both) func showingLongPollIsWokenByTheDismissWithTheNextItem(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"windows": {"w": {}}}"#)
+        let s = try await BackendApp(backend, #"{"windows": {"w": {}}}"#)
         _ = try await s.call("POST", "/v1/windows/w/show", #"{"id": "login", "display_seconds": 0}"#)
         _ = try await s.call("POST", "/v1/windows/w/show", #"{"id": "alert"}"#)
         let started = Date()
         let response = s.start("GET", "/v1/windows/w/showing?after=login&wait=10")
         await s.untilParked(1)
-        #expect(s.live.server.suspendedRequests == 1)
+        #expect(s.suspendedRequests == 1)
         #expect(try await s.call("POST", "/v1/windows/w/dismiss", #"{"id": "login"}"#).status == 200)
         let r = try await response.value
         #expect(r.status == 200 && (r.json["showing"] as? [String: Any])?["id"] as? String == "alert")
@@ -118,7 +118,7 @@ import Testing
     }
 
     @Test(arguments: both) func showingWithoutAfterWaitsForSomething(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"windows": {"w": {}}}"#)
+        let s = try await BackendApp(backend, #"{"windows": {"w": {}}}"#)
         let response = s.start("GET", "/v1/windows/w/showing?wait=10")
         await s.untilParked(1)
         _ = try await s.call("POST", "/v1/windows/w/show", #"{"id": "first"}"#)
@@ -130,7 +130,7 @@ import Testing
     }
 
     @Test(arguments: both) func autoDismissShowsTheNextAndAWaitTimesOut(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"windows": {"w": {"display_seconds": 0.2}}}"#)
+        let s = try await BackendApp(backend, #"{"windows": {"w": {"display_seconds": 0.2}}}"#)
         _ = try await s.call("POST", "/v1/windows/w/show", #"{"id": "a"}"#)
         _ = try await s.call("POST", "/v1/windows/w/show", #"{"id": "b", "display_seconds": 0}"#)
         let r = try await s.call("GET", "/v1/windows/w/showing?after=a&wait=5")
@@ -144,19 +144,19 @@ import Testing
     }
 
     @Test(arguments: both) func waitersOfADeletedWindowGet410AndShutdown503(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"windows": {"w": {}, "v": {}}}"#)
+        let s = try await BackendApp(backend, #"{"windows": {"w": {}, "v": {}}}"#)
         let deleted = s.start("GET", "/v1/windows/w/showing?wait=10")
         let stopping = s.start("GET", "/v1/windows/v/showing?wait=10")
         await s.untilParked(2)
         #expect(try await s.call("DELETE", "/v1/windows/w").status == 204)
         let gone = try await deleted.value
         #expect(gone.status == 410 && gone.code == "gone")
-        #expect(s.live.shutdown())
+        #expect(s.shutdown())
         let r = try await stopping.value
         #expect(r.status == 503 && r.code == "shutting_down")
     }
 
     @Test func declaredWindowsAreCheckedAtStartUp() throws {
-        #expect(throws: (any Error).self) { try LiveServer(#"{"windows": {"w": {"display_secs": 1}}}"#) }
+        #expect(throws: (any Error).self) { try AppTester(#"{"windows": {"w": {"display_secs": 1}}}"#) }
     }
 }

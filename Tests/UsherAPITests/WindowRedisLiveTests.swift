@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import UsherAPI
@@ -10,10 +11,10 @@ import Testing
     static let put = #"{"display_seconds": 0, "backend": "redis"}"#
 
     /// A redis-server and two servers on it, each with window `w` in Redis.
-    static func pair(_ body: String = put) async throws -> (RedisServer, BackendLiveServer, BackendLiveServer) {
+    static func pair(_ body: String = put) async throws -> (RedisServer, BackendApp, BackendApp) {
         let redis = try await RedisServer()
-        let a = try await BackendLiveServer(.redis, redis: redis)
-        let b = try await BackendLiveServer(.redis, redis: redis)
+        let a = try await BackendApp(.redis, redis: redis)
+        let b = try await BackendApp(.redis, redis: redis)
         #expect(try await a.call("PUT", "/v1/windows/w", body).status == 201)
         return (redis, a, b)
     }
@@ -44,7 +45,7 @@ import Testing
         let (redis, a, b) = try await Self.pair()
         defer { redis.stop() }
         let screen = a.start("GET", "/v1/windows/w/showing?wait=5")
-        #expect(await poll(5) { a.live.server.suspendedRequests == 1 })
+        #expect(await poll(5) { a.suspendedRequests == 1 })
         let started = Date()
         _ = try await b.call("POST", "/v1/windows/w/show", #"{"id": "login"}"#)
         _ = try await b.call("POST", "/v1/windows/w/show", #"{"id": "alert"}"#)
@@ -52,7 +53,7 @@ import Testing
         // The item long-poll and the showing one, both on A, woken by one dismiss on B.
         let item = a.start("GET", "/v1/windows/w/items/alert?wait=5")
         let next = a.start("GET", "/v1/windows/w/showing?after=login&wait=5")
-        #expect(await poll(5) { a.live.server.suspendedRequests == 2 })
+        #expect(await poll(5) { a.suspendedRequests == 2 })
         #expect(try await b.call("POST", "/v1/windows/w/dismiss", #"{"id": "login"}"#).status == 200)
         #expect(try await item.value.json["status"] as? String == "showing")
         #expect((try await next.value.json["showing"] as? [String: Any])?["id"] as? String == "alert")
@@ -60,7 +61,11 @@ import Testing
     }
 
     @Test func anAutoDismissAppliesOnceAndEveryServerStreamsIt() async throws {
-        let (redis, a, b) = try await Self.pair(#"{"display_seconds": 0.3, "backend": "redis"}"#)
+        let redis = try await RedisServer()
+        let a = try await BackendLiveServer(.redis, redis: redis)
+        let b = try await BackendApp(.redis, redis: redis)
+        #expect(
+            try await a.call("PUT", "/v1/windows/w", #"{"display_seconds": 0.3, "backend": "redis"}"#).status == 201)
         defer { redis.stop() }
         let events = try await AsyncSSEReader(port: a.live.port, "/v1/events?kind=windows&name=w")
         _ = try await b.call("POST", "/v1/windows/w/show", #"{"id": "x"}"#)
@@ -82,7 +87,7 @@ import Testing
         let (redis, a, b) = try await Self.pair()
         defer { redis.stop() }
         let parked = b.start("GET", "/v1/windows/w/showing?wait=5")
-        #expect(await poll(5) { b.live.server.suspendedRequests == 1 })
+        #expect(await poll(5) { b.suspendedRequests == 1 })
         #expect(try await a.call("DELETE", "/v1/windows/w").status == 204)
         #expect(try await parked.value.status == 410)
         #expect(try await b.call("GET", "/v1/windows/w").status == 404)
@@ -96,7 +101,7 @@ import Testing
         #expect(try await a.call("PUT", "/v1/windows/local", "{}").status == 201)
         _ = try await a.call("POST", "/v1/windows/w/show", #"{"id": "s"}"#)
         let parked = a.start("GET", "/v1/windows/w/showing?after=s&wait=0.5")
-        #expect(await poll(5) { a.live.server.suspendedRequests == 1 })
+        #expect(await poll(5) { a.suspendedRequests == 1 })
         redis.stop()
         let refused = try await a.call("POST", "/v1/windows/w/dismiss")
         #expect(refused.status == 503 && refused.code == "backend_unavailable")

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import UsherCore
@@ -258,10 +259,6 @@ enum PipelineFixtures {
     static func eventually(
         _ condition: () async -> Bool, sourceLocation: SourceLocation = #_sourceLocation
     ) async {
-        for _ in 0..<1_000_000 {
-            if await condition() { return }
-            await Task.yield()
-        }
-        Issue.record("the condition never held", sourceLocation: sourceLocation)
+        await expectEventually(10, condition, sourceLocation: sourceLocation)
     }
 }

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import UsherCore
@@ -388,13 +389,8 @@ enum QueueFixtures {
     /// Polls `condition`, yielding in between, until it holds (records an issue if it never does).
     /// Yields until `condition` holds, for up to 10 s of wall time (a count
     /// of yields passes in a tenth of a second on a loaded machine).
-    static func eventually(_ condition: () async -> Bool) async {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            if await condition() { return }
-            await Task.yield()
-        }
-        Issue.record("condition never became true")
+    static func eventually(_ condition: () async -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await expectEventually(10, condition, sourceLocation: sourceLocation)
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import Locking
@@ -10,7 +11,7 @@ import Testing
 /// deadline): every pushed item is consumed exactly once, none is lost and
 /// none is left (`PipelineHistoryChecker`). Prints what it measured (lines
 /// starting `[shared-redis]`).
-@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: usherBinary.path)))
 struct SharedPipelineDrillTests {
     static let pipeline = "work"
     /// Enough deliveries that nothing goes dead; a short ack limit so missed acks come back soon.

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 
 @testable import Locking
 
@@ -23,7 +24,7 @@ extension LiveServer {
 
     /// Waits (at most 2.5 s) until the server holds `n` parked requests.
     func untilParked(_ n: Int) {
-        for _ in 0..<500 where server.suspendedRequests < n { usleep(5000) }
+        _ = pollBlocking(2.5) { server.suspendedRequests >= n }
     }
 }
 
@@ -35,22 +36,4 @@ extension LiveServer {
             Thread { continuation.resume(with: Result { try self.call(method, path, body) }) }.start()
         }
     }
-}
-
-/// Polls `condition` every 10 ms for up to `seconds` (generous: the whole
-/// suite can keep the pool busy for seconds), without holding a thread.
-func poll(_ seconds: Double = 30, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let end = Date().addingTimeInterval(seconds)
-    while Date() < end {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return try await condition()
-}
-
-/// A new, empty folder under the system's temporary directory; the caller removes it.
-func temporaryDirectory(_ label: String = "test") throws -> URL {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("usher-\(label)-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    return dir
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import Locking
@@ -9,7 +10,7 @@ import Testing
 /// Every answered transition must lie on one valid path, and no two clients
 /// may both win with the same version (a lost update). The fault drills run
 /// the same race while Redis is paused or restarted empty.
-@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: usherBinary.path)))
 struct SharedMachineDrillTests {
     static let machine = "shared"
     /// A cycle A → B → C → A with a step back and a shortcut, so that racing

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 
 @testable import Locking
 
@@ -344,22 +345,4 @@ private struct Worker {
         answers.append(answer)
         return answer
     }
-}
-
-/// A small seeded generator (SplitMix64), so a failing run can be repeated.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func below(_ n: Int) -> Int { Int(next(upperBound: UInt64(n))) }
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
-    mutating func chance(_ p: Double) -> Bool { unit() < p }
 }

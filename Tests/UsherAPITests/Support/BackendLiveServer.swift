@@ -1,9 +1,11 @@
 import Foundation
 import HTTPTestClient
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import Locking
+@testable import UsherAPI
 
 /// Where the queues of a live test are kept.
 enum TestBackend: String, CustomStringConvertible, Sendable {
@@ -37,29 +39,22 @@ final class BackendLiveServer: Sendable {
             let server: RedisServer
             if let redis { server = redis } else { server = try await RedisServer() }
             self.redis = server
-            var config = try Self.object(configJSON)
-            config["redis"] = ["url": "redis://127.0.0.1:\(server.port)"]
-            for kind in Self.sharedKinds {
-                if let declared = config[kind] as? [String: Any] {
-                    config[kind] = declared.mapValues { Self.withBackend($0, .redis) }
-                }
-            }
+            let config = try Self.onRedis(configJSON, server, keyPrefix: nil)
             live = try LiveServer(try Self.text(config))
-            // Resources of the config file are declared in Redis in the background.
-            for kind in Self.sharedKinds {
-                for name in (config[kind] as? [String: Any] ?? [:]).keys {
-                    let found = await poll(5) { (try? await self.call("GET", "/v1/\(kind)/\(name)").status) == 200 }
-                    #expect(found, "\(kind) \(name) was not declared in Redis")
-                }
-            }
+            await Self.untilDeclared(config) { try await self.call("GET", $0) }
         }
     }
 
     /// A `PUT` body for this backend (`"backend"` added on Redis).
-    func put(_ json: String) -> String {
-        guard backend == .redis, let object = try? Self.object(json) else { return json }
-        return (try? Self.text(Self.withBackend(object, .redis) as? [String: Any] ?? object)) ?? json
-    }
+    func put(_ json: String) -> String { Self.put(json, on: backend) }
+
+    var app: UsherApp { live.app }
+
+    /// Requests the server holds suspended.
+    var suspendedRequests: Int { live.server.suspendedRequests }
+
+    /// Graceful shutdown as on SIGTERM.
+    func shutdown() -> Bool { live.shutdown() }
 
     /// One request on a fresh connection, from a thread of its own.
     func call(_ method: String, _ path: String, _ body: String? = nil, headers: [String: String] = [:]) async throws
@@ -94,15 +89,49 @@ final class BackendLiveServer: Sendable {
         return last
     }
 
-    private static func object(_ json: String) throws -> [String: Any] {
+    /// `configJSON` with a `redis` block for `server` (and `keyPrefix`, when
+    /// given) and every resource of the shared kinds kept there.
+    static func onRedis(_ configJSON: String, _ server: RedisServer, keyPrefix: String?) throws -> [String: Any] {
+        var config = try object(configJSON)
+        var redis: [String: Any] = ["url": "redis://127.0.0.1:\(server.port)"]
+        if let keyPrefix { redis["key_prefix"] = keyPrefix }
+        config["redis"] = redis
+        for kind in sharedKinds {
+            if let declared = config[kind] as? [String: Any] {
+                config[kind] = declared.mapValues { withBackend($0, .redis) }
+            }
+        }
+        return config
+    }
+
+    /// Waits until every resource of the shared kinds in `config` answers:
+    /// resources of the config file are declared in Redis in the background.
+    static func untilDeclared(
+        _ config: [String: Any], _ get: @escaping (String) async throws -> TestHTTPClient.Response
+    ) async {
+        for kind in sharedKinds {
+            for name in (config[kind] as? [String: Any] ?? [:]).keys {
+                let found = await poll(5) { (try? await get("/v1/\(kind)/\(name)").status) == 200 }
+                #expect(found, "\(kind) \(name) was not declared in Redis")
+            }
+        }
+    }
+
+    /// `json` with `"backend"` added on Redis.
+    static func put(_ json: String, on backend: TestBackend) -> String {
+        guard backend == .redis, let object = try? object(json) else { return json }
+        return (try? text(withBackend(object, .redis) as? [String: Any] ?? object)) ?? json
+    }
+
+    static func object(_ json: String) throws -> [String: Any] {
         try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] ?? [:]
     }
 
-    private static func text(_ object: [String: Any]) throws -> String {
+    static func text(_ object: [String: Any]) throws -> String {
         String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
     }
 
-    private static func withBackend(_ value: Any, _ backend: TestBackend) -> Any {
+    static func withBackend(_ value: Any, _ backend: TestBackend) -> Any {
         guard var object = value as? [String: Any] else { return value }
         object["backend"] = backend.rawValue
         return object
@@ -124,11 +153,4 @@ final class KeepAliveClient: @unchecked Sendable {
     }
 
     func disconnect() { client.disconnect() }
-}
-
-/// Runs blocking `work` on a thread of its own.
-func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try work() }) }.start()
-    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import Locking
@@ -13,7 +14,7 @@ import Testing
 ///
 /// The other kinds' scenarios start the same `SharedRedisCluster` and drive
 /// it likewise (`SharedMachineDrillTests`, …).
-@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: usherBinary.path)))
 struct SharedQueueDrillTests {
     static let queue = "shared"
     static let queueBody =

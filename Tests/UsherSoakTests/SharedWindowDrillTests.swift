@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import Locking
@@ -10,7 +11,7 @@ import Testing
 /// themselves. Then: never two items shown at once (by each item's
 /// `shown_at`/`dismissed_at`, in fence order), fences rising with the showing
 /// times, and every item ends (`dismissed`, `expired` or `merged`).
-@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: usherBinary.path)))
 struct SharedWindowDrillTests {
     static let window = "screen"
     static let body = #"{"backend": "redis", "display_seconds": 0.1, "dedup": "key"}"#

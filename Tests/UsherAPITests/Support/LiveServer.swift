@@ -42,7 +42,30 @@ final class LiveServer: Sendable {
     func shutdown() -> Bool { Service.shutdown(app, server) }
 }
 
-extension TestHTTPClient.Response {
-    /// `code` of a problem document.
-    var code: String? { json["code"] as? String }
+/// What a test body needs of an Usher, live (`LiveServer`) or in-process
+/// (`AppTester`): helpers take this, so one body runs on either.
+protocol UsherUnderTest: Sendable {
+    var app: UsherApp { get }
+    func call(_ method: String, _ path: String, _ body: String?, headers: [String: String]) throws
+        -> TestHTTPClient.Response
+    func callAsync(_ method: String, _ path: String, _ body: String?) async throws -> TestHTTPClient.Response
+    func inBackground(_ request: @escaping @Sendable () throws -> TestHTTPClient.Response)
+        -> @Sendable () -> TestHTTPClient.Response?
+    func untilParked(_ n: Int)
+    func shutdown() -> Bool
 }
+
+extension UsherUnderTest {
+    /// One request without headers.
+    func call(_ method: String, _ path: String, _ body: String? = nil) throws -> TestHTTPClient.Response {
+        try call(method, path, body, headers: [:])
+    }
+
+    /// `callAsync` without a body.
+    func callAsync(_ method: String, _ path: String) async throws -> TestHTTPClient.Response {
+        try await callAsync(method, path, nil)
+    }
+}
+
+extension LiveServer: UsherUnderTest {}
+extension AppTester: UsherUnderTest {}

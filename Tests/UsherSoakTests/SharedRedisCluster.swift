@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestClient
 import RedisTestServer
+import TestSupport
 import Testing
 
 @testable import Locking
@@ -28,7 +29,7 @@ final class UsherProcess: Sendable {
         let file = directory.appendingPathComponent("usher-\(index).json")
         try JSONSerialization.data(withJSONObject: config, options: [.sortedKeys]).write(to: file)
         let process = Process()
-        process.executableURL = CommandLineTests.binary
+        process.executableURL = usherBinary
         process.arguments = ["--config", file.path]
         process.environment = ["USHER_LOG_LEVEL": "info"]
         let out = Pipe()

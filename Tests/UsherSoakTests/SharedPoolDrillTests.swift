@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 @testable import Locking
@@ -12,7 +13,7 @@ import Testing
 /// checked (`PoolHistoryChecker`): no element under two leases at once,
 /// fences strictly increasing per element in grant order, every lease ended;
 /// and every answer a client got agrees with the end state.
-@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: usherBinary.path)))
 struct SharedPoolDrillTests {
     static let pool = "shared"
     /// Three elements, short leases: holders overlap, leases expire, waiters wait.

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestClient
+import TestSupport
 import Testing
 
 /// A fetch parked on an instance that dies keeps nothing: with two `usher`
@@ -7,7 +8,7 @@ import Testing
 /// waiting, the fetch is revoked `abandoned` `idle_seconds` after its wait
 /// would have ended; granted with nobody there, its lease is recycled
 /// `unclaimed` after `claim_seconds`, and the element goes to the next fetch.
-@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: CommandLineTests.binary.path)))
+@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: usherBinary.path)))
 struct SharedPoolAbandonTests {
     static let body = #"{"backend": "redis", "elements": ["g1"], "idle_seconds": 1, "claim_seconds": 0.5}"#
 
