@@ -66,12 +66,14 @@ extension RedisResource {
     var board: NoticeBoard { host.board }
 
     /// Reads with `read` until `met` holds for what it answers, `deadline`
-    /// passes, or the task is cancelled; re-reads at every notice about
+    /// passes, or the task is cancelled (then, given `withdraw`, answers what
+    /// it does instead: the waiter taken back); re-reads at every notice about
     /// `subject` and at least every `pollSeconds`. Redis unreachable until
-    /// the deadline: `backendUnavailable`.
+    /// the deadline, or when cancelled: `backendUnavailable`.
     func park<T: Sendable>(
         _ subject: String, until deadline: Timestamp,
-        read: (Store) async throws(Store.Failure) -> T, met: (T) -> Bool
+        read: (Store) async throws(Store.Failure) -> T, met: (T) -> Bool,
+        withdraw: ((Store) async throws(Store.Failure) -> T)? = nil
     ) async -> Result<T, Store.Failure> {
         let clock = host.backend.clock
         while true {
@@ -80,13 +82,17 @@ extension RedisResource {
             case .shuttingDown: return .failure(.shuttingDown)
             case .open: break
             }
+            if Task.isCancelled, let withdraw {
+                do throws(Store.Failure) { return .success(try await withdraw(store)) } catch { return .failure(error) }
+            }
             let ticket = board.open(subject)
             let answer: Result<T, Store.Failure>
             do throws(Store.Failure) { answer = .success(try await read(store)) } catch { answer = .failure(error) }
             let now = clock.now()
             let ends: Bool
             switch answer {
-            case .success(let value): ends = met(value) || now >= deadline || Task.isCancelled
+            // Cancelled during the read with a `withdraw`: the next turn withdraws.
+            case .success(let value): ends = met(value) || now >= deadline || (Task.isCancelled && withdraw == nil)
             // A cancelled wait would not sleep again: it ends rather than spin.
             case .failure(let error) where error.isBackendUnavailable: ends = now >= deadline || Task.isCancelled
             case .failure: ends = true
