@@ -103,7 +103,7 @@ package final class RedisMachine: MachineService, RedisResource {
 
     // MARK: NoticeListener
 
-    package func receive(_ object: [String: Any], payload: [UInt8]) {
+    package func receive(_ payload: [UInt8], header: NoticeHeader?) {
         guard let notice = RedisMachineStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()

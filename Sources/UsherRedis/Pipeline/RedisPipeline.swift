@@ -211,8 +211,8 @@ package final class RedisPipeline: PipelineService, RedisResource {
 
     // MARK: NoticeListener
 
-    package func receive(_ object: [String: Any], payload: [UInt8]) {
-        if armsOnly(object, events: events) { return }
+    package func receive(_ payload: [UInt8], header: NoticeHeader?) {
+        if armsOnly(payload, header: header, events: events) { return }
         guard let notice = RedisPipelineStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()

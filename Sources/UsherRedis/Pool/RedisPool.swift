@@ -118,9 +118,9 @@ package final class RedisPool: PoolService, RedisResource {
 
     // MARK: NoticeListener
 
-    package func receive(_ object: [String: Any], payload: [UInt8]) {
-        if armsOnly(object, events: events) { return }
-        guard let notice = RedisPoolStore.decodeNotice(object) else { return }
+    package func receive(_ payload: [UInt8], header: NoticeHeader?) {
+        if armsOnly(payload, header: header, events: events) { return }
+        guard let notice = RedisPoolStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()
             return

@@ -322,23 +322,17 @@ package struct RedisPoolStore: Sendable {
 
     /// Decodes a notice `pool.lua` published; nil for another kind's or a malformed one.
     package static func decodeNotice(_ payload: [UInt8]) -> PoolNotice? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else { return nil }
-        return decodeNotice(object)
-    }
-
-    /// Decodes a notice already parsed into Foundation objects.
-    package static func decodeNotice(_ object: [String: Any]) -> PoolNotice? {
-        guard object["kind"] as? String == "pool", let name = object["name"] as? String,
-            let time = (object["time"] as? String).flatMap({ Int64($0) })
-        else { return nil }
-        var notice = PoolNotice(name: name, time: Timestamp(micros: time))
-        if object["deleted"] as? Bool == true {
+        guard let record = LineNoticeRecord.decode(payload, kind: "pool"), let time = Int64(record.time) else {
+            return nil
+        }
+        var notice = PoolNotice(name: record.name, time: Timestamp(micros: time))
+        if record.deleted == true {
             notice.deleted = true
             return notice
         }
-        func leases(_ field: String) -> [(lease: Lease, status: VisitorStatus)]? {
+        func leases(_ texts: [String]?) -> [(lease: Lease, status: VisitorStatus)]? {
             var out: [(Lease, VisitorStatus)] = []
-            for case let text as String in object[field] as? [Any] ?? [] {
+            for text in texts ?? [] {
                 guard let o = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
                     let decoded = leaseAndStatus(o)
                 else { return nil }
@@ -346,11 +340,11 @@ package struct RedisPoolStore: Sendable {
             }
             return out
         }
-        guard let changed = leases("changed"), let withdrawn = leases("withdrawn") else { return nil }
+        guard let changed = leases(record.changed), let withdrawn = leases(record.withdrawn) else { return nil }
         notice.changed = changed
         notice.withdrawn = withdrawn.map(\.lease)
-        notice.next = (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:))
-        if let before = object["config_before"] as? [String], let after = object["config"] as? [String],
+        notice.next = record.next.flatMap { Int64($0) }.map(Timestamp.init(micros:))
+        if let before = record.configBefore, let after = record.config,
             let b = try? config(texts: before), let a = try? config(texts: after)
         {
             notice.updated = (b, a)

@@ -104,8 +104,8 @@ package final class RedisQueue: QueueService, RedisResource {
         board.openCount > 0 || (events?.isRecording ?? false)
     }
 
-    package func receive(_ object: [String: Any], payload: [UInt8]) {
-        guard let notice = RedisQueueStore.decodeNotice(object) else { return }
+    package func receive(_ payload: [UInt8], header: NoticeHeader?) {
+        guard let notice = RedisQueueStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()
             return

@@ -359,32 +359,28 @@ package struct RedisQueueStore: Sendable {
 
     /// Decodes a notice `queue.lua` published; nil for another kind's or a malformed one.
     package static func decodeNotice(_ payload: [UInt8]) -> QueueNotice? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else { return nil }
-        return decodeNotice(object)
-    }
-
-    /// Decodes a notice already parsed into Foundation objects.
-    package static func decodeNotice(_ object: [String: Any]) -> QueueNotice? {
-        guard object["kind"] as? String == "queue", let name = object["name"] as? String else { return nil }
-        guard let time = (object["time"] as? String).flatMap({ Int64($0) }) else { return nil }
-        if object["deleted"] as? Bool == true {
+        guard let record = LineNoticeRecord.decode(payload, kind: "queue"), let time = Int64(record.time) else {
+            return nil
+        }
+        let name = record.name
+        if record.deleted == true {
             return QueueNotice(name: name, time: Timestamp(micros: time), changed: [], deleted: true)
         }
         var changed: [VisitorView] = []
-        for case let text as String in object["changed"] as? [Any] ?? [] {
+        for text in record.changed ?? [] {
             guard let decoded = view(Array(text.utf8), queue: name) else { return nil }
             changed.append(decoded.view)
         }
         var updated: ConfigChanges?
-        if let before = object["config_before"] as? [String], let after = object["config"] as? [String] {
+        if let before = record.configBefore, let after = record.config {
             var b = ReplyReader(texts: before)
             var a = ReplyReader(texts: after)
             if let b = try? config(&b), let a = try? config(&a) { updated = QueueConfig.changes(from: b, to: a) }
         }
         var notice = QueueNotice(name: name, time: Timestamp(micros: time), changed: changed, deleted: false)
-        notice.next = (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:))
+        notice.next = record.next.flatMap { Int64($0) }.map(Timestamp.init(micros:))
         notice.updated = updated
-        notice.grantWaits = (object["waits"] as? [String] ?? []).compactMap { Int64($0) }
+        notice.grantWaits = (record.waits ?? []).compactMap { Int64($0) }
         return notice
     }
 }

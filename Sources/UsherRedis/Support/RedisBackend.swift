@@ -6,9 +6,10 @@ import UsherCore
 
 /// What hears the notices about one resource (its manager in this process).
 package protocol NoticeListener: AnyObject, Sendable {
-    /// A notice about this resource, from any instance (this one included),
-    /// parsed once for every listener, and as it came (on the subscriber's thread: be quick).
-    func receive(_ notice: [String: Any], payload: [UInt8])
+    /// A notice about this resource as it came, from any instance (this one
+    /// included), with its header when the backend read it to route it (on
+    /// the subscriber's thread: be quick).
+    func receive(_ payload: [UInt8], header: NoticeHeader?)
     /// Notices may have been missed (the subscriber reconnected): check again.
     func resynchronize()
     /// Whether a notice on the resource's own channel is worth parsing now
@@ -19,6 +20,28 @@ package protocol NoticeListener: AnyObject, Sendable {
 
 extension NoticeListener {
     package var wantsNotices: Bool { true }
+}
+
+/// What every notice holds beside the kind's own fields: whose it is, and
+/// what the backend and an idle listener read of it.
+package struct NoticeHeader: Decodable, Sendable {
+    package let kind: String
+    package let name: String
+    /// A creation (`created: true`) or deletion (`deleted: true`) notice.
+    package var created: Bool?
+    package var deleted: Bool?
+    /// A deletion because the resource's keys were lost.
+    package var lost: Bool?
+    /// The resource's next deadline in µs, as text.
+    package var next: String?
+
+    /// The header of a notice's JSON text, or nil for another text.
+    package static func decode(_ payload: [UInt8]) -> NoticeHeader? {
+        try? JSONDecoder().decode(NoticeHeader.self, from: Data(payload))
+    }
+
+    /// `next` as a time.
+    var nextDeadline: Timestamp? { next.flatMap { Int64($0) }.map(Timestamp.init(micros:)) }
 }
 
 /// The Redis side of one Usher process: the command connections, the one
@@ -237,12 +260,10 @@ package final class RedisBackend: Sendable {
         membership.withLock { $0 }?(.resynchronize)
     }
 
-    /// A notice on a resource's own channel: parsed only when its listener wants it.
+    /// A notice on a resource's own channel: handed over only when its listener wants it.
     private func deliverOwn(_ payload: [UInt8], key: Substring) {
-        guard let listener = listeners.withLock({ $0[String(key)] }), listener.wantsNotices,
-            let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any]
-        else { return }
-        listener.receive(object, payload: payload)
+        guard let listener = listeners.withLock({ $0[String(key)] }), listener.wantsNotices else { return }
+        listener.receive(payload, header: nil)
     }
 
     /// `text` with the glob characters of `PSUBSCRIBE` escaped.
@@ -256,23 +277,28 @@ package final class RedisBackend: Sendable {
     }
 
     private func deliver(_ payload: [UInt8]) {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
-            let kind = object["kind"] as? String, let name = object["name"] as? String
-        else { return }
-        if object["created"] as? Bool == true {
+        guard let header = NoticeHeader.decode(payload) else { return }
+        let (kind, name) = (header.kind, header.name)
+        if header.created == true {
             membership.withLock { $0 }?(.created(kind: kind, name: name))
             return
         }
-        listeners.withLock { $0["\(kind):\(name)"] }?.receive(object, payload: payload)
-        if object["deleted"] as? Bool == true {
-            membership.withLock { $0 }?(.deleted(kind: kind, name: name, lost: object["lost"] as? Bool == true))
+        listeners.withLock { $0["\(kind):\(name)"] }?.receive(payload, header: header)
+        if header.deleted == true {
+            membership.withLock { $0 }?(.deleted(kind: kind, name: name, lost: header.lost == true))
         }
     }
 
     /// `{"kind": …, "name": …, "created": true}`.
     static func membershipNotice(kind: String, name: String, created: Bool) -> String {
-        let object: [String: Any] = ["kind": kind, "name": name, "created": created]
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        struct Membership: Encodable {
+            let kind: String
+            let name: String
+            let created: Bool
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(Membership(kind: kind, name: name, created: created))) ?? Data()
         return String(decoding: data, as: UTF8.self)
     }
 }

@@ -139,13 +139,13 @@ extension RedisResource {
     }
 
     /// Most notices interest nobody here but the timer: with no long-poll
-    /// parked and no events recorded, only the deadline is read and armed
-    /// (true then; a deletion is always decoded).
-    func armsOnly(_ object: [String: Any], events: EventLog?) -> Bool {
-        guard board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true else {
-            return false
-        }
-        arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
+    /// parked and no events recorded, only the header's deadline is read and
+    /// armed (true then; a deletion is always decoded).
+    func armsOnly(_ payload: [UInt8], header: NoticeHeader?, events: EventLog?) -> Bool {
+        guard board.openCount == 0, !(events?.isRecording ?? false),
+            let header = header ?? NoticeHeader.decode(payload), header.deleted != true
+        else { return false }
+        arm(at: header.nextDeadline)
         return true
     }
 

@@ -97,9 +97,9 @@ package final class RedisWindow: WindowService, RedisResource {
 
     // MARK: NoticeListener
 
-    package func receive(_ object: [String: Any], payload: [UInt8]) {
-        if armsOnly(object, events: events) { return }
-        guard let notice = RedisWindowStore.decodeNotice(object) else { return }
+    package func receive(_ payload: [UInt8], header: NoticeHeader?) {
+        if armsOnly(payload, header: header, events: events) { return }
+        guard let notice = RedisWindowStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()
             return

@@ -198,32 +198,27 @@ package struct RedisWindowStore: Sendable {
 
     /// Decodes a notice `window.lua` published; nil for another kind's or a malformed one.
     package static func decodeNotice(_ payload: [UInt8]) -> WindowNotice? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else { return nil }
-        return decodeNotice(object)
-    }
-
-    /// Decodes a notice already parsed into Foundation objects.
-    package static func decodeNotice(_ object: [String: Any]) -> WindowNotice? {
-        guard object["kind"] as? String == WindowSlot.eventKind, let name = object["name"] as? String,
-            let time = (object["time"] as? String).flatMap({ Int64($0) })
+        guard let record = LineNoticeRecord.decode(payload, kind: WindowSlot.eventKind),
+            let time = Int64(record.time)
         else { return nil }
+        let name = record.name
         var notice = WindowNotice(name: name, time: Timestamp(micros: time))
-        if object["deleted"] as? Bool == true {
+        if record.deleted == true {
             notice.deleted = true
             return notice
         }
-        for case let text as String in object["changed"] as? [Any] ?? [] {
+        for text in record.changed ?? [] {
             guard let (view, _) = RedisQueueStore.view(Array(text.utf8), queue: name) else { return nil }
             notice.changed.append(WindowItem(view, window: name))
         }
-        if let before = object["config_before"] as? [String], let after = object["config"] as? [String] {
+        if let before = record.configBefore, let after = record.config {
             var b = ReplyReader(texts: before)
             var a = ReplyReader(texts: after)
             if let b = try? config(&b), let a = try? config(&a) {
                 notice.updated = WindowConfig.changes(from: b, to: a)
             }
         }
-        notice.next = (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:))
+        notice.next = record.next.flatMap { Int64($0) }.map(Timestamp.init(micros:))
         return notice
     }
 }
