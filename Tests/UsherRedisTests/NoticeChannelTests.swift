@@ -17,7 +17,7 @@ import Testing
         let heard = Locked<[String]>([])
 
         var wantsNotices: Bool { wants.withLock { $0 } }
-        func receive(_ payload: [UInt8], header: NoticeHeader?) {
+        func receive(_ payload: [UInt8]) {
             let said = (try? JSONDecoder().decode(Said.self, from: Data(payload)))?.say
             heard.withLock { $0.append(said ?? "?") }
         }

@@ -36,13 +36,13 @@ package struct RedisMachineStore: Sendable {
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
     ) {
         // The keys `machine.lua` reads, in its `KEYS` order.
         runner = ScriptRunner(
             keys: keys, keyList: [keys.key("meta"), keys.key("history")], connections: connections, time: time,
-            channel: channel, onDeadline: onDeadline, onMissing: onMissing)
+            channel: channel, deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
     }
 
     /// Creates the machine in its initial state, or, when it exists, answers
@@ -59,7 +59,8 @@ package struct RedisMachineStore: Sendable {
 
     /// Deletes every key of the machine; false when there was none.
     package func delete() async throws(MachineError) -> Bool {
-        try await run(.delete) { r throws(ReplyShapeError) in try r.flag("existed") }
+        try await runner.run(
+            ScriptCall(.delete) { r throws(ReplyShapeError) in try r.flag("existed") }, channel: runner.deletionChannel)
     }
 
     /// The machine as it is now.

@@ -52,14 +52,14 @@ package struct RedisPipelineStore: Sendable {
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
     ) {
         // The keys `pipeline.lua` reads, in its `KEYS` order.
         let parts = ["meta", "items", "ready", "timers", "dead", "finished", "filters"]
         runner = ScriptRunner(
             keys: keys, keyList: parts.map(keys.key), connections: connections, time: time, channel: channel,
-            onDeadline: onDeadline, onMissing: onMissing)
+            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
     }
 
     // MARK: - Lifecycle
@@ -81,7 +81,8 @@ package struct RedisPipelineStore: Sendable {
 
     /// Deletes every key of the pipeline; false when there was none.
     package func delete() async throws(PipelineError) -> Bool {
-        try await run(.delete) { r throws(ReplyShapeError) in try r.flag("existed") }
+        try await runner.run(
+            ScriptCall(.delete) { r throws(ReplyShapeError) in try r.flag("existed") }, channel: runner.deletionChannel)
     }
 
     /// Applies the deadlines due now; harmless to run from any number of instances.

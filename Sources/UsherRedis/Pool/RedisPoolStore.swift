@@ -17,12 +17,12 @@ package struct RedisPoolStore: Sendable {
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
     ) {
         runner = ScriptRunner(
             keys: keys, keyList: Self.parts.map(keys.key), connections: connections, time: time, channel: channel,
-            onDeadline: onDeadline, onMissing: onMissing)
+            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
     }
 
     // MARK: - Resource
@@ -45,7 +45,9 @@ package struct RedisPoolStore: Sendable {
 
     /// Removes every key of the pool; true when it existed.
     package func delete() async throws(PoolError) -> Bool {
-        try await run(.delete) { r throws(ReplyShapeError) in try r.flag("existed") }
+        try await runner.run(
+            ScriptCall(.delete, context: PoolScript.Context()) { r throws(ReplyShapeError) in try r.flag("existed") },
+            channel: runner.deletionChannel)
     }
 
     package func config() async throws(PoolError) -> PoolConfig {

@@ -97,14 +97,11 @@ package final class RedisQueue: QueueService, RedisResource {
 
     // MARK: NoticeListener
 
-    /// Notices wake long-polls parked here and feed event subscribers here;
-    /// with neither, they are not read (the timer is armed by this process's
-    /// own answers, and every operation applies what is due first).
-    package var wantsNotices: Bool {
-        board.openCount > 0 || (events?.isRecording ?? false)
-    }
+    /// Notices wake waits parked here and feed event subscribers here; with
+    /// neither, they are dropped unread (see `RedisResource.isHeard`).
+    package var wantsNotices: Bool { isHeard(events) }
 
-    package func receive(_ payload: [UInt8], header: NoticeHeader?) {
+    package func receive(_ payload: [UInt8]) {
         guard let notice = RedisQueueStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()

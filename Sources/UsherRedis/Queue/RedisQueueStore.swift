@@ -10,8 +10,6 @@ package struct RedisQueueStore: Sendable {
     static let parts = ["meta", "wait", "arr", "hold", "exp", "delayed", "vis", "lk", "lp", "fin", "holds", "watch"]
 
     let runner: ScriptRunner<QueueScript>
-    /// Where `delete` publishes (every instance must hear it).
-    let deletionChannel: String
     var keys: ResourceKeys { runner.keys }
 
     package init(
@@ -21,8 +19,7 @@ package struct RedisQueueStore: Sendable {
     ) {
         runner = ScriptRunner(
             keys: keys, keyList: Self.parts.map(keys.key), connections: connections, time: time, channel: channel,
-            onDeadline: onDeadline, onMissing: onMissing)
-        self.deletionChannel = deletionChannel ?? channel
+            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
     }
 
     // MARK: - Resource
@@ -40,7 +37,7 @@ package struct RedisQueueStore: Sendable {
     package func delete() async throws(QueueError) -> Bool {
         try await runner.run(
             ScriptCall(.delete, context: nil) { r throws(ReplyShapeError) in try r.flag("existed") },
-            channel: deletionChannel)
+            channel: runner.deletionChannel)
     }
 
     package func config() async throws(QueueError) -> QueueConfig {

@@ -7,14 +7,13 @@ import UsherCore
 /// What hears the notices about one resource (its manager in this process).
 package protocol NoticeListener: AnyObject, Sendable {
     /// A notice about this resource as it came, from any instance (this one
-    /// included), with its header when the backend read it to route it (on
-    /// the subscriber's thread: be quick).
-    func receive(_ payload: [UInt8], header: NoticeHeader?)
+    /// included), on the subscriber's thread: be quick.
+    func receive(_ payload: [UInt8])
     /// Notices may have been missed (the subscriber reconnected): check again.
     func resynchronize()
-    /// Whether a notice on the resource's own channel is worth parsing now
+    /// Whether a notice on the resource's own channel is worth reading now
     /// (someone here waits on it or records its events); when false it is
-    /// dropped unread. Notices on the shared channel are always delivered.
+    /// dropped unread. Deletions, on the shared channel, are always delivered.
     var wantsNotices: Bool { get }
 }
 
@@ -22,8 +21,8 @@ extension NoticeListener {
     package var wantsNotices: Bool { true }
 }
 
-/// What every notice holds beside the kind's own fields: whose it is, and
-/// what the backend and an idle listener read of it.
+/// What the backend reads of a notice on the shared channel: whose it is,
+/// and whether it is a creation or a deletion.
 package struct NoticeHeader: Decodable, Sendable {
     package let kind: String
     package let name: String
@@ -32,27 +31,22 @@ package struct NoticeHeader: Decodable, Sendable {
     package var deleted: Bool?
     /// A deletion because the resource's keys were lost.
     package var lost: Bool?
-    /// The resource's next deadline in µs, as text.
-    package var next: String?
 
     /// The header of a notice's JSON text, or nil for another text.
     package static func decode(_ payload: [UInt8]) -> NoticeHeader? {
         try? JSONDecoder().decode(NoticeHeader.self, from: Data(payload))
     }
-
-    /// `next` as a time.
-    var nextDeadline: Timestamp? { next.flatMap { Int64($0) }.map(Timestamp.init(micros:)) }
 }
 
 /// The Redis side of one Usher process: the command connections, the one
 /// subscriber connection that hears every instance's notices, the index of
 /// Redis-backed resources, and what `/readyz` says about Redis.
 ///
-/// Notices come on the shared channel `<prefix>notices` (creations,
-/// deletions, and the kinds that publish everything there) and on each
-/// resource's own channel `<prefix>notices:<kind>:<name>` (one pattern
-/// subscription): those are dropped unparsed when their listener has no use
-/// for them, so an idle process pays little for another's traffic.
+/// Notices come on the shared channel `<prefix>notices` (creations and
+/// deletions) and on each resource's own channel
+/// `<prefix>notices:<kind>:<name>` (one pattern subscription): those are
+/// dropped unparsed when their listener has no use for them, so an idle
+/// process pays little for another's traffic.
 package final class RedisBackend: Sendable {
     /// A resource appeared or vanished in Redis (created or deleted through any instance).
     package enum Membership: Sendable {
@@ -263,7 +257,7 @@ package final class RedisBackend: Sendable {
     /// A notice on a resource's own channel: handed over only when its listener wants it.
     private func deliverOwn(_ payload: [UInt8], key: Substring) {
         guard let listener = listeners.withLock({ $0[String(key)] }), listener.wantsNotices else { return }
-        listener.receive(payload, header: nil)
+        listener.receive(payload)
     }
 
     /// `text` with the glob characters of `PSUBSCRIBE` escaped.
@@ -283,7 +277,7 @@ package final class RedisBackend: Sendable {
             membership.withLock { $0 }?(.created(kind: kind, name: name))
             return
         }
-        listeners.withLock { $0["\(kind):\(name)"] }?.receive(payload, header: header)
+        listeners.withLock { $0["\(kind):\(name)"] }?.receive(payload)
         if header.deleted == true {
             membership.withLock { $0 }?(.deleted(kind: kind, name: name, lost: header.lost == true))
         }

@@ -138,15 +138,12 @@ extension RedisResource {
         Task { await catchUp() }
     }
 
-    /// Most notices interest nobody here but the timer: with no long-poll
-    /// parked and no events recorded, only the header's deadline is read and
-    /// armed (true then; a deletion is always decoded).
-    func armsOnly(_ payload: [UInt8], header: NoticeHeader?, events: EventLog?) -> Bool {
-        guard board.openCount == 0, !(events?.isRecording ?? false),
-            let header = header ?? NoticeHeader.decode(payload), header.deleted != true
-        else { return false }
-        arm(at: header.nextDeadline)
-        return true
+    /// Whether the resource's notices are worth reading here: a wait is
+    /// parked or `events` records. When not, they are dropped unread: the
+    /// timer is armed by this process's own answers, and every operation
+    /// applies what is due first.
+    func isHeard(_ events: EventLog?) -> Bool {
+        board.openCount > 0 || (events?.isRecording ?? false)
     }
 
     /// Keeps one timer at or before the next deadline; it runs `tick`, whose

@@ -78,8 +78,10 @@ struct ScriptRunner<Kind: ScriptKind>: Sendable {
     let keyList: [String]
     let connections: RedisConnectionPool
     let time: ScriptTime
-    /// Where operations publish their notices.
+    /// Where operations publish their notices (the resource's own channel).
     let channel: String
+    /// Where `delete` publishes: every instance must hear it.
+    let deletionChannel: String
     /// Hears each reply's next deadline.
     let onDeadline: @Sendable (Timestamp?) -> Void
     /// Hears that a script found the resource's keys missing.

@@ -15,12 +15,12 @@ package struct RedisWindowStore: Sendable {
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
     ) {
         runner = ScriptRunner(
             keys: keys, keyList: Self.parts.map(keys.key), connections: connections, time: time, channel: channel,
-            onDeadline: onDeadline, onMissing: onMissing)
+            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
     }
 
     var name: String { keys.name }
@@ -41,7 +41,9 @@ package struct RedisWindowStore: Sendable {
 
     /// Removes every key of the window; true when it existed.
     package func delete() async throws(WindowError) -> Bool {
-        try await run(.delete) { r throws(ReplyShapeError) in try r.flag("existed") }
+        try await runner.run(
+            ScriptCall(.delete, context: nil) { r throws(ReplyShapeError) in try r.flag("existed") },
+            channel: runner.deletionChannel)
     }
 
     package func config() async throws(WindowError) -> WindowConfig {
