@@ -10,13 +10,16 @@ import Testing
 /// Notices on a resource's own channel reach its listener only when it wants
 /// them; those on the shared channel always do.
 @Suite(.serialized, .timeLimit(.minutes(1))) struct NoticeChannelTests {
+    struct Said: Decodable { let say: String }
+
     final class Listener: NoticeListener {
         let wants = Locked(false)
         let heard = Locked<[String]>([])
 
         var wantsNotices: Bool { wants.withLock { $0 } }
-        func receive(_ notice: [String: Any], payload: [UInt8]) {
-            heard.withLock { $0.append(notice["say"] as? String ?? "?") }
+        func receive(_ payload: [UInt8]) {
+            let said = (try? JSONDecoder().decode(Said.self, from: Data(payload)))?.say
+            heard.withLock { $0.append(said ?? "?") }
         }
         func resynchronize() {}
     }

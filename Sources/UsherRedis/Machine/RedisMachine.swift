@@ -20,9 +20,10 @@ package final class RedisMachine: MachineService, RedisResource {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "machine", name: name, backend: backend)
+        let keys = backend.keys(kind: "machine", name: name)
         self.store = RedisMachineStore(
-            keys: backend.keys(kind: "machine", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
+            keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
+            deletionChannel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
         host.drive(self)
     }
 
@@ -103,7 +104,11 @@ package final class RedisMachine: MachineService, RedisResource {
 
     // MARK: NoticeListener
 
-    package func receive(_ object: [String: Any], payload: [UInt8]) {
+    /// Notices wake waits parked here and feed event subscribers here; with
+    /// neither, they are dropped unread (see `RedisResource.isHeard`).
+    package var wantsNotices: Bool { isHeard(events) }
+
+    package func receive(_ payload: [UInt8]) {
         guard let notice = RedisMachineStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()

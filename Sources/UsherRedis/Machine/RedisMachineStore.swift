@@ -26,33 +26,23 @@ package struct MachineNotice: Sendable, Equatable {
 /// `If-Match` and waits work as in memory (a change moves the version, only
 /// forward) and a version lost in a failover is not reused for other content.
 package struct RedisMachineStore: Sendable {
-    private static let script = ResourceScript(kindSources: PackageResources.machine_lua)
     /// The script's name in Redis (`EVALSHA`), for measurements.
-    static var scriptSHA1: String { script.script.sha1 }
+    static var scriptSHA1: String { MachineScript.script.script.sha1 }
 
-    package let keys: ResourceKeys
-    private let connections: RedisConnectionPool
-    private let time: ScriptTime
-    private let channel: String
-    private let onDeadline: @Sendable (Timestamp?) -> Void
-    /// Hears that a script found the resource's keys missing.
-    private let onMissing: @Sendable () -> Void
-    /// The keys `machine.lua` reads, in its `KEYS` order.
-    private var keyList: [String] { [keys.key("meta"), keys.key("history")] }
+    private let runner: ScriptRunner<MachineScript>
+    package var keys: ResourceKeys { runner.keys }
     /// The last definition decoded, by its text: it is fixed at creation.
     private let definitions = DefinitionCache()
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
     ) {
-        self.keys = keys
-        self.connections = connections
-        self.time = time
-        self.channel = channel
-        self.onDeadline = onDeadline
-        self.onMissing = onMissing
+        // The keys `machine.lua` reads, in its `KEYS` order.
+        runner = ScriptRunner(
+            keys: keys, keyList: [keys.key("meta"), keys.key("history")], connections: connections, time: time,
+            channel: channel, deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
     }
 
     /// Creates the machine in its initial state, or, when it exists, answers
@@ -63,18 +53,19 @@ package struct RedisMachineStore: Sendable {
         let arguments =
             [keys.name, definitionName ?? "", try Self.definitionText(definition), definition.initial]
             + Self.lookups(definition)
-        let reply = try await run("create", arguments)
-        return try (snapshot(from: reply), Self.decode(SnapshotHead.self, reply, at: 1).created == "1")
+        let reply = try await run(.create, arguments) { r throws(ReplyShapeError) in try SnapshotReply(&r) }
+        return try (snapshot(from: reply), reply.head.created == "1")
     }
 
     /// Deletes every key of the machine; false when there was none.
     package func delete() async throws(MachineError) -> Bool {
-        try await run("delete").element(1) == "1"
+        try await runner.run(
+            ScriptCall(.delete) { r throws(ReplyShapeError) in try r.flag("existed") }, channel: runner.deletionChannel)
     }
 
     /// The machine as it is now.
     package func snapshot() async throws(MachineError) -> MachineSnapshot {
-        try snapshot(from: await run("snapshot"))
+        try snapshot(from: await run(.snapshot) { r throws(ReplyShapeError) in try SnapshotReply(&r) })
     }
 
     /// Applies `event`, checked as `MachineEngine.fire` checks it.
@@ -82,9 +73,10 @@ package struct RedisMachineStore: Sendable {
     package func fire(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil)
         async throws(MachineError) -> TransitionResult
     {
-        let reply = try await run(
-            "fire", [event, expectedVersion.map(String.init) ?? "", try Self.payloadText(data)])
-        return TransitionResult(try Self.transition(Self.decode(EntryRecord.self, reply, at: 1)))
+        let entry = try await run(.fire, [event, expectedVersion.map(String.init) ?? "", try Self.payloadText(data)]) {
+            r throws(ReplyShapeError) in try r.json(EntryRecord.self, "transition")
+        }
+        return TransitionResult(try Self.transition(entry))
     }
 
     /// Opens a transaction for `event` that expires after `seconds`.
@@ -92,40 +84,44 @@ package struct RedisMachineStore: Sendable {
     package func open(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil, seconds: Double)
         async throws(MachineError) -> MachineTransaction
     {
-        let reply = try await run(
-            "open",
-            [
-                event, expectedVersion.map(String.init) ?? "", try Self.payloadText(data),
-                String(Timestamp.micros(fromSeconds: seconds)),
-            ])
-        return try Self.transaction(Self.decode(TransactionRecord.self, reply, at: 1))
+        let arguments = [
+            event, expectedVersion.map(String.init) ?? "", try Self.payloadText(data),
+            String(Timestamp.micros(fromSeconds: seconds)),
+        ]
+        let record = try await run(.open, arguments) { r throws(ReplyShapeError) in
+            try r.json(TransactionRecord.self, "transaction")
+        }
+        return try Self.transaction(record)
     }
 
     /// Commits the open transaction `id`: its transition happens now.
     @discardableResult
     package func commit(transaction id: String) async throws(MachineError) -> TransitionResult {
-        let reply = try await run("commit", [id])
-        return TransitionResult(try Self.transition(Self.decode(EntryRecord.self, reply, at: 1)))
+        let entry = try await run(.commit, [id]) { r throws(ReplyShapeError) in
+            try r.json(EntryRecord.self, "transition")
+        }
+        return TransitionResult(try Self.transition(entry))
     }
 
     /// Aborts the open transaction `id`: the state stays.
     @discardableResult
     package func abort(transaction id: String) async throws(MachineError) -> MachineTransaction {
-        try Self.transaction(Self.decode(TransactionRecord.self, try await run("abort", [id]), at: 1))
+        try Self.transaction(
+            try await run(.abort, [id]) { r throws(ReplyShapeError) in try r.json(TransactionRecord.self, "transaction")
+            })
     }
 
     /// Applies the timeouts and expiries due now; harmless to run from any number of instances.
     package func tick() async throws(MachineError) {
-        _ = try await run("tick")
+        try await runner.run(ScriptCall(.tick, context: ()))
     }
 
     /// Transactions ended so far, by outcome.
     package func transactionCounts() async throws(MachineError) -> TransactionCounts {
-        let reply = try await run("counts")
-        guard let committed = reply.element(1).flatMap(Int.init), let aborted = reply.element(2).flatMap(Int.init),
-            let expired = reply.element(3).flatMap(Int.init)
-        else { throw Self.unreadable("transaction counts") }
-        return TransactionCounts(committed: committed, aborted: aborted, expired: expired)
+        try await run(.counts) { r throws(ReplyShapeError) in
+            TransactionCounts(
+                committed: try r.int("committed"), aborted: try r.int("aborted"), expired: try r.int("expired"))
+        }
     }
 
     /// A notice `machine.lua` published, or nil when the payload is not a machine's.
@@ -150,74 +146,30 @@ package struct RedisMachineStore: Sendable {
 
     // MARK: - Calls
 
-    /// Runs `operation`; hands the reply's next deadline to `onDeadline`.
-    private func run(_ operation: String, _ arguments: [String] = []) async throws(MachineError) -> [String] {
-        do {
-            return try await Self.script.call(
-                operation, keys: keyList, time: time, channel: channel, arguments: arguments, on: connections,
-                onDeadline: onDeadline,
-                onMissing: onMissing
-            ).map { $0.string ?? "" }
-        } catch {
-            throw Self.error(error)
-        }
+    /// `operation`, its reply read by `read`.
+    private func run<Reply: Sendable>(
+        _ operation: MachineScript.Operation, _ arguments: [String] = [],
+        read: @escaping @Sendable (inout ReplyReader) throws(ReplyShapeError) -> Reply
+    ) async throws(MachineError) -> Reply {
+        try await runner.run(ScriptCall(operation, arguments, read: read))
     }
 
-    /// The error a script failure means.
-    private static func error(_ failure: ScriptFailure) -> MachineError {
-        switch failure {
-        case .unavailable(let message), .redis(let message):
-            return .backendUnavailable(message)
-        case .refused(let code, let detail):
-            let words = detail.split(separator: " ").map(String.init)
-            switch code {
-            case "gone": return .gone
-            case "unknown_event": return .unknownEvent(allowedEvents: words)
-            case "invalid_transition":
-                return .invalidTransition(state: words.first ?? "", allowedEvents: Array(words.dropFirst()))
-            case "version_mismatch":
-                guard let current = Int64(detail) else { return unreadable("version") }
-                return .versionMismatch(current: current)
-            case "transaction_open":
-                guard let record = try? JSONDecoder().decode(TransactionRecord.self, from: Data(detail.utf8)),
-                    let open = try? transaction(record)
-                else { return unreadable("transaction") }
-                return .transactionOpen(open)
-            case "transaction_ended":
-                guard let status = MachineTransaction.Status(rawValue: detail) else { return unreadable("status") }
-                return .transactionEnded(status)
-            case "unknown_transaction": return .unknownTransaction
-            default: return .backendUnavailable("machine script refused: \(code) \(detail)")
-            }
-        }
-    }
-
-    private static func unreadable(_ what: String) -> MachineError {
+    fileprivate static func unreadable(_ what: String) -> MachineError {
         .backendUnavailable("unreadable \(what) in the machine script's reply")
     }
 
     // MARK: - Decoding
 
-    /// `{next, head, definition, history}`.
-    private func snapshot(from reply: [String]) throws(MachineError) -> MachineSnapshot {
-        let head = try Self.decode(SnapshotHead.self, reply, at: 1)
-        guard let definitionText = reply.element(2) else { throw Self.unreadable("definition") }
-        let history = try Self.decode([EntryRecord].self, reply, at: 3).map { e throws(MachineError) in
-            try Self.transition(e)
-        }
+    private func snapshot(from reply: SnapshotReply) throws(MachineError) -> MachineSnapshot {
+        let head = reply.head
+        let definitionText = reply.definition
+        let history = try reply.history.map { e throws(MachineError) in try Self.transition(e) }
         return MachineSnapshot(
             name: head.name, definitionName: head.definitionName,
             definition: try definitions.definition(definitionText),
             state: head.state, version: try Self.int(head.version), allowedEvents: head.allowedEvents,
             enteredAt: try Self.timestamp(head.entered), history: history,
             transaction: try head.transaction.map { t throws(MachineError) in try Self.transaction(t) })
-    }
-
-    private static func decode<T: Decodable>(_ type: T.Type, _ reply: [String], at index: Int) throws(MachineError)
-        -> T
-    {
-        guard let text = reply.element(index) else { throw unreadable("reply") }
-        return try decode(type, text)
     }
 
     private static func decode<T: Decodable>(_ type: T.Type, _ text: String) throws(MachineError) -> T {
@@ -253,7 +205,7 @@ package struct RedisMachineStore: Sendable {
             data: try payload(e.data), transaction: e.transaction, attempted: e.attempted)
     }
 
-    private static func transaction(_ t: TransactionRecord) throws(MachineError) -> MachineTransaction {
+    fileprivate static func transaction(_ t: TransactionRecord) throws(MachineError) -> MachineTransaction {
         guard let status = MachineTransaction.Status(rawValue: t.status) else { throw unreadable("status") }
         return MachineTransaction(
             id: t.id, event: t.event, from: t.from, to: t.to, data: try payload(t.data),
@@ -328,6 +280,65 @@ package struct RedisMachineStore: Sendable {
 
 /// One decoded definition and its text, so a snapshot decodes the definition
 /// only when the machine was re-created with another one.
+/// `machine.lua`: its operations and refusals.
+private enum MachineScript: ScriptKind {
+    static let script = ResourceScript(kindSources: PackageResources.machine_lua)
+    static var leadsWithName: Bool { false }
+
+    enum Operation: String, Sendable {
+        case create, delete, snapshot, fire, open, commit, abort, tick, counts
+    }
+
+    enum Refusal: String, ScriptRefusal {
+        case gone
+        case unknownEvent = "unknown_event"
+        case invalidTransition = "invalid_transition"
+        case versionMismatch = "version_mismatch"
+        case transactionOpen = "transaction_open"
+        case transactionEnded = "transaction_ended"
+        case unknownTransaction = "unknown_transaction"
+    }
+
+    typealias Context = Void
+
+    static func failure(_ refusal: Refusal, detail: String, context: Void) -> MachineError {
+        let words = detail.split(separator: " ").map(String.init)
+        switch refusal {
+        case .gone: return .gone
+        case .unknownEvent: return .unknownEvent(allowedEvents: words)
+        case .invalidTransition:
+            return .invalidTransition(state: words.first ?? "", allowedEvents: Array(words.dropFirst()))
+        case .versionMismatch:
+            guard let current = Int64(detail) else { return RedisMachineStore.unreadable("version") }
+            return .versionMismatch(current: current)
+        case .transactionOpen:
+            guard let record = try? JSONDecoder().decode(TransactionRecord.self, from: Data(detail.utf8)),
+                let open = try? RedisMachineStore.transaction(record)
+            else { return RedisMachineStore.unreadable("transaction") }
+            return .transactionOpen(open)
+        case .transactionEnded:
+            guard let status = MachineTransaction.Status(rawValue: detail) else {
+                return RedisMachineStore.unreadable("status")
+            }
+            return .transactionEnded(status)
+        case .unknownTransaction: return .unknownTransaction
+        }
+    }
+}
+
+/// A snapshot as `machine.lua` answers it: the head, the definition's text, the history.
+private struct SnapshotReply: Sendable {
+    let head: SnapshotHead
+    let definition: String
+    let history: [EntryRecord]
+
+    init(_ r: inout ReplyReader) throws(ReplyShapeError) {
+        head = try r.json(SnapshotHead.self, "head")
+        definition = try r.text("definition")
+        history = try r.json([EntryRecord].self, "history")
+    }
+}
+
 private final class DefinitionCache: Sendable {
     private let last = Locked<(text: String, definition: MachineDefinition)?>(nil)
 

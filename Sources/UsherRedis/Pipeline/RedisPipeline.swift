@@ -30,9 +30,10 @@ package final class RedisPipeline: PipelineService, RedisResource {
         self.events = events
         self.maxTakeBytes = maxTakeBytes
         self.host = LocalHost(kind: "pipeline", name: name, backend: backend)
+        let keys = backend.keys(kind: "pipeline", name: name)
         self.store = RedisPipelineStore(
-            keys: backend.keys(kind: "pipeline", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
+            keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
+            deletionChannel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
         host.drive(self)
     }
 
@@ -211,8 +212,11 @@ package final class RedisPipeline: PipelineService, RedisResource {
 
     // MARK: NoticeListener
 
-    package func receive(_ object: [String: Any], payload: [UInt8]) {
-        if armsOnly(object, events: events) { return }
+    /// Notices wake waits parked here and feed event subscribers here; with
+    /// neither, they are dropped unread (see `RedisResource.isHeard`).
+    package var wantsNotices: Bool { isHeard(events) }
+
+    package func receive(_ payload: [UInt8]) {
         guard let notice = RedisPipelineStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()

@@ -39,38 +39,27 @@ package struct PipelineNotice: Sendable {
 /// (max(last + 1, now in µs)), not +1 as in memory. The storage budget
 /// (`max_stored_bytes`) does not apply: Redis's `maxmemory` bounds it.
 package struct RedisPipelineStore: Sendable {
-    private static let script = ResourceScript(kindSources: PackageResources.pipeline_lua)
     /// The script's name in Redis (`EVALSHA`), for measurements.
-    static var scriptSHA1: String { script.script.sha1 }
+    static var scriptSHA1: String { PipelineScript.script.script.sha1 }
     /// Limits for reading stored filters back: they were checked when they were put.
     private static let storedLimits = JSONLimits(
         maxDepth: JSONLimits.maxDepthRange.upperBound, maxPointerSegments: Int(Int32.max))
 
-    package let keys: ResourceKeys
-    private let connections: RedisConnectionPool
-    private let time: ScriptTime
-    private let channel: String
-    private let onDeadline: @Sendable (Timestamp?) -> Void
-    /// Hears that a script found the resource's keys missing.
-    private let onMissing: @Sendable () -> Void
+    private let runner: ScriptRunner<PipelineScript>
+    package var keys: ResourceKeys { runner.keys }
     /// The live filters last read, by their version.
     private let filterCache = FilterCache()
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
     ) {
-        self.keys = keys
-        self.connections = connections
-        self.time = time
-        self.channel = channel
-        self.onDeadline = onDeadline
-        self.onMissing = onMissing
-    }
-
-    private var keyList: [String] {
-        ["meta", "items", "ready", "timers", "dead", "finished", "filters"].map(keys.key)
+        // The keys `pipeline.lua` reads, in its `KEYS` order.
+        let parts = ["meta", "items", "ready", "timers", "dead", "finished", "filters"]
+        runner = ScriptRunner(
+            keys: keys, keyList: parts.map(keys.key), connections: connections, time: time, channel: channel,
+            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
     }
 
     // MARK: - Lifecycle
@@ -85,18 +74,20 @@ package struct RedisPipelineStore: Sendable {
         for (name, filter) in config.filters.sorted(by: { $0.key < $1.key }) {
             arguments += ["filter:\(name)", try Self.encode(StoredJSON(Self.filterJSON(filter)))]
         }
-        let reply = try await run("create", arguments)
-        return (try Self.config(reply.element(1)), reply.element(2) == "1")
+        return try await run(.create, arguments) { r throws(ReplyShapeError) in
+            (try Self.config(&r), try r.flag("created"))
+        }
     }
 
     /// Deletes every key of the pipeline; false when there was none.
     package func delete() async throws(PipelineError) -> Bool {
-        try await run("delete").element(1) == "1"
+        try await runner.run(
+            ScriptCall(.delete) { r throws(ReplyShapeError) in try r.flag("existed") }, channel: runner.deletionChannel)
     }
 
     /// Applies the deadlines due now; harmless to run from any number of instances.
     package func tick() async throws(PipelineError) {
-        _ = try await run("tick")
+        try await runner.run(ScriptCall(.tick, context: ()))
     }
 
     // MARK: - Producers
@@ -104,8 +95,9 @@ package struct RedisPipelineStore: Sendable {
     /// Adds an item (see `PipelineEngine.push`).
     package func push(_ request: PipelinePushRequest) async throws(PipelineError) -> PipelinePushResult {
         try PipelineEngine.validate(request, field: "")
-        let reply = try await run("push", Self.pushArguments(request))
-        return try Self.pushResult(reply.element(1))
+        return try await run(.push, Self.pushArguments(request)) { r throws(ReplyShapeError) in
+            try Self.pushResult(&r)
+        }
     }
 
     /// Adds every item or none (see `PipelineEngine.pushBatch`). As in
@@ -123,8 +115,9 @@ package struct RedisPipelineStore: Sendable {
             arguments += Array(repeating: "", count: 4 * requests.count)
         }
         do throws(PipelineError) {
-            let reply = try await run("push_batch", arguments)
-            return try reply.dropFirst().map { text throws(PipelineError) in try Self.pushResult(text) }
+            return try await run(.pushBatch, arguments) { r throws(ReplyShapeError) in
+                try r.remaining { r throws(ReplyShapeError) in try Self.pushResult(&r) }
+            }
         } catch .invalid(field: "", message: "entries") {
             throw invalid ?? Self.unreadable("batch")
         }
@@ -141,12 +134,18 @@ package struct RedisPipelineStore: Sendable {
         let ack = try Self.ackArgument(ackSeconds)
         var out: [PipelineDelivery] = []
         repeat {
-            let reply = try await run("take", [String(Swift.max(0, max - out.count)), ack, String(maxBytes)])
-            let items = try reply.dropFirst(3).map { text throws(PipelineError) in try Self.item(text) }
-            if reply.element(2) == "1" || items.isEmpty {
+            let taken = try await run(.take, [String(Swift.max(0, max - out.count)), ack, String(maxBytes)]) {
+                r throws(ReplyShapeError) in
+                (
+                    filtersVersion: try r.text("filters version"), unfiltered: try r.flag("unfiltered"),
+                    items: try r.remaining { r throws(ReplyShapeError) in try Self.item(&r) }
+                )
+            }
+            let items = taken.items
+            if taken.unfiltered || items.isEmpty {
                 return out + items.map { PipelineDelivery(handing: $0, payload: $0.payload) }
             }
-            let filters = try await filters(version: reply.element(1) ?? "")
+            let filters = try await filters(version: taken.filtersVersion)
             var report: [String] = []
             var dropped = 0
             for item in items {
@@ -159,7 +158,7 @@ package struct RedisPipelineStore: Sendable {
                     report += [item.id, fence, ""]
                 }
             }
-            _ = try await run("taken", report)
+            try await runner.run(ScriptCall(.taken, report, context: ()))
             if dropped == 0 { return out }
         } while out.count < max
         return out
@@ -168,7 +167,7 @@ package struct RedisPipelineStore: Sendable {
     /// Finishes an in-flight item.
     @discardableResult
     package func consume(_ id: String, fence: Int64? = nil) async throws(PipelineError) -> PipelineItem {
-        try Self.item(try await run("consume", [id, fence.map(String.init) ?? ""]).element(1))
+        try await itemCall(.consume, [id, fence.map(String.init) ?? ""])
     }
 
     /// Puts an in-flight item back (see `PipelineEngine.release`).
@@ -180,7 +179,7 @@ package struct RedisPipelineStore: Sendable {
             throw .invalid(field: "delay_seconds", message: Durations.range())
         }
         let delay = String(Timestamp.micros(fromSeconds: delaySeconds ?? 0))
-        return try Self.item(try await run("release", [id, delay, fence.map(String.init) ?? ""]).element(1))
+        return try await itemCall(.release, [id, delay, fence.map(String.init) ?? ""])
     }
 
     /// Moves an in-flight item's ack deadline later (see `PipelineEngine.extend`).
@@ -189,27 +188,29 @@ package struct RedisPipelineStore: Sendable {
         -> PipelineItem
     {
         let ack = try Self.ackArgument(ackSeconds)
-        return try Self.item(try await run("extend", [id, ack, fence.map(String.init) ?? ""]).element(1))
+        return try await itemCall(.extend, [id, ack, fence.map(String.init) ?? ""])
     }
 
     /// Hand-outs that never reached their consumer go back without counting
     /// (see `PipelineEngine.undeliver`); returns the items that went back.
     @discardableResult
     package func undeliver(_ deliveries: [(id: String, fence: Int64)]) async throws(PipelineError) -> [PipelineItem] {
-        let reply = try await run("undeliver", deliveries.flatMap { [$0.id, String($0.fence)] })
-        return try reply.dropFirst().map { text throws(PipelineError) in try Self.item(text) }
+        try await run(.undeliver, deliveries.flatMap { [$0.id, String($0.fence)] }) { r throws(ReplyShapeError) in
+            try r.remaining { r throws(ReplyShapeError) in try Self.item(&r) }
+        }
     }
 
     /// Removes a ready, delayed or dead item; a finished one answers as it is.
     @discardableResult
     package func cancel(_ id: String) async throws(PipelineError) -> PipelineItem {
-        try Self.item(try await run("cancel", [id]).element(1))
+        try await itemCall(.cancel, [id])
     }
 
     /// The item with this id (live, dead or remembered) and its place while ready.
     package func item(_ id: String) async throws(PipelineError) -> (item: PipelineItem, position: Int?) {
-        let reply = try await run("item", [id])
-        return (try Self.item(reply.element(1)), reply.element(2).flatMap { Int($0) })
+        try await run(.item, [id]) { r throws(ReplyShapeError) in
+            (try Self.item(&r), Int(try r.text("position")))
+        }
     }
 
     // MARK: - Dead list
@@ -217,10 +218,7 @@ package struct RedisPipelineStore: Sendable {
     /// Moves dead items back, oldest first, while there is room: how many
     /// moved, and how many are left.
     package func redrive() async throws(PipelineError) -> (moved: Int, dead: Int) {
-        let reply = try await run("redrive")
-        guard let moved = reply.element(1).flatMap({ Int($0) }), let dead = reply.element(2).flatMap({ Int($0) })
-        else { throw Self.unreadable("redrive") }
-        return (moved, dead)
+        try await run(.redrive) { r throws(ReplyShapeError) in (try r.int("moved"), try r.int("dead")) }
     }
 
     /// Up to `limit` dead items after `cursor`, oldest first, with cursors;
@@ -230,18 +228,16 @@ package struct RedisPipelineStore: Sendable {
     ) {
         var after = ""
         if case .dead(let serial) = cursor { after = String(serial) }
-        let reply = try await run("dead", [String(Swift.max(0, Swift.min(limit, Int.max - 1))), after])
-        guard let count = reply.element(1).flatMap({ Int($0) }) else { throw Self.unreadable("dead count") }
-        var items: [PipelineItem] = []
-        var cursors: [String] = []
-        var i = 3
-        while i + 1 < reply.count {
-            guard let serial = Int64(reply[i]) else { throw Self.unreadable("dead serial") }
-            cursors.append(PipelineCursor.dead(serial: serial).text)
-            items.append(try Self.item(reply[i + 1]))
-            i += 2
+        return try await run(.dead, [String(Swift.max(0, Swift.min(limit, Int.max - 1))), after]) {
+            r throws(ReplyShapeError) in
+            let count = try r.int("dead count")
+            let more = try r.flag("more")
+            // Each dead item follows its serial, the cursor after it.
+            let page = try r.remaining { r throws(ReplyShapeError) in
+                (cursor: PipelineCursor.dead(serial: try r.int64("dead serial")).text, item: try Self.item(&r))
+            }
+            return (count, page.map(\.item), page.map(\.cursor), more)
         }
-        return (count, items, cursors, reply.element(2) == "1")
     }
 
     // MARK: - State and config
@@ -252,22 +248,26 @@ package struct RedisPipelineStore: Sendable {
         var after = ""
         if case .ready(let priority, let seq) = cursor { after = Self.readyPrefix(priority: priority, seq: seq) }
         let limit = Swift.max(0, Swift.min(limit, Int.max - 1))
-        let reply = try await run("state", [String(limit), after])
-        let config = try Self.config(reply.element(1))
-        let counts = try Self.counts(reply.element(2))
-        let gauges = (reply.element(3) ?? "").split(separator: " ").map(String.init)
-        guard gauges.count == 6, let ready = Int(gauges[0]), let delayed = Int(gauges[1]),
-            let inFlight = Int(gauges[2]), let dead = Int(gauges[3]), let fence = Int64(gauges[4])
-        else { throw Self.unreadable("gauges") }
-        let filters = try Self.filters(pairs: try Self.decode([String].self, reply.element(5)))
-        let items = try reply.dropFirst(6).map { text throws(PipelineError) in try Self.item(text) }
-        var snapshot = PipelineSnapshot(
-            stored: keys.name, config: config, ready: ready, inFlight: inFlight, delayed: delayed, dead: dead,
-            fence: fence, filters: filters, items: items, counts: counts)
-        snapshot.paused = gauges[5] == "1"
-        snapshot.cursors = items.map { PipelineCursor.ready(priority: Int32($0.priority), seq: $0.readySeq).text }
-        snapshot.more = reply.element(4) == "1"
-        return snapshot
+        let name = keys.name
+        return try await run(.state, [String(limit), after]) { r throws(ReplyShapeError) in
+            let config = try Self.config(&r)
+            let counts = try Self.counts(&r)
+            // The gauges: one text of six numbers.
+            var g = ReplyReader(texts: try r.text("gauges").split(separator: " ").map(String.init))
+            let (ready, delayed, inFlight) = (try g.int("ready"), try g.int("delayed"), try g.int("in flight"))
+            let (dead, fence, paused) = (try g.int("dead"), try g.int64("fence"), try g.flag("paused"))
+            let more = try r.flag("more")
+            var pairs = ReplyReader(texts: try r.json([String].self, "filters"))
+            let filters = try Self.filters(&pairs)
+            let items = try r.remaining { r throws(ReplyShapeError) in try Self.item(&r) }
+            var snapshot = PipelineSnapshot(
+                stored: name, config: config, ready: ready, inFlight: inFlight, delayed: delayed, dead: dead,
+                fence: fence, filters: filters, items: items, counts: counts)
+            snapshot.paused = paused
+            snapshot.cursors = items.map { PipelineCursor.ready(priority: Int32($0.priority), seq: $0.readySeq).text }
+            snapshot.more = more
+            return snapshot
+        }
     }
 
     /// The config (creation filters, patches applied).
@@ -279,14 +279,17 @@ package struct RedisPipelineStore: Sendable {
     @discardableResult
     package func apply(_ patch: PipelinePatch) async throws(PipelineError) -> PipelineConfig {
         let paused = patch.paused.map { $0 ? "1" : "0" } ?? ""
-        return try Self.config(try await run("patch", [paused] + Self.configFields(patch)).element(1))
+        return try await run(.patch, [paused] + Self.configFields(patch)) { r throws(ReplyShapeError) in
+            try Self.config(&r)
+        }
     }
 
     /// The filters that run now.
     package func filters() async throws(PipelineError) -> PipelineFilters {
-        let reply = try await run("filters")
-        let filters = try Self.filters(pairs: Array(reply.dropFirst(2)))
-        if let version = reply.element(1) { filterCache.last.withLock { $0 = (version, filters) } }
+        let (version, filters) = try await run(.filters) { r throws(ReplyShapeError) in
+            (try r.text("filters version"), try Self.filters(&r))
+        }
+        filterCache.last.withLock { $0 = (version, filters) }
         return filters
     }
 
@@ -297,12 +300,14 @@ package struct RedisPipelineStore: Sendable {
             throw .invalid(field: "name", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
         }
         let text = try Self.encode(StoredJSON(Self.filterJSON(filter)))
-        return try await run("filter_put", [name, text, String(PipelineFilter.Limits.count)]).element(1) == "1"
+        return try await run(.filterPut, [name, text, String(PipelineFilter.Limits.count)]) {
+            r throws(ReplyShapeError) in try r.flag("created")
+        }
     }
 
     /// Removes a filter; `.notFound(name)` when there is none.
     package func removeFilter(name: String) async throws(PipelineError) {
-        _ = try await run("filter_remove", [name])
+        try await runner.run(ScriptCall(.filterRemove, [name], context: ()))
     }
 
     // MARK: - Notices
@@ -333,43 +338,25 @@ package struct RedisPipelineStore: Sendable {
 
     // MARK: - Calls
 
-    /// Runs `operation`; hands the reply's next deadline to `onDeadline`.
-    private func run(_ operation: String, _ arguments: [String] = []) async throws(PipelineError) -> [String] {
-        do {
-            return try await Self.script.call(
-                operation, keys: keyList, time: time, channel: channel, arguments: arguments, on: connections,
-                onDeadline: onDeadline,
-                onMissing: onMissing
-            ).map { $0.string ?? "" }
-        } catch {
-            throw Self.error(error)
-        }
+    /// `operation`, its reply read by `read`.
+    private func run<Reply: Sendable>(
+        _ operation: PipelineScript.Operation, _ arguments: [String] = [],
+        read: @escaping @Sendable (inout ReplyReader) throws(ReplyShapeError) -> Reply
+    ) async throws(PipelineError) -> Reply {
+        try await runner.run(ScriptCall(operation, arguments, read: read))
+    }
+
+    /// `operation` answering one item.
+    private func itemCall(_ operation: PipelineScript.Operation, _ arguments: [String]) async throws(PipelineError)
+        -> PipelineItem
+    {
+        try await run(operation, arguments) { r throws(ReplyShapeError) in try Self.item(&r) }
     }
 
     /// The filters of `version`, read again when the cached ones are older.
     private func filters(version: String) async throws(PipelineError) -> PipelineFilters {
         if let cached = filterCache.last.withLock({ $0 }), cached.version == version { return cached.filters }
         return try await filters()
-    }
-
-    /// The error a script failure means.
-    private static func error(_ failure: ScriptFailure) -> PipelineError {
-        switch failure {
-        case .unavailable(let message), .redis(let message):
-            return .backendUnavailable(message)
-        case .refused(let code, let detail):
-            switch code {
-            case "gone": return .gone
-            case "not_found": return .notFound(detail)
-            case "not_in_flight": return .notInFlight(current: detail)
-            case "in_flight": return .inFlight
-            case "full": return .full(retryAfterSeconds: 1)
-            case "invalid":
-                let field = detail.prefix { $0 != "|" }
-                return .invalid(field: String(field), message: String(detail.dropFirst(field.count + 1)))
-            default: return .backendUnavailable("pipeline script refused: \(code) \(detail)")
-            }
-        }
     }
 
     private static func unreadable(_ what: String) -> PipelineError {
@@ -540,31 +527,88 @@ package struct RedisPipelineStore: Sendable {
     }
 
     /// HGETALL pairs (name, filter JSON) as the filters in running order.
-    private static func filters(pairs: [String]) throws(PipelineError) -> PipelineFilters {
+    private static func filters(_ r: inout ReplyReader) throws(ReplyShapeError) -> PipelineFilters {
         var filters = PipelineFilters()
-        var i = 0
-        while i + 1 < pairs.count {
-            filters.put(name: pairs[i], try filter(try json(pairs[i + 1])))
-            i += 2
+        while !r.isAtEnd {
+            let name = try r.text("filter name")
+            let text = try r.text("filter")
+            guard let filter = try? filter(try json(text)) else { throw ReplyShapeError(what: "filter") }
+            filters.put(name: name, filter)
         }
         return filters
     }
 
-    private static func counts(_ text: String?) throws(PipelineError) -> PipelineCounts {
-        let f = try decode([String].self, text).map { Int($0) ?? 0 }
-        guard f.count == 10 else { throw unreadable("counts") }
+    /// The totals: a JSON list of ten numbers as text.
+    private static func counts(_ r: inout ReplyReader) throws(ReplyShapeError) -> PipelineCounts {
+        var f = ReplyReader(texts: try r.json([String].self, "counts"))
+        func total(_ what: String) throws(ReplyShapeError) -> Int { Int(try f.text(what)) ?? 0 }
         var c = PipelineCounts()
-        c.pushedTotal = f[0]
-        c.deliveredTotal = f[1]
-        c.consumedTotal = f[2]
-        c.filteredTotal = f[3]
-        c.redeliveredTotal = f[4]
-        c.deadTotal = f[5]
-        c.deadDroppedTotal = f[6]
-        c.cancelledTotal = f[7]
-        c.extendedTotal = f[8]
-        c.deduplicatedTotal = f[9]
+        c.pushedTotal = try total("pushed_total")
+        c.deliveredTotal = try total("delivered_total")
+        c.consumedTotal = try total("consumed_total")
+        c.filteredTotal = try total("filtered_total")
+        c.redeliveredTotal = try total("redelivered_total")
+        c.deadTotal = try total("dead_total")
+        c.deadDroppedTotal = try total("dead_dropped_total")
+        c.cancelledTotal = try total("cancelled_total")
+        c.extendedTotal = try total("extended_total")
+        c.deduplicatedTotal = try total("deduplicated_total")
+        guard f.isAtEnd else { throw ReplyShapeError(what: "end of the counts") }
         return c
+    }
+
+    /// An item (JSON text).
+    private static func item(_ r: inout ReplyReader) throws(ReplyShapeError) -> PipelineItem {
+        let text = try r.text("item")
+        do throws(PipelineError) { return try item(text) } catch { throw ReplyShapeError(what: "item") }
+    }
+
+    /// A push's result (JSON text).
+    private static func pushResult(_ r: inout ReplyReader) throws(ReplyShapeError) -> PipelinePushResult {
+        let text = try r.text("push result")
+        do throws(PipelineError) { return try pushResult(text) } catch { throw ReplyShapeError(what: "push result") }
+    }
+
+    /// The config (JSON text).
+    private static func config(_ r: inout ReplyReader) throws(ReplyShapeError) -> PipelineConfig {
+        let text = try r.text("config")
+        do throws(PipelineError) { return try config(text) } catch { throw ReplyShapeError(what: "config") }
+    }
+}
+
+/// `pipeline.lua`: its operations and refusals.
+private enum PipelineScript: ScriptKind {
+    static let script = ResourceScript(kindSources: PackageResources.pipeline_lua)
+    static var leadsWithName: Bool { false }
+
+    enum Operation: String, Sendable {
+        case create, delete, tick, push, take, taken, consume, release, extend, undeliver, cancel, item, redrive, dead
+        case state, patch, filters
+        case pushBatch = "push_batch"
+        case filterPut = "filter_put"
+        case filterRemove = "filter_remove"
+    }
+
+    enum Refusal: String, ScriptRefusal {
+        case gone, full, invalid
+        case notFound = "not_found"
+        case notInFlight = "not_in_flight"
+        case inFlight = "in_flight"
+    }
+
+    typealias Context = Void
+
+    static func failure(_ refusal: Refusal, detail: String, context: Void) -> PipelineError {
+        switch refusal {
+        case .gone: return .gone
+        case .notFound: return .notFound(detail)
+        case .notInFlight: return .notInFlight(current: detail)
+        case .inFlight: return .inFlight
+        case .full: return .full(retryAfterSeconds: 1)
+        case .invalid:
+            let field = detail.prefix { $0 != "|" }
+            return .invalid(field: String(field), message: String(detail.dropFirst(field.count + 1)))
+        }
     }
 }
 

@@ -18,9 +18,10 @@ package final class RedisPool: PoolService, RedisResource {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "pool", name: name, backend: backend)
+        let keys = backend.keys(kind: "pool", name: name)
         self.store = RedisPoolStore(
-            keys: backend.keys(kind: "pool", name: name), connections: backend.connections, time: backend.time,
-            channel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
+            keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
+            deletionChannel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
         host.drive(self)
     }
 
@@ -118,9 +119,12 @@ package final class RedisPool: PoolService, RedisResource {
 
     // MARK: NoticeListener
 
-    package func receive(_ object: [String: Any], payload: [UInt8]) {
-        if armsOnly(object, events: events) { return }
-        guard let notice = RedisPoolStore.decodeNotice(object) else { return }
+    /// Notices wake waits parked here and feed event subscribers here; with
+    /// neither, they are dropped unread (see `RedisResource.isHeard`).
+    package var wantsNotices: Bool { isHeard(events) }
+
+    package func receive(_ payload: [UInt8]) {
+        guard let notice = RedisPoolStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()
             return

@@ -7,33 +7,22 @@ import UsherCore
 /// `pool.lua`, on the line of `line.lua`, with the same semantics. The
 /// storage budget (`max_stored_bytes`) does not apply: Redis's `maxmemory` bounds it.
 package struct RedisPoolStore: Sendable {
-    static let script = ResourceScript(kindSources: PackageResources.line_lua, PackageResources.pool_lua)
     /// The parts of a pool's keys, in the order `pool.lua` reads `KEYS`: the line's, then the elements'.
     static let parts = RedisQueueStore.parts + ["el", "order", "free", "elements"]
 
-    let keys: ResourceKeys
-    let connections: RedisConnectionPool
-    let time: ScriptTime
-    let channel: String
-    let onDeadline: @Sendable (Timestamp?) -> Void
-    /// Hears that a script found the resource's keys missing.
-    let onMissing: @Sendable () -> Void
-    let keyList: [String]
+    let runner: ScriptRunner<PoolScript>
+    var keys: ResourceKeys { runner.keys }
     /// The declared elements, decoded once: every state and config answer carries them.
     let declared = DeclaredElements()
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
     ) {
-        self.keys = keys
-        self.connections = connections
-        self.time = time
-        self.channel = channel
-        self.onDeadline = onDeadline
-        self.onMissing = onMissing
-        self.keyList = Self.parts.map(keys.key)
+        runner = ScriptRunner(
+            keys: keys, keyList: Self.parts.map(keys.key), connections: connections, time: time, channel: channel,
+            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
     }
 
     // MARK: - Resource
@@ -47,17 +36,23 @@ package struct RedisPoolStore: Sendable {
         arguments += RedisQueueStore.secondsArguments(config.idleSeconds)
         arguments += RedisQueueStore.secondsArguments(config.claimSeconds)
         for e in config.elements { arguments += [e.id, e.data.map(RedisQueueStore.jsonText) ?? ""] }
-        let reply = try await run("create", arguments)
-        return (try Self.config(reply.dropFirst(), declared: declared), reply.first?.string == "1")
+        let declared = declared
+        return try await run(.create, arguments) { r throws(ReplyShapeError) in
+            let created = try r.flag("created")
+            return (try Self.config(&r, declared: declared), created)
+        }
     }
 
     /// Removes every key of the pool; true when it existed.
     package func delete() async throws(PoolError) -> Bool {
-        try await run("delete", []).first?.string == "1"
+        try await runner.run(
+            ScriptCall(.delete, context: PoolScript.Context()) { r throws(ReplyShapeError) in try r.flag("existed") },
+            channel: runner.deletionChannel)
     }
 
     package func config() async throws(PoolError) -> PoolConfig {
-        try Self.config(try await run("config", [])[...], declared: declared)
+        let declared = declared
+        return try await run(.config) { r throws(ReplyShapeError) in try Self.config(&r, declared: declared) }
     }
 
     /// `PATCH`: the config after the change (the notice carries what changed).
@@ -71,7 +66,8 @@ package struct RedisPoolStore: Sendable {
         }
         arguments += RedisQueueStore.secondsArguments(patch.idleSeconds)
         arguments += RedisQueueStore.secondsArguments(patch.claimSeconds)
-        return try Self.config(try await run("patch", arguments)[...], declared: declared)
+        let declared = declared
+        return try await run(.patch, arguments) { r throws(ReplyShapeError) in try Self.config(&r, declared: declared) }
     }
 
     /// Elements, free and leased elements, fetchers waiting (the list route's
@@ -79,17 +75,19 @@ package struct RedisPoolStore: Sendable {
     package func counts() async throws(PoolError) -> (
         size: Int, available: Int, leased: Int, waiting: Int, oldestWaitingSince: Timestamp?
     ) {
-        let reply = try await run("counts", [])
-        let n = reply.map { $0.int.map(Int.init) }
-        guard n.count == 5, let size = n[0], let available = n[1], let leased = n[2], let waiting = n[3] else {
-            throw .backendUnavailable("unexpected counts reply")
+        try await run(.counts) { r throws(ReplyShapeError) in
+            let counts = (
+                size: try r.int("size"), available: try r.int("available"), leased: try r.int("leased"),
+                waiting: try r.int("waiting"), oldestWaitingSince: try r.timestamp("oldest waiting since")
+            )
+            guard r.isAtEnd else { throw ReplyShapeError(what: "end of the counts") }
+            return counts
         }
-        return (size, available, leased, waiting, reply[4].int.map(Timestamp.init(micros:)))
     }
 
     /// Applies what is due (any instance may run it at a deadline it knows).
     package func tick() async throws(PoolError) {
-        _ = try await run("tick", [])
+        try await runner.run(ScriptCall(.tick, context: PoolScript.Context()))
     }
 
     // MARK: - Leases
@@ -105,42 +103,45 @@ package struct RedisPoolStore: Sendable {
         var arguments = [r.id ?? "", r.holder ?? ""]
         arguments += r.leaseSeconds.map(Self.leaseArguments).map { [$0[1], $0[0]] } ?? ["-1", ""]
         arguments += [waiting ? "1" : "0", heardUntil.map { String($0.micros) } ?? ""]
-        return try lease(try await run("fetch", arguments, lease: r.leaseSeconds).first)
+        return try await leaseCall(.fetch, arguments, PoolScript.Context(lease: r.leaseSeconds))
     }
 
     /// A waiting fetch whose wait ended leaves the line as if it had never
     /// come (`exhausted`, as when it is not there); one that was given an
     /// element by now keeps it.
     package func withdraw(id: String) async throws(PoolError) -> Lease {
-        try lease(try await run("withdraw", [id], lease: nil, leaseID: id).first)
+        try await leaseCall(.withdraw, [id], PoolScript.Context(leaseID: id))
     }
 
     package func recycle(lease id: String) async throws(PoolError) -> Lease {
-        try lease(try await run("recycle", [id], leaseID: id).first)
+        try await leaseCall(.recycle, [id], PoolScript.Context(leaseID: id))
     }
 
     /// Recycles the element's lease: `not_leased` when it is free.
     package func recycle(element id: String) async throws(PoolError) -> Lease {
-        try lease(try await run("recycle_element", [id]).first)
+        try await leaseCall(.recycleElement, [id], PoolScript.Context())
     }
 
     /// See `LeasePool.recycleUndelivered`: nil, changing nothing, when the
     /// lease no longer holds grant `fence`.
     package func recycleUndelivered(lease id: String, fence: Int64) async throws(PoolError) -> Lease? {
-        let reply = try await run("undelivered", [id, String(fence)], leaseID: id)
-        return reply.isEmpty ? nil : try lease(reply.first)
+        try await runner.run(
+            ScriptCall(.undelivered, [id, String(fence)], context: PoolScript.Context(leaseID: id)) {
+                r throws(ReplyShapeError) in r.isAtEnd ? nil : try Self.lease(&r)
+            })
     }
 
     package func extend(lease id: String, leaseSeconds: Double?) async throws(PoolError) -> Lease {
         if let problem = LeasePool.leaseProblem(leaseSeconds, limit: 0) { throw problem }
         let arguments = [id] + (leaseSeconds.map(Self.leaseArguments).map { [$0[1], $0[0]] } ?? ["", ""])
-        return try lease(try await run("extend", arguments, lease: leaseSeconds, leaseID: id).first)
+        return try await leaseCall(.extend, arguments, PoolScript.Context(lease: leaseSeconds, leaseID: id))
     }
 
     /// One lease, live or remembered; a call naming it. `heardUntil`: a
     /// long-poll parked on it until then (its client counts as heard of meanwhile).
     package func lease(id: String, heardUntil: Timestamp? = nil) async throws(PoolError) -> Lease {
-        try lease(try await run("lease", [id, heardUntil.map { String($0.micros) } ?? ""], leaseID: id).first)
+        try await leaseCall(
+            .lease, [id, heardUntil.map { String($0.micros) } ?? ""], PoolScript.Context(leaseID: id))
     }
 
     // MARK: - State and elements
@@ -148,36 +149,38 @@ package struct RedisPoolStore: Sendable {
     /// `LeasePool.state`: the same pages, cursors and `more`.
     package func state(limit: Int, after cursor: Int64? = nil) async throws(PoolError) -> PoolState {
         let limit = min(max(0, limit), 1_000_000_000)
-        let reply = try await run("state", [String(limit), cursor.map { String($0) } ?? ""])
-        let header = 15
-        let configEnd = header + 7
-        guard reply.count >= configEnd, let elementCount = reply[1].int, let waitingCount = reply[2].int,
-            reply.count == configEnd + Int(elementCount + waitingCount)
-        else { throw .backendUnavailable("unexpected state reply") }
-        let n = reply[3..<header].map { $0.int.map(Int.init) }
-        guard n[0...3].allSatisfy({ $0 != nil }), n[5...].allSatisfy({ $0 != nil }) else {
-            throw .backendUnavailable("unexpected state reply")
+        let (name, declared) = (keys.name, declared)
+        return try await run(.state, [String(limit), cursor.map { String($0) } ?? ""]) {
+            r throws(ReplyShapeError) in try Self.state(&r, name: name, declared: declared)
         }
-        var elements: [(element: PoolElement, order: Int64)] = []
-        for item in reply[configEnd..<(configEnd + Int(elementCount))] {
-            guard case .bulk(let bytes) = item, let e = Self.element(bytes) else {
-                throw .backendUnavailable("unexpected element")
-            }
-            elements.append(e)
-        }
-        var waiting: [Lease] = []
-        for item in reply[(configEnd + Int(elementCount))...] { waiting.append(try lease(item)) }
+    }
+
+    /// more, the two list lengths, the figures, the config, then the page's elements and waiting leases.
+    private static func state(_ r: inout ReplyReader, name: String, declared: DeclaredElements) throws(ReplyShapeError)
+        -> PoolState
+    {
+        let more = try r.flag("more")
+        let elementCount = try r.int("element count")
+        let waitingCount = try r.int("waiting count")
+        let size = try r.int("size")
+        let available = try r.int("available")
+        let leased = try r.int("leased")
+        let waitingTotal = try r.int("waiting")
+        let nextExpiryAt = try r.timestamp("next expiry")
+        let counts = PoolCounts(
+            fetched: try r.int("fetched"), recycled: try r.int("recycled"), expired: try r.int("expired"),
+            revoked: try r.int("revoked"), grown: try r.int("grown"), abandoned: try r.int("abandoned"),
+            unclaimed: try r.int("unclaimed"))
+        let config = try Self.config(&r, declared: declared)
+        let elements = try r.list(elementCount) { r throws(ReplyShapeError) in try Self.element(&r) }
+        let waiting = try r.list(waitingCount) { r throws(ReplyShapeError) in try Self.lease(&r) }
+        guard r.isAtEnd else { throw ReplyShapeError(what: "end of the state") }
         var state = PoolState(
-            name: keys.name, config: try Self.config(reply[header..<configEnd], declared: declared), size: n[0]!,
-            available: n[1]!,
-            leased: n[2]!, waiting: n[3]!, nextExpiryAt: reply[7].int.map(Timestamp.init(micros:)),
-            elements: elements.map(\.element),
-            counts: PoolCounts(
-                fetched: n[5]!, recycled: n[6]!, expired: n[7]!, revoked: n[8]!, grown: n[9]!, abandoned: n[10]!,
-                unclaimed: n[11]!))
+            name: name, config: config, size: size, available: available, leased: leased, waiting: waitingTotal,
+            nextExpiryAt: nextExpiryAt, elements: elements.map(\.element), counts: counts)
         state.waitingLeases = waiting
         state.cursors = elements.map { "e\($0.order)" }
-        state.more = reply[0].string == "1"
+        state.more = more
         return state
     }
 
@@ -185,79 +188,40 @@ package struct RedisPoolStore: Sendable {
     package func putElement(_ id: String, data: JSONValue?) async throws(PoolError) -> (
         element: PoolElement, created: Bool
     ) {
-        let reply = try await run("put_element", [id, data.map(RedisQueueStore.jsonText) ?? ""])
-        guard reply.count == 2, case .bulk(let bytes) = reply[0], let e = Self.element(bytes) else {
-            throw .backendUnavailable("unexpected element")
+        try await run(.putElement, [id, data.map(RedisQueueStore.jsonText) ?? ""]) { r throws(ReplyShapeError) in
+            (try Self.element(&r).element, try r.flag("created"))
         }
-        return (e.element, reply[1].string == "1")
     }
 
     /// `DELETE …/elements/{id}[?force=true]`.
     package func removeElement(_ id: String, force: Bool) async throws(PoolError) -> ElementRemoval {
-        let reply: [RedisReply]
         do {
-            reply = try await run("remove_element", [id, force ? "1" : "0"])
+            return try await run(.removeElement, [id, force ? "1" : "0"]) { r throws(ReplyShapeError) in
+                let element = try Self.element(&r).element
+                let ended = try r.optional { r throws(ReplyShapeError) in try Self.lease(&r) }
+                return ElementRemoval(element: element, endedLease: ended)
+            }
         } catch .elementLeased(_, let lease) {
             throw .elementLeased(element: id, lease: lease)
         }
-        guard reply.count == 2, case .bulk(let bytes) = reply[0], let e = Self.element(bytes) else {
-            throw .backendUnavailable("unexpected element")
-        }
-        let ended: Lease? = reply[1].string == "" ? nil : try lease(reply[1])
-        return ElementRemoval(element: e.element, endedLease: ended)
     }
 
     // MARK: - Calls
 
-    /// Runs `operation`; reports the next deadline; maps refusals to
-    /// `PoolError`. `lease` is the lease asked for (for the message of a too
-    /// long one); `leaseID` the lease the operation is about.
-    private func run(_ operation: String, _ arguments: [String], lease: Double? = nil, leaseID: String? = nil)
-        async throws(PoolError) -> [RedisReply]
-    {
-        do {
-            return try await Self.script.call(
-                operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
-                on: connections, onDeadline: onDeadline,
-                onMissing: onMissing
-            ).dropFirst().map { $0 }
-        } catch {
-            if case .refused("exhausted", let detail) = error {
-                onDeadline(Int64(detail).map(Timestamp.init(micros:)))
-            }
-            throw Self.error(error, lease: lease, leaseID: leaseID)
-        }
+    /// `operation` with no context for its refusals, its reply read by `read`.
+    private func run<Reply: Sendable>(
+        _ operation: PoolScript.Operation, _ arguments: [String] = [],
+        read: @escaping @Sendable (inout ReplyReader) throws(ReplyShapeError) -> Reply
+    ) async throws(PoolError) -> Reply {
+        try await runner.run(ScriptCall(operation, arguments, context: PoolScript.Context(), read: read))
     }
 
-    static func error(_ failure: ScriptFailure, lease: Double?, leaseID: String?) -> PoolError {
-        switch failure {
-        case .unavailable(let why), .redis(let why):
-            return .backendUnavailable(why)
-        case .refused(let code, let detail):
-            switch code {
-            case "gone": return .gone
-            case "not_found": return .notFound("lease \"\(detail)\"")
-            case "element_not_found": return .notFound("element \"\(detail)\"")
-            case "element_free": return .notLeased("element \"\(detail)\" is not leased", status: nil)
-            case "element_leased":
-                return .elementLeased(element: "", lease: detail)
-            case "not_granted":
-                let status = LeaseStatus(VisitorStatus(rawValue: detail) ?? .completed)
-                return .notLeased(
-                    "lease \"\(leaseID ?? "?")\" is not active (it is \(status.rawValue))", status: status)
-            case "exhausted": return .exhausted(nextExpiryAt: Int64(detail).map(Timestamp.init(micros:)))
-            case "full": return .full(retryAfterSeconds: Int(detail) ?? 1)
-            case "too_many_elements":
-                return .tooManyElements(limit: Int(detail) ?? PoolConfig.Limits.elements.upperBound)
-            case "lease_excess":
-                if let lease, let limit = Double(detail), let problem = LeasePool.leaseProblem(lease, limit: limit) {
-                    return problem
-                }
-                return .invalid(field: "lease_seconds", message: "too long for this pool")
-            default:
-                return .backendUnavailable("\(code) \(detail)")
-            }
-        }
+    /// `operation` answering one lease.
+    private func leaseCall(_ operation: PoolScript.Operation, _ arguments: [String], _ context: PoolScript.Context)
+        async throws(PoolError) -> Lease
+    {
+        try await runner.run(
+            ScriptCall(operation, arguments, context: context) { r throws(ReplyShapeError) in try Self.lease(&r) })
     }
 
     // MARK: - Encoding
@@ -279,30 +243,37 @@ package struct RedisPoolStore: Sendable {
 
     // MARK: - Decoding
 
-    /// max_waiting, lease seconds, grow max ('' none), grow prefix, elements, idle seconds, claim seconds.
-    static func config(_ fields: ArraySlice<RedisReply>, declared: DeclaredElements? = nil) throws(PoolError)
+    /// The config as `pool.lua`'s `config_fields` lists it (`declared`: the elements' cache).
+    static func config(_ r: inout ReplyReader, declared: DeclaredElements? = nil) throws(ReplyShapeError)
         -> PoolConfig
     {
-        let f = fields.map { $0.string ?? "" }
-        guard f.count == 7, let maxWaiting = Int(f[0]), let lease = Double(f[1]), let idle = Double(f[5]),
-            let claim = Double(f[6])
-        else {
-            throw .backendUnavailable("unexpected config")
+        let maxWaiting = try r.value("max_waiting") { Int($0) }
+        let lease = try r.value("lease_seconds") { Double($0) }
+        let growMax = try r.text("grow max_size")
+        let growPrefix = try r.text("grow prefix")
+        let elements = try r.value("elements") { text in
+            if let declared { try? declared.elements(text) } else { try? DeclaredElements.decode(text) }
         }
-        let elements: [PoolElementSpec]
-        if let declared { elements = try declared.elements(f[4]) } else { elements = try DeclaredElements.decode(f[4]) }
-        let grow = Int(f[2]).map { PoolGrow(maxSize: $0, prefix: f[3]) }
+        let idle = try r.value("idle_seconds") { Double($0) }
+        let claim = try r.value("claim_seconds") { Double($0) }
+        let grow = Int(growMax).map { PoolGrow(maxSize: $0, prefix: growPrefix) }
         return PoolConfig(
             elements: elements, leaseSeconds: lease, maxWaiting: maxWaiting, grow: grow, idleSeconds: idle,
             claimSeconds: claim)
     }
 
-    func lease(_ reply: RedisReply?) throws(PoolError) -> Lease {
-        guard case .bulk(let bytes)? = reply,
-            let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
+    /// A lease (JSON text).
+    static func lease(_ r: inout ReplyReader) throws(ReplyShapeError) -> Lease {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(try r.bytes("lease"))) as? [String: Any],
             let lease = Self.lease(object)
-        else { throw .backendUnavailable("unexpected lease") }
+        else { throw ReplyShapeError(what: "lease") }
         return lease
+    }
+
+    /// An element (JSON text) and its order.
+    static func element(_ r: inout ReplyReader) throws(ReplyShapeError) -> (element: PoolElement, order: Int64) {
+        guard let element = element(try r.bytes("element")) else { throw ReplyShapeError(what: "element") }
+        return element
     }
 
     /// A lease as `pool.lua` writes it (every number as text), and the
@@ -353,23 +324,17 @@ package struct RedisPoolStore: Sendable {
 
     /// Decodes a notice `pool.lua` published; nil for another kind's or a malformed one.
     package static func decodeNotice(_ payload: [UInt8]) -> PoolNotice? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else { return nil }
-        return decodeNotice(object)
-    }
-
-    /// Decodes a notice already parsed into Foundation objects.
-    package static func decodeNotice(_ object: [String: Any]) -> PoolNotice? {
-        guard object["kind"] as? String == "pool", let name = object["name"] as? String,
-            let time = (object["time"] as? String).flatMap({ Int64($0) })
-        else { return nil }
-        var notice = PoolNotice(name: name, time: Timestamp(micros: time))
-        if object["deleted"] as? Bool == true {
+        guard let record = LineNoticeRecord.decode(payload, kind: "pool"), let time = Int64(record.time) else {
+            return nil
+        }
+        var notice = PoolNotice(name: record.name, time: Timestamp(micros: time))
+        if record.deleted == true {
             notice.deleted = true
             return notice
         }
-        func leases(_ field: String) -> [(lease: Lease, status: VisitorStatus)]? {
+        func leases(_ texts: [String]?) -> [(lease: Lease, status: VisitorStatus)]? {
             var out: [(Lease, VisitorStatus)] = []
-            for case let text as String in object[field] as? [Any] ?? [] {
+            for text in texts ?? [] {
                 guard let o = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
                     let decoded = leaseAndStatus(o)
                 else { return nil }
@@ -377,17 +342,82 @@ package struct RedisPoolStore: Sendable {
             }
             return out
         }
-        guard let changed = leases("changed"), let withdrawn = leases("withdrawn") else { return nil }
+        guard let changed = leases(record.changed), let withdrawn = leases(record.withdrawn) else { return nil }
         notice.changed = changed
         notice.withdrawn = withdrawn.map(\.lease)
-        notice.next = (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:))
-        if let before = object["config_before"] as? [String], let after = object["config"] as? [String],
-            let b = try? config(before.map { RedisReply.bulk(Array($0.utf8)) }[...]),
-            let a = try? config(after.map { RedisReply.bulk(Array($0.utf8)) }[...])
+        notice.next = record.next.flatMap { Int64($0) }.map(Timestamp.init(micros:))
+        if let before = record.configBefore, let after = record.config,
+            let b = try? config(texts: before), let a = try? config(texts: after)
         {
             notice.updated = (b, a)
         }
         return notice
+    }
+}
+
+extension RedisPoolStore {
+    /// A config as a notice lists it.
+    static func config(texts: [String]) throws(ReplyShapeError) -> PoolConfig {
+        var r = ReplyReader(texts: texts)
+        return try config(&r)
+    }
+}
+
+/// `pool.lua` on `line.lua`: its operations and refusals.
+enum PoolScript: ScriptKind {
+    static let script = ResourceScript(kindSources: PackageResources.line_lua, PackageResources.pool_lua)
+
+    enum Operation: String, Sendable {
+        case create, delete, config, patch, counts, tick, fetch, withdraw, recycle, undelivered, extend, lease, state
+        case recycleElement = "recycle_element"
+        case putElement = "put_element"
+        case removeElement = "remove_element"
+    }
+
+    enum Refusal: String, ScriptRefusal {
+        case gone, exhausted, full
+        case notFound = "not_found"
+        case notGranted = "not_granted"
+        case elementNotFound = "element_not_found"
+        case elementFree = "element_free"
+        case elementLeased = "element_leased"
+        case tooManyElements = "too_many_elements"
+        case leaseExcess = "lease_excess"
+    }
+
+    /// The lease asked for (for the message of a too long one) and the lease the call is about.
+    struct Context: Sendable {
+        var lease: Double? = nil
+        var leaseID: String? = nil
+    }
+
+    static func failure(_ refusal: Refusal, detail: String, context: Context) -> PoolError {
+        switch refusal {
+        case .gone: return .gone
+        case .notFound: return .notFound("lease \"\(detail)\"")
+        case .elementNotFound: return .notFound("element \"\(detail)\"")
+        case .elementFree: return .notLeased("element \"\(detail)\" is not leased", status: nil)
+        case .elementLeased: return .elementLeased(element: "", lease: detail)
+        case .notGranted:
+            let status = LeaseStatus(VisitorStatus(rawValue: detail) ?? .completed)
+            return .notLeased(
+                "lease \"\(context.leaseID ?? "?")\" is not active (it is \(status.rawValue))", status: status)
+        case .exhausted: return .exhausted(nextExpiryAt: deadline(of: .exhausted, detail: detail))
+        case .full: return .full(retryAfterSeconds: Int(detail) ?? 1)
+        case .tooManyElements: return .tooManyElements(limit: Int(detail) ?? PoolConfig.Limits.elements.upperBound)
+        case .leaseExcess:
+            if let lease = context.lease, let limit = Double(detail),
+                let problem = LeasePool.leaseProblem(lease, limit: limit)
+            {
+                return problem
+            }
+            return .invalid(field: "lease_seconds", message: "too long for this pool")
+        }
+    }
+
+    /// An exhausted pool's next expiry, which the timer arms.
+    static func deadline(of refusal: Refusal, detail: String) -> Timestamp? {
+        refusal == .exhausted ? Int64(detail).map(Timestamp.init(micros:)) : nil
     }
 }
 

@@ -9,13 +9,11 @@ import UsherCore
 package final class RedisQueue: QueueService, RedisResource {
     package let name: String
     package let store: RedisQueueStore
-    private let backend: RedisBackend
     private let events: EventLog?
     package let host: LocalHost
 
     package init(name: String, backend: RedisBackend, events: EventLog?) {
         self.name = name
-        self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "queue", name: name, backend: backend)
         let keys = backend.keys(kind: "queue", name: name)
@@ -99,15 +97,12 @@ package final class RedisQueue: QueueService, RedisResource {
 
     // MARK: NoticeListener
 
-    /// Notices wake long-polls parked here and feed event subscribers here;
-    /// with neither, they are not read (the timer is armed by this process's
-    /// own answers, and every operation applies what is due first).
-    package var wantsNotices: Bool {
-        board.openCount > 0 || (events?.isRecording ?? false)
-    }
+    /// Notices wake waits parked here and feed event subscribers here; with
+    /// neither, they are dropped unread (see `RedisResource.isHeard`).
+    package var wantsNotices: Bool { isHeard(events) }
 
-    package func receive(_ object: [String: Any], payload: [UInt8]) {
-        guard let notice = RedisQueueStore.decodeNotice(object) else { return }
+    package func receive(_ payload: [UInt8]) {
+        guard let notice = RedisQueueStore.decodeNotice(payload) else { return }
         if notice.deleted {
             close()
             return
@@ -132,51 +127,19 @@ package final class RedisQueue: QueueService, RedisResource {
 
     /// Waits until `met` holds for the visitor, `deadline` passes, or the
     /// task is cancelled (then, `withdrawing`, the visitor is taken back).
-    /// Re-reads at every notice about it and at least every `pollSeconds`.
-    /// Redis unreachable until the deadline, or when cancelled: `backendUnavailable`.
     private func park(
         id: String, until deadline: Timestamp, withdrawing: Bool, _ met: (VisitorView) -> Bool
     ) async -> Result<VisitorView, QueueError> {
-        let clock = backend.clock
-        while true {
-            switch host.phase {
-            case .closed: return .failure(.gone)
-            case .shuttingDown: return .failure(.shuttingDown)
-            case .open: break
-            }
-            let ticket = board.open(id)
-            let read: Result<VisitorView, QueueError>
-            do throws(QueueError) {
-                if Task.isCancelled, withdrawing {
-                    board.close(ticket)
-                    if let view = try await store.disconnect(id: id) { return .success(view) }
-                    return .success(try await store.visitor(id: id))
-                }
-                // Parked until `deadline`: its client counts as heard of meanwhile.
-                read = .success(try await store.visitor(id: id, heardUntil: deadline))
-            } catch {
-                read = .failure(error)
-            }
-            let now = clock.now()
-            switch read {
-            case .success(let view):
-                // Cancelled during the read and withdrawing: the next turn withdraws.
-                if met(view) || now >= deadline || (Task.isCancelled && !withdrawing) {
-                    board.close(ticket)
-                    return .success(view)
-                }
-            case .failure(.backendUnavailable(let why)):
-                // A cancelled wait would not sleep again: it ends rather than spin.
-                if now >= deadline || Task.isCancelled {
-                    board.close(ticket)
-                    return .failure(.backendUnavailable(why))
-                }
-            case .failure(let error):
-                board.close(ticket)
-                return .failure(error)
-            }
-            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
-        }
+        // Parked until `deadline`: its client counts as heard of meanwhile.
+        await park(
+            id, until: deadline,
+            read: { store async throws(QueueError) in try await store.visitor(id: id, heardUntil: deadline) },
+            met: met,
+            withdraw: withdrawing
+                ? { store async throws(QueueError) in
+                    if let view = try await store.disconnect(id: id) { return view }
+                    return try await store.visitor(id: id)
+                } : nil)
     }
 
     /// Emits what the notice reports, as `VisitorQueue` does for its own changes.

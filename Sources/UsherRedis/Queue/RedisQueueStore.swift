@@ -6,52 +6,42 @@ import UsherCore
 /// `queue.lua`, with the engine's semantics (`.atMostResource` holds). The
 /// storage budget (`max_stored_bytes`) does not apply: Redis's `maxmemory` bounds it.
 package struct RedisQueueStore: Sendable {
-    static let script = ResourceScript(kindSources: PackageResources.line_lua, PackageResources.queue_lua)
     /// The parts of a queue's keys, in the order `queue.lua` reads `KEYS`.
     static let parts = ["meta", "wait", "arr", "hold", "exp", "delayed", "vis", "lk", "lp", "fin", "holds", "watch"]
 
-    let keys: ResourceKeys
-    let connections: RedisConnectionPool
-    let time: ScriptTime
-    /// Where operations publish their notices.
-    let channel: String
-    /// Where `delete` publishes (every instance must hear it).
-    let deletionChannel: String
-    let onDeadline: @Sendable (Timestamp?) -> Void
-    /// Hears that a script found the resource's keys missing.
-    let onMissing: @Sendable () -> Void
-    let keyList: [String]
+    let runner: ScriptRunner<QueueScript>
+    var keys: ResourceKeys { runner.keys }
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
         deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
     ) {
-        self.keys = keys
-        self.connections = connections
-        self.time = time
-        self.channel = channel
-        self.deletionChannel = deletionChannel ?? channel
-        self.onDeadline = onDeadline
-        self.onMissing = onMissing
-        self.keyList = Self.parts.map(keys.key)
+        runner = ScriptRunner(
+            keys: keys, keyList: Self.parts.map(keys.key), connections: connections, time: time, channel: channel,
+            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
     }
 
     // MARK: - Resource
 
     /// Creates the queue, or answers the existing one's config with `created == false`.
     package func create(_ config: QueueConfig) async throws(QueueError) -> (config: QueueConfig, created: Bool) {
-        let reply = try await run("create", Self.configArguments(config))
-        return (try Self.config(reply.dropFirst()), reply.first?.string == "1")
+        try await runner.run(
+            ScriptCall(.create, Self.configArguments(config), context: nil) { r throws(ReplyShapeError) in
+                let created = try r.flag("created")
+                return (try Self.config(&r), created)
+            })
     }
 
     /// Removes every key of the queue; true when it existed.
     package func delete() async throws(QueueError) -> Bool {
-        try await run("delete", [], channel: deletionChannel).first?.string == "1"
+        try await runner.run(
+            ScriptCall(.delete, context: nil) { r throws(ReplyShapeError) in try r.flag("existed") },
+            channel: runner.deletionChannel)
     }
 
     package func config() async throws(QueueError) -> QueueConfig {
-        try Self.config(try await run("config", [])[...])
+        try await runner.run(ScriptCall(.config, context: nil) { r throws(ReplyShapeError) in try Self.config(&r) })
     }
 
     /// `PATCH`: the config after the change (the notice carries what changed).
@@ -66,7 +56,8 @@ package struct RedisQueueStore: Sendable {
         let idle = Self.secondsArguments(patch.idleSeconds)
         let claim = Self.secondsArguments(patch.claimSeconds)
         let arguments = [capacity, maxWaiting] + hold + [dedup, opposites, history] + idle + claim
-        return try Self.config(try await run("patch", arguments)[...])
+        return try await runner.run(
+            ScriptCall(.patch, arguments, context: nil) { r throws(ReplyShapeError) in try Self.config(&r) })
     }
 
     // MARK: - Visitors
@@ -75,7 +66,7 @@ package struct RedisQueueStore: Sendable {
     package func enqueue(_ r: VisitorRequest, tryOnce: Bool = false) async throws(QueueError) -> (
         view: VisitorView, created: Bool
     ) {
-        try enqueued(try await run("enqueue", Self.enqueueArguments(r, tryOnce: tryOnce), hold: r.holdSeconds))
+        try await runner.run(enqueueCall(r, tryOnce: tryOnce))
     }
 
     /// `enqueue` answered through `answer`, from the connection's queue (no task).
@@ -83,23 +74,24 @@ package struct RedisQueueStore: Sendable {
         _ r: VisitorRequest, tryOnce: Bool,
         answer: @escaping @Sendable (Result<(view: VisitorView, created: Bool), QueueError>) -> Void
     ) {
-        send("enqueue", Self.enqueueArguments(r, tryOnce: tryOnce), hold: r.holdSeconds) { result in
-            answer(result.flatMap { items in Result { () throws(QueueError) in try enqueued(items) } })
-        }
+        runner.send(enqueueCall(r, tryOnce: tryOnce), answer: answer)
     }
 
-    private static func enqueueArguments(_ r: VisitorRequest, tryOnce: Bool) -> [String] {
+    private func enqueueCall(_ r: VisitorRequest, tryOnce: Bool) -> ScriptCall<
+        QueueScript, (view: VisitorView, created: Bool)
+    > {
         let problem = QueueEngine.requestProblem(r) ?? QueueEngine.holdRangeProblem(r.holdSeconds)
         let payload: String = r.payload.map(Self.jsonText) ?? ""
         let holdMicros: String = r.holdSeconds.map { String(Self.micros($0)) } ?? "-1"
         let holdText: String = r.holdSeconds.map(Self.secondsText) ?? ""
         let delay: String = String(r.delaySeconds.map(Self.micros) ?? 0)
         let request: [String] = [r.id ?? "", r.key ?? "", r.action ?? "", payload, String(r.priority)]
-        return request + [holdMicros, holdText, delay] + Self.problemArguments(problem) + [tryOnce ? "1" : "0"]
-    }
-
-    private func enqueued(_ reply: [RedisReply]) throws(QueueError) -> (view: VisitorView, created: Bool) {
-        (try view(reply.first), reply.dropFirst().first?.string == "1")
+        let arguments =
+            request + [holdMicros, holdText, delay] + Self.problemArguments(problem) + [tryOnce ? "1" : "0"]
+        let queue = keys.name
+        return ScriptCall(.enqueue, arguments, context: r.holdSeconds) { r throws(ReplyShapeError) in
+            (try Self.view(&r, queue: queue).view, try r.flag("created"))
+        }
     }
 
     /// `operation` on one visitor, its view answered through `answer` from the
@@ -107,10 +99,7 @@ package struct RedisQueueStore: Sendable {
     package func visitorOperation(
         _ operation: VisitorOperation, answer: @escaping @Sendable (Result<VisitorView, QueueError>) -> Void
     ) {
-        let (name, arguments, hold) = operation.call
-        send(name, arguments, hold: hold) { result in
-            answer(result.flatMap { items in Result { () throws(QueueError) in try view(items.first) } })
-        }
+        runner.send(viewCall(operation.call), answer: answer)
     }
 
     /// The operations on one visitor that answer its view.
@@ -121,28 +110,36 @@ package struct RedisQueueStore: Sendable {
         case read(id: String)
 
         /// The script's operation, its arguments and the hold asked for.
-        var call: (String, [String], Double?) {
+        var call: (QueueScript.Operation, [String], Double?) {
             switch self {
-            case .complete(let id): ("complete", [id], nil)
+            case .complete(let id): (.complete, [id], nil)
             case .extend(let id, let holdSeconds):
-                ("extend", RedisQueueStore.extendArguments(id, holdSeconds), holdSeconds)
-            case .remove(let id): ("remove", [id], nil)
-            case .read(let id): ("visitor", [id, ""], nil)
+                (.extend, RedisQueueStore.extendArguments(id, holdSeconds), holdSeconds)
+            case .remove(let id): (.remove, [id], nil)
+            case .read(let id): (.visitor, [id, ""], nil)
             }
+        }
+    }
+
+    /// A call that answers one visitor's view.
+    private func viewCall(_ call: (QueueScript.Operation, [String], Double?)) -> ScriptCall<QueueScript, VisitorView> {
+        let queue = keys.name
+        return ScriptCall(call.0, call.1, context: call.2) { r throws(ReplyShapeError) in
+            try Self.view(&r, queue: queue).view
         }
     }
 
     /// A try-acquire's wait ended: see `QueueEngine.timeOut`.
     package func timeOut(id: String) async throws(QueueError) -> VisitorView {
-        try view(try await run("time_out", [id]).first)
+        try await runner.run(viewCall((.timeOut, [id], nil)))
     }
 
     package func complete(id: String) async throws(QueueError) -> VisitorView {
-        try view(try await run("complete", [id]).first)
+        try await runner.run(viewCall(VisitorOperation.complete(id: id).call))
     }
 
     package func extend(id: String, holdSeconds: Double?) async throws(QueueError) -> VisitorView {
-        try view(try await run("extend", Self.extendArguments(id, holdSeconds), hold: holdSeconds).first)
+        try await runner.run(viewCall(VisitorOperation.extend(id: id, holdSeconds: holdSeconds).call))
     }
 
     static func extendArguments(_ id: String, _ holdSeconds: Double?) -> [String] {
@@ -152,26 +149,29 @@ package struct RedisQueueStore: Sendable {
     }
 
     package func remove(id: String) async throws(QueueError) -> VisitorView {
-        try view(try await run("remove", [id]).first)
+        try await runner.run(viewCall(VisitorOperation.remove(id: id).call))
     }
 
     /// One visitor, live or remembered (a waiting one with its position and estimate).
     /// `heardUntil`: a long-poll parked on it until then (its client counts as heard of meanwhile).
     package func visitor(id: String, heardUntil: Timestamp? = nil) async throws(QueueError) -> VisitorView {
-        try view(try await run("visitor", [id, heardUntil.map { String($0.micros) } ?? ""]).first)
+        try await runner.run(viewCall((.visitor, [id, heardUntil.map { String($0.micros) } ?? ""], nil)))
     }
 
     /// See `QueueEngine.undoGrant`: nil, changing nothing, when `id` no longer holds grant `fence`.
     package func undoGrant(id: String, fence: Int64) async throws(QueueError) -> VisitorView? {
-        let reply = try await run("undo_grant", [id, String(fence)])
-        return reply.isEmpty ? nil : try view(reply.first)
+        let queue = keys.name
+        return try await runner.run(
+            ScriptCall(.undoGrant, [id, String(fence)], context: nil) { r throws(ReplyShapeError) in
+                r.isAtEnd ? nil : try Self.view(&r, queue: queue).view
+            })
     }
 
     /// The client of a waiting or delayed visitor hung up (`QueueEngine.disconnect`);
     /// nil when no visitor has this id.
     package func disconnect(id: String) async throws(QueueError) -> VisitorView? {
         do {
-            return try view(try await run("disconnect", [id]).first)
+            return try await runner.run(viewCall((.disconnect, [id], nil)))
         } catch .notFound {
             return nil
         }
@@ -188,117 +188,50 @@ package struct RedisQueueStore: Sendable {
         case .holding(let fence): arguments += ["h", String(fence), ""]
         case .waiting(let priority, let seq): arguments += ["w", String(priority), String(seq)]
         }
-        let reply = try await run("state", arguments)
-        guard reply.count >= 25, let holdingCount = reply[1].int, let waitingCount = reply[2].int,
-            let delayedCount = reply[3].int, reply.count == 25 + Int(holdingCount + waitingCount + delayedCount)
-        else { throw .backendUnavailable("unexpected state reply") }
-        let counts = try Self.counts(reply[4..<17])
-        let config = try Self.config(reply[17..<25])
-        var index = 25
-        func views(_ n: Int64) throws(QueueError) -> [(view: VisitorView, seq: Int64?)] {
-            var out: [(VisitorView, Int64?)] = []
-            for _ in 0..<n {
-                out.append(try decodedView(reply[index]))
-                index += 1
-            }
-            return out
-        }
-        let holding = try views(holdingCount)
-        let waiting = try views(waitingCount)
-        let delayed = try views(delayedCount)
+        let queue = keys.name
+        return try await runner.run(
+            ScriptCall(.state, arguments, context: nil) { r throws(ReplyShapeError) in
+                try Self.state(&r, queue: queue)
+            })
+    }
+
+    /// more, the three list lengths, counts, config, then the holding, waiting and delayed views.
+    private static func state(_ r: inout ReplyReader, queue: String) throws(ReplyShapeError) -> QueueState {
+        let more = try r.flag("more")
+        let holdingCount = try r.int("holding count")
+        let waitingCount = try r.int("waiting count")
+        let delayedCount = try r.int("delayed count")
+        let counts = try Self.counts(&r)
+        let config = try Self.config(&r)
+        let read = { (r: inout ReplyReader) throws(ReplyShapeError) in try Self.view(&r, queue: queue) }
+        let holding = try r.list(holdingCount, read)
+        let waiting = try r.list(waitingCount, read)
+        let delayed = try r.list(delayedCount, read)
+        guard r.isAtEnd else { throw ReplyShapeError(what: "end of the state") }
         var state = QueueState(
-            name: keys.name, config: config, holding: holding.map(\.view), waiting: waiting.map(\.view), counts: counts)
+            name: queue, config: config, holding: holding.map(\.view), waiting: waiting.map(\.view), counts: counts)
         state.delayed = delayed.map(\.view)
         state.cursors =
             holding.map { .holding(fence: $0.view.fence ?? 0) }
             + waiting.map { .waiting(priority: Int32($0.view.priority), seq: $0.seq ?? 0) }
-        state.more = reply[0].string == "1"
+        state.more = more
         return state
     }
 
     /// Counts and totals after applying now, and when the oldest waiter entered the line.
     package func counts() async throws(QueueError) -> (counts: QueueCounts, oldestWaitingSince: Timestamp?) {
-        let reply = try await run("counts", [])
-        guard reply.count == 14 else { throw .backendUnavailable("unexpected counts reply") }
-        return (try Self.counts(reply[0..<13]), reply[13].int.map(Timestamp.init(micros:)))
+        try await runner.run(
+            ScriptCall(.counts, context: nil) { r throws(ReplyShapeError) in
+                let counts = try Self.counts(&r)
+                let oldest = try r.timestamp("oldest waiting since")
+                guard r.isAtEnd else { throw ReplyShapeError(what: "end of the counts") }
+                return (counts, oldest)
+            })
     }
 
     /// Applies what is due (any instance may run it at a deadline it knows).
     package func tick() async throws(QueueError) {
-        _ = try await run("tick", [])
-    }
-
-    // MARK: - Calls
-
-    /// Runs `operation`; reports the next deadline; maps refusals to `QueueError`.
-    /// `hold` is the hold the caller asked for (for the message of a too long one).
-    private func run(
-        _ operation: String, _ arguments: [String], hold: Double? = nil, channel: String? = nil
-    ) async throws(QueueError) -> [RedisReply] {
-        do {
-            return try await Self.script.call(
-                operation, keys: keyList, time: time, channel: channel ?? self.channel,
-                arguments: [keys.name] + arguments, on: connections, onDeadline: onDeadline,
-                onMissing: onMissing
-            ).dropFirst().map { $0 }
-        } catch {
-            throw Self.error(error, hold: hold)
-        }
-    }
-
-    /// `run` answered through `answer`, from the connection's queue (no task).
-    private func send(
-        _ operation: String, _ arguments: [String], hold: Double?,
-        answer: @escaping @Sendable (Result<[RedisReply], QueueError>) -> Void
-    ) {
-        Self.script.send(
-            operation, keys: keyList, time: time, channel: channel, arguments: [keys.name] + arguments,
-            on: connections.route(keys: keyList)
-        ) { result in
-            switch result {
-            case .success(let reply): answer(Result { () throws(QueueError) in try items(of: reply, operation) })
-            case .failure(let error):
-                if error.isMissing { onMissing() }
-                answer(.failure(Self.error(error, hold: hold)))
-            }
-        }
-    }
-
-    /// The items of a reply after its first, the next deadline, which it reports.
-    private func items(of reply: RedisReply, _ operation: String) throws(QueueError) -> [RedisReply] {
-        do throws(ScriptFailure) {
-            return try ResourceScript.deadlineLed(reply, operation, onDeadline: onDeadline).dropFirst().map { $0 }
-        } catch {
-            throw Self.error(error, hold: nil)
-        }
-    }
-
-    static func error(_ failure: ScriptFailure, hold: Double?) -> QueueError {
-        switch failure {
-        case .unavailable(let why), .redis(let why):
-            return .backendUnavailable(why)
-        case .refused(let code, let detail):
-            switch code {
-            case "gone": return .gone
-            case "not_found": return .notFound("visitor \"\(detail)\"")
-            case "not_granted":
-                return .notGranted(current: VisitorStatus(rawValue: detail) ?? .completed)
-            case "full": return .full(retryAfterSeconds: Int(detail) ?? 1)
-            case "invalid":
-                // Redis turns newlines in errors into spaces; field names hold none.
-                let parts = detail.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
-                return .invalid(field: String(parts[0]), message: parts.count > 1 ? String(parts[1]) : "")
-            case "hold_excess":
-                if let hold, let limit = Double(detail),
-                    let problem = QueueEngine.holdLimitProblem(hold, limit: limit)
-                {
-                    return problem
-                }
-                return .invalid(field: "hold_seconds", message: "too long for this queue")
-            default:
-                return .backendUnavailable("\(code) \(detail)")
-            }
-        }
+        try await runner.run(ScriptCall(.tick, context: nil))
     }
 
     // MARK: - Encoding
@@ -342,51 +275,51 @@ package struct RedisQueueStore: Sendable {
 
     // MARK: - Decoding
 
-    /// capacity, max_waiting, hold_seconds, dedup, opposites, history, idle_seconds, claim_seconds.
-    static func config(_ fields: ArraySlice<RedisReply>) throws(QueueError) -> QueueConfig {
-        let f = fields.map { $0.string ?? "" }
-        guard f.count == 8, let capacity = Int(f[0]), let maxWaiting = Int(f[1]), let hold = Double(f[2]),
-            let dedup = DedupMode(rawValue: f[3]), let history = Int(f[5]), let idle = Double(f[6]),
-            let claim = Double(f[7]), case .array(let list) = try? JSONValue.parse(f[4])
-        else { throw .backendUnavailable("unexpected config") }
-        let opposites = list.map { pair -> [String] in
-            guard case .array(let items) = pair else { return [] }
-            return items.compactMap { if case .string(let s) = $0 { s } else { nil } }
+    /// The config as `config_fields` in `line.lua` lists it.
+    static func config(_ r: inout ReplyReader) throws(ReplyShapeError) -> QueueConfig {
+        let capacity = try r.value("capacity") { Int($0) }
+        let maxWaiting = try r.value("max_waiting") { Int($0) }
+        let hold = try r.value("hold_seconds") { Double($0) }
+        let dedup = try r.value("dedup", DedupMode.init(rawValue:))
+        let opposites = try r.value("opposites") { text -> [[String]]? in
+            guard case .array(let list) = try? JSONValue.parse(text) else { return nil }
+            return list.map { pair -> [String] in
+                guard case .array(let items) = pair else { return [] }
+                return items.compactMap { if case .string(let s) = $0 { s } else { nil } }
+            }
         }
+        let history = try r.value("history") { Int($0) }
+        let idle = try r.value("idle_seconds") { Double($0) }
+        let claim = try r.value("claim_seconds") { Double($0) }
         return QueueConfig(
             capacity: capacity, maxWaiting: maxWaiting, holdSeconds: hold, dedup: dedup, opposites: opposites,
             history: history, idleSeconds: idle, claimSeconds: claim)
     }
 
-    static func counts(_ fields: ArraySlice<RedisReply>) throws(QueueError) -> QueueCounts {
-        let n = fields.map { $0.int.map(Int.init) }
-        guard n.count == 13, n.allSatisfy({ $0 != nil }) else { throw .backendUnavailable("unexpected counts") }
+    /// The counts and totals as `count_fields` in `line.lua` lists them.
+    static func counts(_ r: inout ReplyReader) throws(ReplyShapeError) -> QueueCounts {
         var c = QueueCounts()
-        c.waiting = n[0]!
-        c.holding = n[1]!
-        c.delayed = n[2]!
-        c.enqueuedTotal = n[3]!
-        c.grantedTotal = n[4]!
-        c.completedTotal = n[5]!
-        c.releasedTotal = n[6]!
-        c.expiredTotal = n[7]!
-        c.cancelledTotal = n[8]!
-        c.mergedTotal = n[9]!
-        c.timedOutTotal = n[10]!
-        c.abandonedTotal = n[11]!
-        c.unclaimedTotal = n[12]!
+        c.waiting = try r.int("waiting")
+        c.holding = try r.int("holding")
+        c.delayed = try r.int("delayed")
+        c.enqueuedTotal = try r.int("enqueued_total")
+        c.grantedTotal = try r.int("granted_total")
+        c.completedTotal = try r.int("completed_total")
+        c.releasedTotal = try r.int("released_total")
+        c.expiredTotal = try r.int("expired_total")
+        c.cancelledTotal = try r.int("cancelled_total")
+        c.mergedTotal = try r.int("merged_total")
+        c.timedOutTotal = try r.int("timed_out_total")
+        c.abandonedTotal = try r.int("abandoned_total")
+        c.unclaimedTotal = try r.int("unclaimed_total")
         return c
     }
 
-    func view(_ reply: RedisReply?) throws(QueueError) -> VisitorView {
-        guard let reply else { throw .backendUnavailable("missing visitor") }
-        return try decodedView(reply).view
-    }
-
-    func decodedView(_ reply: RedisReply) throws(QueueError) -> (view: VisitorView, seq: Int64?) {
-        guard case .bulk(let bytes) = reply, let view = Self.view(bytes, queue: keys.name) else {
-            throw .backendUnavailable("unexpected visitor")
-        }
+    /// A visitor's view (JSON text) and its line seq when waiting.
+    static func view(_ r: inout ReplyReader, queue: String) throws(ReplyShapeError) -> (
+        view: VisitorView, seq: Int64?
+    ) {
+        guard let view = view(try r.bytes("visitor"), queue: queue) else { throw ReplyShapeError(what: "visitor") }
         return view
     }
 
@@ -423,33 +356,69 @@ package struct RedisQueueStore: Sendable {
 
     /// Decodes a notice `queue.lua` published; nil for another kind's or a malformed one.
     package static func decodeNotice(_ payload: [UInt8]) -> QueueNotice? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else { return nil }
-        return decodeNotice(object)
-    }
-
-    /// Decodes a notice already parsed into Foundation objects.
-    package static func decodeNotice(_ object: [String: Any]) -> QueueNotice? {
-        guard object["kind"] as? String == "queue", let name = object["name"] as? String else { return nil }
-        guard let time = (object["time"] as? String).flatMap({ Int64($0) }) else { return nil }
-        if object["deleted"] as? Bool == true {
+        guard let record = LineNoticeRecord.decode(payload, kind: "queue"), let time = Int64(record.time) else {
+            return nil
+        }
+        let name = record.name
+        if record.deleted == true {
             return QueueNotice(name: name, time: Timestamp(micros: time), changed: [], deleted: true)
         }
         var changed: [VisitorView] = []
-        for case let text as String in object["changed"] as? [Any] ?? [] {
+        for text in record.changed ?? [] {
             guard let decoded = view(Array(text.utf8), queue: name) else { return nil }
             changed.append(decoded.view)
         }
         var updated: ConfigChanges?
-        if let before = object["config_before"] as? [String], let after = object["config"] as? [String] {
-            let b = try? config(before.map { RedisReply.bulk(Array($0.utf8)) }[...])
-            let a = try? config(after.map { RedisReply.bulk(Array($0.utf8)) }[...])
-            if let b, let a { updated = QueueConfig.changes(from: b, to: a) }
+        if let before = record.configBefore, let after = record.config {
+            var b = ReplyReader(texts: before)
+            var a = ReplyReader(texts: after)
+            if let b = try? config(&b), let a = try? config(&a) { updated = QueueConfig.changes(from: b, to: a) }
         }
         var notice = QueueNotice(name: name, time: Timestamp(micros: time), changed: changed, deleted: false)
-        notice.next = (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:))
+        notice.next = record.next.flatMap { Int64($0) }.map(Timestamp.init(micros:))
         notice.updated = updated
-        notice.grantWaits = (object["waits"] as? [String] ?? []).compactMap { Int64($0) }
+        notice.grantWaits = (record.waits ?? []).compactMap { Int64($0) }
         return notice
+    }
+}
+
+/// `queue.lua` on `line.lua`: its operations and refusals.
+enum QueueScript: ScriptKind {
+    static let script = ResourceScript(kindSources: PackageResources.line_lua, PackageResources.queue_lua)
+
+    enum Operation: String, Sendable {
+        case create, delete, config, patch, enqueue, complete, extend, remove, visitor, disconnect, state, counts, tick
+        case timeOut = "time_out"
+        case undoGrant = "undo_grant"
+    }
+
+    /// The line's refusals (windows and pools share them).
+    enum Refusal: String, ScriptRefusal {
+        case gone, full, invalid
+        case notFound = "not_found"
+        case notGranted = "not_granted"
+        case holdExcess = "hold_excess"
+    }
+
+    /// The hold a call asked for, for the message of a too long one.
+    typealias Context = Double?
+
+    static func failure(_ refusal: Refusal, detail: String, context hold: Double?) -> QueueError {
+        switch refusal {
+        case .gone: return .gone
+        case .notFound: return .notFound("visitor \"\(detail)\"")
+        case .notGranted: return .notGranted(current: VisitorStatus(rawValue: detail) ?? .completed)
+        case .full: return .full(retryAfterSeconds: Int(detail) ?? 1)
+        case .invalid:
+            // Redis turns newlines in errors into spaces; field names hold none.
+            let parts = detail.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
+            return .invalid(field: String(parts.first ?? ""), message: parts.count > 1 ? String(parts[1]) : "")
+        case .holdExcess:
+            if let hold, let limit = Double(detail), let problem = QueueEngine.holdLimitProblem(hold, limit: limit) {
+                return problem
+            }
+            return .invalid(field: "hold_seconds", message: "too long for this queue")
+        }
     }
 }
 

@@ -6,14 +6,14 @@ import UsherCore
 
 /// What hears the notices about one resource (its manager in this process).
 package protocol NoticeListener: AnyObject, Sendable {
-    /// A notice about this resource, from any instance (this one included),
-    /// parsed once for every listener, and as it came (on the subscriber's thread: be quick).
-    func receive(_ notice: [String: Any], payload: [UInt8])
+    /// A notice about this resource as it came, from any instance (this one
+    /// included), on the subscriber's thread: be quick.
+    func receive(_ payload: [UInt8])
     /// Notices may have been missed (the subscriber reconnected): check again.
     func resynchronize()
-    /// Whether a notice on the resource's own channel is worth parsing now
+    /// Whether a notice on the resource's own channel is worth reading now
     /// (someone here waits on it or records its events); when false it is
-    /// dropped unread. Notices on the shared channel are always delivered.
+    /// dropped unread. Deletions, on the shared channel, are always delivered.
     var wantsNotices: Bool { get }
 }
 
@@ -21,15 +21,32 @@ extension NoticeListener {
     package var wantsNotices: Bool { true }
 }
 
+/// What the backend reads of a notice on the shared channel: whose it is,
+/// and whether it is a creation or a deletion.
+package struct NoticeHeader: Decodable, Sendable {
+    package let kind: String
+    package let name: String
+    /// A creation (`created: true`) or deletion (`deleted: true`) notice.
+    package var created: Bool?
+    package var deleted: Bool?
+    /// A deletion because the resource's keys were lost.
+    package var lost: Bool?
+
+    /// The header of a notice's JSON text, or nil for another text.
+    package static func decode(_ payload: [UInt8]) -> NoticeHeader? {
+        try? JSONDecoder().decode(NoticeHeader.self, from: Data(payload))
+    }
+}
+
 /// The Redis side of one Usher process: the command connections, the one
 /// subscriber connection that hears every instance's notices, the index of
 /// Redis-backed resources, and what `/readyz` says about Redis.
 ///
-/// Notices come on the shared channel `<prefix>notices` (creations,
-/// deletions, and the kinds that publish everything there) and on each
-/// resource's own channel `<prefix>notices:<kind>:<name>` (one pattern
-/// subscription): those are dropped unparsed when their listener has no use
-/// for them, so an idle process pays little for another's traffic.
+/// Notices come on the shared channel `<prefix>notices` (creations and
+/// deletions) and on each resource's own channel
+/// `<prefix>notices:<kind>:<name>` (one pattern subscription): those are
+/// dropped unparsed when their listener has no use for them, so an idle
+/// process pays little for another's traffic.
 package final class RedisBackend: Sendable {
     /// A resource appeared or vanished in Redis (created or deleted through any instance).
     package enum Membership: Sendable {
@@ -237,12 +254,10 @@ package final class RedisBackend: Sendable {
         membership.withLock { $0 }?(.resynchronize)
     }
 
-    /// A notice on a resource's own channel: parsed only when its listener wants it.
+    /// A notice on a resource's own channel: handed over only when its listener wants it.
     private func deliverOwn(_ payload: [UInt8], key: Substring) {
-        guard let listener = listeners.withLock({ $0[String(key)] }), listener.wantsNotices,
-            let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any]
-        else { return }
-        listener.receive(object, payload: payload)
+        guard let listener = listeners.withLock({ $0[String(key)] }), listener.wantsNotices else { return }
+        listener.receive(payload)
     }
 
     /// `text` with the glob characters of `PSUBSCRIBE` escaped.
@@ -256,23 +271,28 @@ package final class RedisBackend: Sendable {
     }
 
     private func deliver(_ payload: [UInt8]) {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
-            let kind = object["kind"] as? String, let name = object["name"] as? String
-        else { return }
-        if object["created"] as? Bool == true {
+        guard let header = NoticeHeader.decode(payload) else { return }
+        let (kind, name) = (header.kind, header.name)
+        if header.created == true {
             membership.withLock { $0 }?(.created(kind: kind, name: name))
             return
         }
-        listeners.withLock { $0["\(kind):\(name)"] }?.receive(object, payload: payload)
-        if object["deleted"] as? Bool == true {
-            membership.withLock { $0 }?(.deleted(kind: kind, name: name, lost: object["lost"] as? Bool == true))
+        listeners.withLock { $0["\(kind):\(name)"] }?.receive(payload)
+        if header.deleted == true {
+            membership.withLock { $0 }?(.deleted(kind: kind, name: name, lost: header.lost == true))
         }
     }
 
     /// `{"kind": …, "name": …, "created": true}`.
     static func membershipNotice(kind: String, name: String, created: Bool) -> String {
-        let object: [String: Any] = ["kind": kind, "name": name, "created": created]
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
+        struct Membership: Encodable {
+            let kind: String
+            let name: String
+            let created: Bool
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(Membership(kind: kind, name: name, created: created))) ?? Data()
         return String(decoding: data, as: UTF8.self)
     }
 }

@@ -66,12 +66,14 @@ extension RedisResource {
     var board: NoticeBoard { host.board }
 
     /// Reads with `read` until `met` holds for what it answers, `deadline`
-    /// passes, or the task is cancelled; re-reads at every notice about
+    /// passes, or the task is cancelled (then, given `withdraw`, answers what
+    /// it does instead: the waiter taken back); re-reads at every notice about
     /// `subject` and at least every `pollSeconds`. Redis unreachable until
-    /// the deadline: `backendUnavailable`.
+    /// the deadline, or when cancelled: `backendUnavailable`.
     func park<T: Sendable>(
         _ subject: String, until deadline: Timestamp,
-        read: (Store) async throws(Store.Failure) -> T, met: (T) -> Bool
+        read: (Store) async throws(Store.Failure) -> T, met: (T) -> Bool,
+        withdraw: ((Store) async throws(Store.Failure) -> T)? = nil
     ) async -> Result<T, Store.Failure> {
         let clock = host.backend.clock
         while true {
@@ -80,13 +82,17 @@ extension RedisResource {
             case .shuttingDown: return .failure(.shuttingDown)
             case .open: break
             }
+            if Task.isCancelled, let withdraw {
+                do throws(Store.Failure) { return .success(try await withdraw(store)) } catch { return .failure(error) }
+            }
             let ticket = board.open(subject)
             let answer: Result<T, Store.Failure>
             do throws(Store.Failure) { answer = .success(try await read(store)) } catch { answer = .failure(error) }
             let now = clock.now()
             let ends: Bool
             switch answer {
-            case .success(let value): ends = met(value) || now >= deadline || Task.isCancelled
+            // Cancelled during the read with a `withdraw`: the next turn withdraws.
+            case .success(let value): ends = met(value) || now >= deadline || (Task.isCancelled && withdraw == nil)
             // A cancelled wait would not sleep again: it ends rather than spin.
             case .failure(let error) where error.isBackendUnavailable: ends = now >= deadline || Task.isCancelled
             case .failure: ends = true
@@ -132,15 +138,12 @@ extension RedisResource {
         Task { await catchUp() }
     }
 
-    /// Most notices interest nobody here but the timer: with no long-poll
-    /// parked and no events recorded, only the deadline is read and armed
-    /// (true then; a deletion is always decoded).
-    func armsOnly(_ object: [String: Any], events: EventLog?) -> Bool {
-        guard board.openCount == 0, !(events?.isRecording ?? false), object["deleted"] as? Bool != true else {
-            return false
-        }
-        arm(at: (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:)))
-        return true
+    /// Whether the resource's notices are worth reading here: a wait is
+    /// parked or `events` records. When not, they are dropped unread: the
+    /// timer is armed by this process's own answers, and every operation
+    /// applies what is due first.
+    func isHeard(_ events: EventLog?) -> Bool {
+        board.openCount > 0 || (events?.isRecording ?? false)
     }
 
     /// Keeps one timer at or before the next deadline; it runs `tick`, whose

@@ -61,44 +61,6 @@ package struct ResourceScript: Sendable {
     }
 }
 
-extension ResourceScript {
-    /// Every kind's reply: a list led by the resource's next deadline in µs
-    /// ("" for none). Hands that deadline to `onDeadline` and answers the
-    /// whole list; a reply of another shape is `.redis`.
-    package static func deadlineLed(
-        _ reply: RedisReply, _ operation: String, onDeadline: (Timestamp?) -> Void
-    ) throws(ScriptFailure) -> [RedisReply] {
-        guard let items = reply.array, let next = items.first?.string else {
-            throw .redis("unexpected reply to \(operation)")
-        }
-        if next.isEmpty {
-            onDeadline(nil)
-        } else {
-            guard let micros = Int64(next) else { throw .redis("unexpected deadline in the reply to \(operation)") }
-            onDeadline(Timestamp(micros: micros))
-        }
-        return items
-    }
-
-    /// `run` on the route of `keys` (a cluster's master of their slot), read
-    /// with `deadlineLed`; `onMissing` hears a `gone` (the resource's keys are missing).
-    package func call(
-        _ operation: String, keys: [String], time: ScriptTime, channel: String, arguments: [String],
-        on connections: RedisConnectionPool, onDeadline: (Timestamp?) -> Void, onMissing: () -> Void = {}
-    ) async throws(ScriptFailure) -> [RedisReply] {
-        let reply: RedisReply
-        do {
-            reply = try await run(
-                operation, keys: keys, time: time, channel: channel, arguments: arguments,
-                on: connections.route(keys: keys))
-        } catch {
-            if error.isMissing { onMissing() }
-            throw error
-        }
-        return try Self.deadlineLed(reply, operation, onDeadline: onDeadline)
-    }
-}
-
 /// Why a script call did not answer.
 package enum ScriptFailure: Error, Sendable, Equatable {
     /// No answer from Redis (connection down, timeout): 503 `backend_unavailable`.

@@ -7,31 +7,20 @@ import UsherCore
 /// display times). The storage budget (`max_stored_bytes`) does not apply:
 /// Redis's `maxmemory` bounds it.
 package struct RedisWindowStore: Sendable {
-    static let script = ResourceScript(kindSources: PackageResources.line_lua, PackageResources.window_lua)
     /// A window's keys are the line's, in `RedisQueueStore.parts` order.
     static let parts = RedisQueueStore.parts
 
-    let keys: ResourceKeys
-    let connections: RedisConnectionPool
-    let time: ScriptTime
-    let channel: String
-    let onDeadline: @Sendable (Timestamp?) -> Void
-    /// Hears that a script found the resource's keys missing.
-    let onMissing: @Sendable () -> Void
-    let keyList: [String]
+    let runner: ScriptRunner<WindowScript>
+    var keys: ResourceKeys { runner.keys }
 
     package init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        onDeadline: @escaping @Sendable (Timestamp?) -> Void,
+        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
     ) {
-        self.keys = keys
-        self.connections = connections
-        self.time = time
-        self.channel = channel
-        self.onDeadline = onDeadline
-        self.onMissing = onMissing
-        self.keyList = Self.parts.map(keys.key)
+        runner = ScriptRunner(
+            keys: keys, keyList: Self.parts.map(keys.key), connections: connections, time: time, channel: channel,
+            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
     }
 
     var name: String { keys.name }
@@ -44,17 +33,21 @@ package struct RedisWindowStore: Sendable {
             String(config.maxWaiting), RedisQueueStore.secondsText(config.displaySeconds),
             String(RedisQueueStore.micros(config.displaySeconds)), config.dedup.rawValue, String(WindowSlot.history),
         ]
-        let reply = try await run("create", arguments)
-        return (try Self.config(reply.dropFirst()), reply.first?.string == "1")
+        return try await run(.create, arguments) { r throws(ReplyShapeError) in
+            let created = try r.flag("created")
+            return (try Self.config(&r), created)
+        }
     }
 
     /// Removes every key of the window; true when it existed.
     package func delete() async throws(WindowError) -> Bool {
-        try await run("delete", []).first?.string == "1"
+        try await runner.run(
+            ScriptCall(.delete, context: nil) { r throws(ReplyShapeError) in try r.flag("existed") },
+            channel: runner.deletionChannel)
     }
 
     package func config() async throws(WindowError) -> WindowConfig {
-        try Self.config(try await run("config", [])[...])
+        try await run(.config) { r throws(ReplyShapeError) in try Self.config(&r) }
     }
 
     /// `PATCH`: the config after the change (the notice carries what changed).
@@ -64,7 +57,9 @@ package struct RedisWindowStore: Sendable {
             ?? ["", ""]
         let maxWaiting: String = patch.maxWaiting.map { String($0) } ?? ""
         let dedup: String = patch.dedup?.rawValue ?? ""
-        return try Self.config(try await run("patch", [maxWaiting] + display + [dedup])[...])
+        return try await run(.patch, [maxWaiting] + display + [dedup]) { r throws(ReplyShapeError) in
+            try Self.config(&r)
+        }
     }
 
     // MARK: - Items
@@ -79,16 +74,22 @@ package struct RedisWindowStore: Sendable {
             r.holdSeconds.map { String(RedisQueueStore.micros($0)) } ?? "-1",
             String(r.delaySeconds.map(RedisQueueStore.micros) ?? 0),
         ]
-        let reply = try await run("show", arguments + RedisQueueStore.problemArguments(problem), item: r.id)
-        return (try item(reply.first), reply.dropFirst().first?.string == "1")
+        let name = name
+        return try await run(.show, arguments + RedisQueueStore.problemArguments(problem), item: r.id) {
+            r throws(ReplyShapeError) in (try Self.item(&r, window: name), try r.flag("created"))
+        }
     }
 
     /// `WindowSlot.dismiss`: without `id` the item shown (`nothingShowing`
     /// when none), with `id` that item; the next one is shown in the same step.
     package func dismiss(id: String? = nil) async throws(WindowError) -> Dismissal {
-        let reply = try await run("dismiss", [id ?? ""], item: id)
-        guard reply.count == 2 else { throw .backendUnavailable("unexpected dismiss reply") }
-        return Dismissal(dismissed: try item(reply[0]), showing: try optionalItem(reply[1]))
+        let name = name
+        return try await run(.dismiss, [id ?? ""], item: id) { r throws(ReplyShapeError) in
+            let dismissed = try Self.item(&r, window: name)
+            let showing = try r.optional { r throws(ReplyShapeError) in try Self.item(&r, window: name) }
+            guard r.isAtEnd else { throw ReplyShapeError(what: "end of the dismissal") }
+            return Dismissal(dismissed: dismissed, showing: showing)
+        }
     }
 
     /// The item shown now, or nil.
@@ -103,15 +104,18 @@ package struct RedisWindowStore: Sendable {
 
     /// The item shown now as the line's visitor (what a long-poll's answer holds).
     func showingView() async throws(WindowError) -> VisitorView? {
-        try optionalView(try await run("showing", []).first)
+        let name = name
+        return try await run(.showing) { r throws(ReplyShapeError) in
+            try r.optional { r throws(ReplyShapeError) in try RedisQueueStore.view(&r, queue: name).view }
+        }
     }
 
     /// One item as the line's visitor.
     func itemView(id: String) async throws(WindowError) -> VisitorView {
-        guard let view = try optionalView(try await run("item", [id], item: id).first) else {
-            throw .backendUnavailable("missing item")
+        let name = name
+        return try await run(.item, [id], item: id) { r throws(ReplyShapeError) in
+            try RedisQueueStore.view(&r, queue: name).view
         }
-        return view
     }
 
     // MARK: - Listing
@@ -126,31 +130,28 @@ package struct RedisWindowStore: Sendable {
         } else {
             arguments += ["", ""]
         }
-        let reply = try await run("state", arguments)
-        // more, count, 13 counts, 3 config fields, the item shown, the queued ones.
-        guard reply.count >= 19, let count = reply[1].int, reply.count == 19 + Int(count) else {
-            throw .backendUnavailable("unexpected state reply")
-        }
-        let counts: QueueCounts
-        do throws(QueueError) { counts = try RedisQueueStore.counts(reply[2..<15]) } catch {
-            throw WindowError(error, item: nil)
-        }
-        let config = try Self.config(reply[15..<18])
-        let showing = try optionalItem(reply[18])
-        var queued: [WindowItem] = []
-        var cursors: [String] = []
-        for raw in reply[19...] {
-            guard case .bulk(let bytes) = raw, let (view, seq) = RedisQueueStore.view(bytes, queue: name) else {
-                throw .backendUnavailable("unexpected item")
+        let name = name
+        return try await run(.state, arguments) { r throws(ReplyShapeError) in
+            let more = try r.flag("more")
+            let count = try r.int("queued count")
+            let counts = try RedisQueueStore.counts(&r)
+            let config = try Self.config(&r)
+            let showing = try r.optional { r throws(ReplyShapeError) in try Self.item(&r, window: name) }
+            var queued: [WindowItem] = []
+            var cursors: [String] = []
+            for (view, seq) in try r.list(
+                count, { r throws(ReplyShapeError) in try RedisQueueStore.view(&r, queue: name) })
+            {
+                queued.append(WindowItem(view, window: name))
+                cursors.append(QueueCursor.waiting(priority: Int32(view.priority), seq: seq ?? 0).text)
             }
-            queued.append(WindowItem(view, window: name))
-            cursors.append(QueueCursor.waiting(priority: Int32(view.priority), seq: seq ?? 0).text)
+            guard r.isAtEnd else { throw ReplyShapeError(what: "end of the state") }
+            var state = WindowState(
+                name: name, config: config, showing: showing, queued: queued, counts: WindowCounts(counts))
+            state.cursors = cursors
+            state.more = more
+            return state
         }
-        var state = WindowState(
-            name: name, config: config, showing: showing, queued: queued, counts: WindowCounts(counts))
-        state.cursors = cursors
-        state.more = reply[0].string == "1"
-        return state
     }
 
     /// Counts and totals after applying now, the id of the item shown, and
@@ -158,99 +159,104 @@ package struct RedisWindowStore: Sendable {
     package func counts() async throws(WindowError) -> (
         counts: WindowCounts, showing: String?, oldestWaitingSince: Timestamp?
     ) {
-        let reply = try await run("counts", [])
-        guard reply.count == 15 else { throw .backendUnavailable("unexpected counts reply") }
-        do throws(QueueError) {
-            let counts = WindowCounts(try RedisQueueStore.counts(reply[0..<13]))
-            let showing = reply[13].string ?? ""
-            return (counts, showing.isEmpty ? nil : showing, reply[14].int.map(Timestamp.init(micros:)))
-        } catch {
-            throw WindowError(error, item: nil)
+        try await run(.counts) { r throws(ReplyShapeError) in
+            let counts = WindowCounts(try RedisQueueStore.counts(&r))
+            let showing = try r.text("showing id")
+            let oldest = try r.timestamp("oldest waiting since")
+            guard r.isAtEnd else { throw ReplyShapeError(what: "end of the counts") }
+            return (counts, showing.isEmpty ? nil : showing, oldest)
         }
     }
 
     /// Applies what is due (any instance may run it at a deadline it knows).
     package func tick() async throws(WindowError) {
-        _ = try await run("tick", [])
+        try await runner.run(ScriptCall(.tick, context: nil))
     }
 
     // MARK: - Calls
 
-    /// Runs `operation`; reports the next deadline; maps refusals to
-    /// `WindowError` (`item`: the item id the operation names, for a not found).
-    private func run(_ operation: String, _ arguments: [String], item: String? = nil) async throws(WindowError)
-        -> [RedisReply]
-    {
-        do {
-            return try await Self.script.call(
-                operation, keys: keyList, time: time, channel: channel, arguments: [name] + arguments,
-                on: connections, onDeadline: onDeadline,
-                onMissing: onMissing
-            ).dropFirst().map { $0 }
-        } catch {
-            if case .refused("nothing_showing", _) = error { throw .nothingShowing }
-            throw WindowError(RedisQueueStore.error(error, hold: nil), item: item)
-        }
+    /// `operation` (`item`: the item id it names, for a not found), its reply read by `read`.
+    private func run<Reply: Sendable>(
+        _ operation: WindowScript.Operation, _ arguments: [String] = [], item: String? = nil,
+        read: @escaping @Sendable (inout ReplyReader) throws(ReplyShapeError) -> Reply
+    ) async throws(WindowError) -> Reply {
+        try await runner.run(ScriptCall(operation, arguments, context: item, read: read))
     }
 
     // MARK: - Decoding
 
-    /// max_waiting, display_seconds, dedup.
-    static func config(_ fields: ArraySlice<RedisReply>) throws(WindowError) -> WindowConfig {
-        let f = fields.map { $0.string ?? "" }
-        guard f.count == 3, let maxWaiting = Int(f[0]), let display = Double(f[1]),
-            let dedup = DedupMode(rawValue: f[2])
-        else { throw .backendUnavailable("unexpected config") }
-        return WindowConfig(maxWaiting: maxWaiting, displaySeconds: display, dedup: dedup)
+    /// The config as `window.lua` lists it: max_waiting, display_seconds, dedup.
+    static func config(_ r: inout ReplyReader) throws(ReplyShapeError) -> WindowConfig {
+        WindowConfig(
+            maxWaiting: try r.value("max_waiting") { Int($0) },
+            displaySeconds: try r.value("display_seconds") { Double($0) },
+            dedup: try r.value("dedup", DedupMode.init(rawValue:)))
     }
 
-    func item(_ reply: RedisReply?) throws(WindowError) -> WindowItem {
-        guard let item = try optionalItem(reply) else { throw .backendUnavailable("missing item") }
-        return item
-    }
-
-    /// An item, or nil for `''`.
-    func optionalItem(_ reply: RedisReply?) throws(WindowError) -> WindowItem? {
-        try optionalView(reply).map { WindowItem($0, window: name) }
-    }
-
-    /// An item's view as `line.lua` writes it, or nil for `''`.
-    func optionalView(_ reply: RedisReply?) throws(WindowError) -> VisitorView? {
-        guard case .bulk(let bytes)? = reply else { throw .backendUnavailable("missing item") }
-        if bytes.isEmpty { return nil }
-        guard let (view, _) = RedisQueueStore.view(bytes, queue: name) else {
-            throw .backendUnavailable("unexpected item")
-        }
-        return view
+    /// An item (the line's view as JSON text).
+    static func item(_ r: inout ReplyReader, window: String) throws(ReplyShapeError) -> WindowItem {
+        WindowItem(try RedisQueueStore.view(&r, queue: window).view, window: window)
     }
 
     /// Decodes a notice `window.lua` published; nil for another kind's or a malformed one.
     package static func decodeNotice(_ payload: [UInt8]) -> WindowNotice? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any] else { return nil }
-        return decodeNotice(object)
-    }
-
-    /// Decodes a notice already parsed into Foundation objects.
-    package static func decodeNotice(_ object: [String: Any]) -> WindowNotice? {
-        guard object["kind"] as? String == WindowSlot.eventKind, let name = object["name"] as? String,
-            let time = (object["time"] as? String).flatMap({ Int64($0) })
+        guard let record = LineNoticeRecord.decode(payload, kind: WindowSlot.eventKind),
+            let time = Int64(record.time)
         else { return nil }
+        let name = record.name
         var notice = WindowNotice(name: name, time: Timestamp(micros: time))
-        if object["deleted"] as? Bool == true {
+        if record.deleted == true {
             notice.deleted = true
             return notice
         }
-        for case let text as String in object["changed"] as? [Any] ?? [] {
+        for text in record.changed ?? [] {
             guard let (view, _) = RedisQueueStore.view(Array(text.utf8), queue: name) else { return nil }
             notice.changed.append(WindowItem(view, window: name))
         }
-        if let before = object["config_before"] as? [String], let after = object["config"] as? [String] {
-            let b = try? config(before.map { RedisReply.bulk(Array($0.utf8)) }[...])
-            let a = try? config(after.map { RedisReply.bulk(Array($0.utf8)) }[...])
-            if let b, let a { notice.updated = WindowConfig.changes(from: b, to: a) }
+        if let before = record.configBefore, let after = record.config {
+            var b = ReplyReader(texts: before)
+            var a = ReplyReader(texts: after)
+            if let b = try? config(&b), let a = try? config(&a) {
+                notice.updated = WindowConfig.changes(from: b, to: a)
+            }
         }
-        notice.next = (object["next"] as? String).flatMap { Int64($0) }.map(Timestamp.init(micros:))
+        notice.next = record.next.flatMap { Int64($0) }.map(Timestamp.init(micros:))
         return notice
+    }
+}
+
+/// `window.lua` on `line.lua`: its operations and refusals.
+enum WindowScript: ScriptKind {
+    static let script = ResourceScript(kindSources: PackageResources.line_lua, PackageResources.window_lua)
+
+    enum Operation: String, Sendable {
+        case create, delete, config, patch, show, dismiss, showing, item, state, counts, tick
+    }
+
+    /// The line's refusals, and the window's own.
+    enum Refusal: ScriptRefusal {
+        case line(QueueScript.Refusal)
+        case nothingShowing
+
+        init?(code: String) {
+            if code == "nothing_showing" {
+                self = .nothingShowing
+            } else if let line = QueueScript.Refusal(rawValue: code) {
+                self = .line(line)
+            } else {
+                return nil
+            }
+        }
+    }
+
+    /// The item id a call names, for a not found.
+    typealias Context = String?
+
+    static func failure(_ refusal: Refusal, detail: String, context item: String?) -> WindowError {
+        switch refusal {
+        case .nothingShowing: .nothingShowing
+        case .line(let line): WindowError(QueueScript.failure(line, detail: detail, context: nil), item: item)
+        }
     }
 }
 
