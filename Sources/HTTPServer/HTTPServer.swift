@@ -1,6 +1,7 @@
 import CMicroHTTPD
 import Foundation
 import Locking
+import Sockets
 import Synchronization
 
 /// An HTTP/1.1 server on libmicrohttpd: one internal polling thread per
