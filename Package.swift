@@ -47,8 +47,12 @@ let package = Package(
             pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]
         ),
+        // IPv4 and IPv6 socket addresses: what the server binds and the client connects to.
+        .target(name: "Sockets"),
         // The only importer of CMicroHTTPD: daemon, requests, responses, suspend/resume.
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking"]),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "Sockets"]),
+        // `GET` over POSIX sockets, off the cooperative pool: `usher health` and pipelines' `http` sources.
+        .target(name: "HTTPClient", dependencies: ["Sockets"]),
         // `Locked`: a value behind a pthread mutex, which ThreadSanitizer can see.
         .target(name: "Locking"),
         // A Redis client on hiredis: connections on their own threads, scripts, pub/sub.
@@ -70,7 +74,8 @@ let package = Package(
         // Routes, JSON shapes, the error table, configuration (reading the `redis` block too).
         // The dashboard's page, script and style are compiled in (`PackageResources`): no files at run time.
         .target(
-            name: "UsherAPI", dependencies: ["HTTPServer", "UsherCore", "Locking", "RedisClient", "UsherRedis"],
+            name: "UsherAPI",
+            dependencies: ["HTTPServer", "HTTPClient", "UsherCore", "Locking", "RedisClient", "UsherRedis"],
             resources: [
                 .embedInCode("Dashboard/dashboard.html"), .embedInCode("Dashboard/dashboard.js"),
                 .embedInCode("Dashboard/dashboard.css"),
@@ -78,7 +83,7 @@ let package = Package(
         // Thin executable: read config, trap signals, serve; `usher health` uses the HTTP client.
         .executableTarget(
             name: "usher",
-            dependencies: ["UsherAPI", "HTTPServer"],
+            dependencies: ["UsherAPI", "HTTPClient"],
             linkerSettings: [.unsafeFlags(relocationPackingFlags())]
         ),
         // In-process engine benchmark (run by Benchmarks/, not by `swift test`).
@@ -98,7 +103,8 @@ let package = Package(
             name: "UsherRedisTests",
             dependencies: ["UsherRedis", "RedisClient", "UsherCore", "Locking", "RedisTestServer"]),
         .testTarget(
-            name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestClient", "Locking", "TestSupport"]),
+            name: "HTTPServerTests",
+            dependencies: ["HTTPServer", "HTTPClient", "HTTPTestClient", "Locking", "TestSupport"]),
         // The tests' one family of waiting helpers, threads for blocking calls, temporary folders.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(

@@ -15,7 +15,7 @@ package struct HTTPRequest: Sendable {
     /// The whole request body (at most `maxBodyBytes`).
     package var body: Data
 
-    package init(
+    init(
         method: String, path: String, query: [(name: String, value: String)] = [],
         headers: CapturedHeaders = [:], body: Data = Data()
     ) {
@@ -35,7 +35,7 @@ package struct HTTPRequest: Sendable {
 package struct CapturedHeaders: Sendable, ExpressibleByDictionaryLiteral {
     private var entries: [(name: String, value: String)] = []
 
-    package init() {}
+    init() {}
 
     package init(dictionaryLiteral elements: (String, String)...) {
         for (name, value) in elements { add(name.lowercased(), value) }
@@ -57,5 +57,5 @@ package struct CapturedHeaders: Sendable, ExpressibleByDictionaryLiteral {
     }
 
     /// How many headers were captured.
-    package var count: Int { entries.count }
+    var count: Int { entries.count }
 }

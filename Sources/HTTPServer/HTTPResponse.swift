@@ -5,7 +5,7 @@ package struct HTTPResponse: Sendable {
     /// The status code, e.g. 200.
     package var status: Int
     /// Extra headers, in order. `Content-Type` goes here too.
-    package var headers: [(name: String, value: String)]
+    var headers: [(name: String, value: String)]
     /// The body bytes.
     package var body: [UInt8]
     /// Called when this answer to a deferred request could not be handed to
@@ -97,7 +97,7 @@ package protocol HTTPHandler: Sendable {
 
 extension HTTPHandler {
     /// A plain-text refusal, for handlers that need no other.
-    package func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
+    func refusal(_ refusal: HTTPRefusal) -> HTTPResponse {
         let detail =
             switch refusal {
             case .badRequest(let reason), .notImplemented(let reason), .uriTooLong(let reason),
@@ -109,5 +109,5 @@ extension HTTPHandler {
     }
 
     /// No request is refused before its body, for handlers that need no check.
-    package func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? { nil }
+    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? { nil }
 }

@@ -1,6 +1,7 @@
 import CMicroHTTPD
 import Foundation
 import Locking
+import Sockets
 import Synchronization
 
 /// An HTTP/1.1 server on libmicrohttpd: one internal polling thread per
@@ -29,7 +30,7 @@ package final class HTTPServer: @unchecked Sendable {
         /// Most connections from one client address; 0: no limit.
         package var maxConnectionsPerAddress: Int = 0
         /// Server threads, each with its own epoll loop.
-        package var threads: Int = 2
+        var threads: Int = 2
         /// Per-connection memory pool in bytes (libmicrohttpd's default is 32 KiB).
         package var connectionMemoryLimit: Int = 32 * 1024
         /// Request headers copied into `HTTPRequest.headers` (lower-case

@@ -39,9 +39,9 @@ package final class HTTPStream: Sendable {
     /// The status line's code.
     package let status: Int
     /// Extra headers (e.g. `Content-Type: text/event-stream`).
-    package let headers: [(name: String, value: String)]
+    let headers: [(name: String, value: String)]
     /// Most bytes buffered for a client that does not read; then it is dropped.
-    package let bufferLimit: Int
+    let bufferLimit: Int
 
     /// Why a stream ended.
     package enum EndReason: Sendable, Equatable {
@@ -135,7 +135,7 @@ package final class HTTPStream: Sendable {
     }
 
     /// Ends the stream once the buffered bytes are sent.
-    package func finish() {
+    func finish() {
         state.withLock { s in
             guard s.ending == .none, !s.released else { return }
             s.ending = .finish
@@ -147,7 +147,7 @@ package final class HTTPStream: Sendable {
     var isOpen: Bool { state.withLock { $0.ending == .none && !$0.released } }
 
     /// Bytes waiting for the client.
-    package var bufferedBytes: Int { state.withLock { $0.buffer.count - $0.offset } }
+    var bufferedBytes: Int { state.withLock { $0.buffer.count - $0.offset } }
 
     /// Runs `handler` once, when libmicrohttpd has released the response (at
     /// once if that already happened). It may run on a server thread: keep it short.

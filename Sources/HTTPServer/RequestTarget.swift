@@ -10,17 +10,17 @@
 /// server takes (414).
 package struct RequestTarget: Sendable {
     /// The canonical path: `/` and the decoded segments joined by `/`.
-    package let path: String
+    let path: String
     /// Query arguments in order; `+` is a space, as in HTML forms.
     /// A name without `=` has an empty value.
-    package let query: [(name: String, value: String)]
+    let query: [(name: String, value: String)]
 
     /// The decoded path segments (none for `/`).
-    package var segments: [String] { path.split(separator: "/").map(String.init) }
+    var segments: [String] { path.split(separator: "/").map(String.init) }
 
     /// Parses the raw target bytes as the client sent them; more than
     /// `maxQueryArguments` query arguments are refused with 414.
-    package init(raw: [UInt8], maxQueryArguments: Int = .max) throws(HTTPRefusal) {
+    init(raw: [UInt8], maxQueryArguments: Int = .max) throws(HTTPRefusal) {
         guard raw.first == UInt8(ascii: "/") else {
             throw .badRequest("the request target must be a path starting with /")
         }
@@ -145,7 +145,7 @@ package enum HTTPRefusal: Error, Sendable, Equatable {
     case notImplemented(String)
 
     /// The status code of the answer.
-    package var status: Int {
+    var status: Int {
         switch self {
         case .badRequest: 400
         case .payloadTooLarge: 413

@@ -75,7 +75,7 @@ package final class RedisConnection: @unchecked Sendable {
     }
 
     /// Sends every command in one write, then reads all the replies, in order.
-    package func pipeline(_ commands: [[[UInt8]]]) async throws(RedisError) -> [RedisReply] {
+    func pipeline(_ commands: [[[UInt8]]]) async throws(RedisError) -> [RedisReply] {
         guard !commands.isEmpty else { return [] }
         let result: Result<[RedisReply], RedisError> = await withCheckedContinuation { done in
             send(commands) { done.resume(returning: $0) }
@@ -91,7 +91,7 @@ package final class RedisConnection: @unchecked Sendable {
     /// Queues `commands` (at least one) behind those already sent; `answer`
     /// is called once, on the connection's queue (it must be quick), with
     /// their replies or the reason there are none.
-    package func send(_ commands: [[[UInt8]]], answer: @escaping Answer) {
+    func send(_ commands: [[[UInt8]]], answer: @escaping Answer) {
         precondition(!commands.isEmpty, "a request needs a command")
         let request = Request(commands: commands, queuedAt: .now, answer: answer)
         let start = waiting.withLock { w in
@@ -111,7 +111,7 @@ package final class RedisConnection: @unchecked Sendable {
     var batchCount: Int { waiting.withLock { $0.batches } }
 
     /// Closes the socket; the next command connects again.
-    package func close() async {
+    func close() async {
         await withCheckedContinuation { done in
             queue.async {
                 self.context = nil

@@ -6,7 +6,7 @@ import Synchronization
 /// master that holds its keys' slot.
 package final class RedisConnectionPool: Sendable {
     /// The connections to a single server (empty on a cluster).
-    package let connections: [RedisConnection]
+    let connections: [RedisConnection]
     /// The cluster, when the pool is one.
     package let cluster: RedisCluster?
     private let turn = Atomic<Int>(0)

@@ -11,7 +11,7 @@ package enum RedisError: Error, Sendable, Equatable, CustomStringConvertible {
     case reply(String)
 
     /// The message without the kind's prefix.
-    package var message: String {
+    var message: String {
         switch self {
         case .invalidConfiguration(let m), .unavailable(let m), .handshake(let m), .reply(let m): m
         }

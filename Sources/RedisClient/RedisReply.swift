@@ -77,7 +77,7 @@ package enum RedisReply: Sendable, Hashable {
     }
 
     /// This reply, or `RedisError.reply` when it is an error reply.
-    package func checked() throws(RedisError) -> RedisReply {
+    func checked() throws(RedisError) -> RedisReply {
         if case .error(let message) = self { throw .reply(message) }
         return self
     }

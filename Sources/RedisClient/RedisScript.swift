@@ -2,7 +2,7 @@
 /// server does not have it (`NOSCRIPT`: a restart, a failover or `SCRIPT FLUSH`
 /// emptied its cache), by its source (`EVAL`, which caches it again).
 package struct RedisScript: Sendable {
-    package let source: String
+    let source: String
     /// The lowercase hex SHA1 of `source`, as Redis names the script.
     package let sha1: String
 
@@ -14,7 +14,7 @@ package struct RedisScript: Sendable {
     /// Runs the script with `keys` (`KEYS[i]`) and `arguments` (`ARGV[i]`).
     /// Error replies other than `NOSCRIPT` come back as `.error`.
     /// On a cluster each node has a script cache of its own: `NOSCRIPT` is per node.
-    package func run(
+    func run(
         on route: RedisRoute, keys: [[UInt8]], arguments: [[UInt8]]
     ) async throws(RedisError) -> RedisReply {
         let tail = [Array(String(keys.count).utf8)] + keys + arguments
@@ -42,7 +42,7 @@ package struct RedisScript: Sendable {
     }
 
     /// `run` on one connection.
-    package func run(
+    func run(
         on connection: RedisConnection, keys: [[UInt8]], arguments: [[UInt8]]
     ) async throws(RedisError) -> RedisReply {
         try await run(on: RedisRoute(connection), keys: keys, arguments: arguments)
@@ -56,7 +56,7 @@ package struct RedisScript: Sendable {
     }
 
     /// `run` on one connection with text keys and arguments.
-    package func run(
+    func run(
         on connection: RedisConnection, keys: [String] = [], arguments: [String] = []
     ) async throws(RedisError) -> RedisReply {
         try await run(on: connection, keys: keys.map { Array($0.utf8) }, arguments: arguments.map { Array($0.utf8) })

@@ -3,8 +3,8 @@ import Foundation
 /// Where a Redis server is and how to log in: the parts of a
 /// `redis://[user:password@]host:port/db` URL.
 package struct RedisEndpoint: Sendable, Equatable {
-    package var host: String
-    package var port: Int
+    var host: String
+    var port: Int
     package var database: Int
     /// The ACL user; nil logs in as `default` (password only).
     package var user: String?

@@ -83,13 +83,13 @@ package final class RedisSubscriber: Sendable {
     }
 
     /// Adds channels; sent at once when connected.
-    package func subscribe(_ channels: [String]) {
+    func subscribe(_ channels: [String]) {
         state.withLock { $0.channels.formUnion(channels) }
         wake()
     }
 
     /// Removes channels.
-    package func unsubscribe(_ channels: [String]) {
+    func unsubscribe(_ channels: [String]) {
         state.withLock { $0.channels.subtract(channels) }
         wake()
     }

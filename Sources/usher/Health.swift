@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import HTTPServer
+import HTTPClient
 
 /// `usher health URL`: a readiness probe for container health checks, so an
 /// image needs no curl. Ready means `GET URL/readyz` answered 200 in time.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import HTTPClient
 @testable import HTTPServer
 @testable import Locking
 

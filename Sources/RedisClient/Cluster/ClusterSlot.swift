@@ -3,7 +3,7 @@
 /// first `}` after it, when that is not empty; so `prefix{queue:a}:meta` and
 /// `prefix{queue:a}:wait` share a slot.
 package enum ClusterSlot {
-    package static let count = 16384
+    static let count = 16384
 
     /// The slot Redis puts `key` in.
     package static func of(_ key: some Collection<UInt8>) -> Int {
@@ -24,7 +24,7 @@ package enum ClusterSlot {
     }
 
     /// CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0, as Redis's `crc16.c`.
-    package static func crc16(_ bytes: some Sequence<UInt8>) -> UInt16 {
+    static func crc16(_ bytes: some Sequence<UInt8>) -> UInt16 {
         var crc: UInt16 = 0
         for byte in bytes { crc = crc << 8 ^ table[Int(UInt8(truncatingIfNeeded: crc >> 8) ^ byte)] }
         return crc

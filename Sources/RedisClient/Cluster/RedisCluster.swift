@@ -12,10 +12,10 @@ import Synchronization
 package final class RedisCluster: Sendable {
     /// A node's address as the cluster names it (`host:port`).
     package struct Address: Hashable, Sendable, CustomStringConvertible {
-        package var host: String
-        package var port: Int
+        var host: String
+        var port: Int
 
-        package init(host: String, port: Int) {
+        init(host: String, port: Int) {
             self.host = host
             self.port = port
         }
@@ -159,7 +159,7 @@ package final class RedisCluster: Sendable {
     package var redirectionCount: Redirections { redirections.withLock { $0 } }
 
     /// The endpoint of a node (the seed's user and password, database 0).
-    package func endpoint(_ address: Address) -> RedisEndpoint {
+    func endpoint(_ address: Address) -> RedisEndpoint {
         var endpoint = seed
         endpoint.host = address.host
         endpoint.port = address.port
@@ -175,7 +175,7 @@ package final class RedisCluster: Sendable {
     }
 
     /// Closes every connection.
-    package func close() async {
+    func close() async {
         for node in nodes.withLock({ Array($0.values) }) {
             for connection in node.connections { await connection.close() }
         }

@@ -13,7 +13,7 @@ package struct RedisRoute: Sendable {
     package init(_ connection: RedisConnection) { target = .connection(connection) }
 
     /// Every command to the master of `slot` (any master when nil).
-    package init(cluster: RedisCluster, slot: Int?) { target = .cluster(cluster, slot: slot) }
+    init(cluster: RedisCluster, slot: Int?) { target = .cluster(cluster, slot: slot) }
 
     /// Sends one command; an error reply comes back as `.error`. Throws when
     /// no answer came (the command may or may not have run then).
@@ -26,7 +26,7 @@ package struct RedisRoute: Sendable {
 
     /// `command` answered through `answer`: on a connection's queue, with no
     /// task (a cluster's redirections still go through one).
-    package func send(_ arguments: [[UInt8]], answer: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void) {
+    func send(_ arguments: [[UInt8]], answer: @escaping @Sendable (Result<RedisReply, RedisError>) -> Void) {
         switch target {
         case .connection(let connection):
             connection.send([arguments]) { answer($0.map { $0[0] }) }

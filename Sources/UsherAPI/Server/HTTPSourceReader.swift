@@ -1,5 +1,5 @@
 import Foundation
-import HTTPServer
+import HTTPClient
 import UsherCore
 
 /// A pipeline's `http` source: one `GET` per pull (docs/api.md, Pipelines). 200 with a JSON

@@ -24,16 +24,17 @@ package final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
         queue = DispatchQueue(label: label)
         mutex = .allocate(capacity: 1)
         var attributes = pthread_mutexattr_t()
-        pthread_mutexattr_init(&attributes)
+        Self.check(pthread_mutexattr_init(&attributes), "pthread_mutexattr_init")
         #if os(Linux)
-            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+            Self.check(
+                pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP)), "pthread_mutexattr_settype")
         #endif
-        pthread_mutex_init(mutex, &attributes)
-        pthread_mutexattr_destroy(&attributes)
+        Self.check(pthread_mutex_init(mutex, &attributes), "pthread_mutex_init")
+        Self.check(pthread_mutexattr_destroy(&attributes), "pthread_mutexattr_destroy")
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
+        Self.check(pthread_mutex_destroy(mutex), "pthread_mutex_destroy")
         mutex.deallocate()
     }
 
@@ -58,13 +59,19 @@ package final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
     package func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         let me = Self.currentThread
         if owner.load(ordering: .relaxed) == me { return try body() }
-        pthread_mutex_lock(mutex)
+        Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
         owner.store(me, ordering: .relaxed)
         defer {
             owner.store(0, ordering: .relaxed)
-            pthread_mutex_unlock(mutex)
+            Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
         }
         return try body()
+    }
+
+    /// Stops the process when a pthread call fails, as `Locked` and swift-nio's
+    /// `NIOLock` do: a lock that did not lock guards nothing.
+    private static func check(_ status: Int32, _ call: StaticString) {
+        precondition(status == 0, "\(call) failed with error \(status)")
     }
 
     private static var currentThread: UInt {

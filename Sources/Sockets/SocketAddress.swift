@@ -2,18 +2,18 @@ import Foundation
 
 /// An IPv4 or IPv6 socket address: what the server binds and the client
 /// connects to.
-struct SocketAddress {
+package struct SocketAddress {
     private var storage = sockaddr_storage()
     /// The length of the `sockaddr` in `storage`.
     private(set) var length: socklen_t
     /// `AF_INET` or `AF_INET6`.
-    private(set) var family: Int32
+    package private(set) var family: Int32
 
     /// True for an IPv6 address.
-    var isIPv6: Bool { family == AF_INET6 }
+    package var isIPv6: Bool { family == AF_INET6 }
 
     /// Copies `length` bytes of a `sockaddr` (from `getaddrinfo`).
-    init?(copying address: UnsafePointer<sockaddr>, length: socklen_t, family: Int32) {
+    package init?(copying address: UnsafePointer<sockaddr>, length: socklen_t, family: Int32) {
         guard family == AF_INET || family == AF_INET6, Int(length) <= MemoryLayout<sockaddr_storage>.size else {
             return nil
         }
@@ -31,7 +31,7 @@ struct SocketAddress {
     }
 
     /// An IPv4 literal (`127.0.0.1`), or nil.
-    static func ipv4(_ literal: String, port: UInt16) -> SocketAddress? {
+    package static func ipv4(_ literal: String, port: UInt16) -> SocketAddress? {
         var v4 = sockaddr_in()
         guard inet_pton(AF_INET, literal, &v4.sin_addr) == 1 else { return nil }
         v4.sin_family = sa_family_t(AF_INET)
@@ -40,7 +40,7 @@ struct SocketAddress {
     }
 
     /// An IPv6 literal (`::1`, brackets allowed), or nil.
-    static func ipv6(_ literal: String, port: UInt16) -> SocketAddress? {
+    package static func ipv6(_ literal: String, port: UInt16) -> SocketAddress? {
         var v6 = sockaddr_in6()
         let bare = literal.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         guard inet_pton(AF_INET6, bare, &v6.sin6_addr) == 1 else { return nil }
@@ -49,28 +49,10 @@ struct SocketAddress {
         return SocketAddress(v6, family: AF_INET6)
     }
 
-    /// The address the server binds: an IPv4 or IPv6 literal, or `localhost`
-    /// (127.0.0.1).
-    init(host: String, port: UInt16) throws(HTTPServer.StartError) {
-        let literal = host == "localhost" ? "127.0.0.1" : host
-        guard let address = Self.ipv4(literal, port: port) ?? Self.ipv6(literal, port: port) else {
-            throw HTTPServer.StartError(description: "host \(host) is not an IPv4 or IPv6 address")
-        }
-        self = address
-    }
-
     /// Calls `body` with a pointer to the address and its length, valid only inside it.
-    func withSockaddr<T>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
+    package func withSockaddr<T>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
         withUnsafePointer(to: storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) }
         }
-    }
-}
-
-extension HTTPServer {
-    /// Throws what `start()` throws for a `host` that is not an address it can
-    /// bind (an IPv4 or IPv6 literal, or `localhost`), without binding.
-    package static func checkHost(_ host: String) throws(StartError) {
-        _ = try SocketAddress(host: host, port: 0)
     }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Sockets
 
 #if canImport(Glibc)
     import Glibc
