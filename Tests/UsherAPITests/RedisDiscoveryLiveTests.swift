@@ -1,10 +1,10 @@
 import Foundation
-import HTTPServer
 import HTTPTestClient
 import Locking
 import RedisTestServer
 import Testing
 
+@testable import HTTPServer
 @testable import UsherAPI
 @testable import UsherCore
 
