@@ -96,16 +96,7 @@ final class AppTester: Sendable {
     func inBackground(_ request: @escaping @Sendable () throws -> TestHTTPClient.Response)
         -> @Sendable () -> TestHTTPClient.Response?
     {
-        let result = Locked<TestHTTPClient.Response?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            result.withLock { $0 = try? request() }
-            done.signal()
-        }.start()
-        return {
-            guard done.wait(timeout: .now() + 5) == .success else { return nil }
-            return result.withLock { $0 }
-        }
+        onBackgroundThread(request)
     }
 
     /// Waits (at most 2.5 s) until `n` answers are outstanding.

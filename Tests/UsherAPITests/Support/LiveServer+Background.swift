@@ -10,16 +10,7 @@ extension LiveServer {
     func inBackground(_ request: @escaping @Sendable () throws -> TestHTTPClient.Response)
         -> @Sendable () -> TestHTTPClient.Response?
     {
-        let result = Locked<TestHTTPClient.Response?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            result.withLock { $0 = try? request() }
-            done.signal()
-        }.start()
-        return {
-            guard done.wait(timeout: .now() + 5) == .success else { return nil }
-            return result.withLock { $0 }
-        }
+        onBackgroundThread(request)
     }
 
     /// Waits (at most 2.5 s) until the server holds `n` parked requests.
@@ -35,5 +26,22 @@ extension LiveServer {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try self.call(method, path, body) }) }.start()
         }
+    }
+}
+
+/// Runs `request` on its own thread (a blocking client may hold it) and
+/// answers a function that collects its response, waiting at most 5 s for it.
+func onBackgroundThread(_ request: @escaping @Sendable () throws -> TestHTTPClient.Response)
+    -> @Sendable () -> TestHTTPClient.Response?
+{
+    let result = Locked<TestHTTPClient.Response?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+        result.withLock { $0 = try? request() }
+        done.signal()
+    }.start()
+    return {
+        guard done.wait(timeout: .now() + 5) == .success else { return nil }
+        return result.withLock { $0 }
     }
 }
