@@ -41,7 +41,7 @@ run: release
 ## time Redis round trips or deadlines to the second; and Redis suites that
 ## read a resource right after deleting it, which under load can still find it
 ## in the instance's registry.
-SERIAL := DisconnectLiveTests|RecipesTests|ReadmeExamplesTests|EventStormLiveTests|PressureLiveTests|RedisMetricsTests|RedisMetricsLiveTests|RedisQueueLiveTests|PoolRedisLiveTests|PipelineSourceTests|PipelineLiveTests|RedisConnectionTests|MachineRedisLiveTests|QueueLiveTests|RedisListLiveTests
+SERIAL := DisconnectLiveTests|PipelineRedisLiveTests|RecipesTests|ReadmeExamplesTests|EventStormLiveTests|PressureLiveTests|RedisMetricsTests|RedisMetricsLiveTests|RedisQueueLiveTests|PoolRedisLiveTests|PipelineSourceTests|PipelineLiveTests|RedisConnectionTests|MachineRedisLiveTests|QueueLiveTests|RedisListLiveTests
 test: deps lint
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
 	$(SWIFT) test --skip-build --skip UsherSoakTests --skip '$(SERIAL)'
