@@ -49,8 +49,11 @@ let package = Package(
         ),
         // IPv4 and IPv6 socket addresses: what the server binds and the client connects to.
         .target(name: "Sockets"),
+        // `Pending`: an answer ready now, later, or handed back; what managers return and
+        // what the server sends, from route to socket.
+        .target(name: "Answers"),
         // The only importer of CMicroHTTPD: daemon, requests, responses, suspend/resume.
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "Sockets"]),
+        .target(name: "HTTPServer", dependencies: ["Answers", "CMicroHTTPD", "Locking", "Sockets"]),
         // `GET` over POSIX sockets, off the cooperative pool: `usher health` and pipelines' `http` sources.
         .target(name: "HTTPClient", dependencies: ["Sockets"]),
         // `Locked`: a value behind a pthread mutex, which ThreadSanitizer can see.
@@ -61,7 +64,7 @@ let package = Package(
         // Resources kept in Redis: one Lua script per kind (every operation atomic), the
         // managers that call them, wake-ups through pub/sub.
         .target(
-            name: "UsherRedis", dependencies: ["RedisClient", "UsherCore", "Locking"],
+            name: "UsherRedis", dependencies: ["Answers", "RedisClient", "UsherCore", "Locking"],
             resources: [
                 .embedInCode("Support/common.lua"), .embedInCode("Support/index.lua"), .embedInCode("Line/line.lua"),
                 .embedInCode("Queue/queue.lua"),
@@ -70,12 +73,14 @@ let package = Package(
                 .embedInCode("Pool/pool.lua"),
             ]),
         // The managers (actors) and their value-type engines. No HTTP, no C.
-        .target(name: "UsherCore", dependencies: ["Locking"], exclude: ["Concurrency/README.md"]),
+        .target(name: "UsherCore", dependencies: ["Answers", "Locking"], exclude: ["Concurrency/README.md"]),
         // Routes, JSON shapes, the error table, configuration (reading the `redis` block too).
         // The dashboard's page, script and style are compiled in (`PackageResources`): no files at run time.
         .target(
             name: "UsherAPI",
-            dependencies: ["HTTPServer", "HTTPClient", "UsherCore", "Locking", "RedisClient", "UsherRedis"],
+            dependencies: [
+                "Answers", "HTTPServer", "HTTPClient", "UsherCore", "Locking", "RedisClient", "UsherRedis",
+            ],
             resources: [
                 .embedInCode("Dashboard/dashboard.html"), .embedInCode("Dashboard/dashboard.js"),
                 .embedInCode("Dashboard/dashboard.css"),
@@ -94,24 +99,24 @@ let package = Package(
         ),
         // A blocking HTTP/1.1 client for the live tests.
         .target(name: "HTTPTestClient", path: "Tests/HTTPTestClient"),
-        .testTarget(name: "UsherCoreTests", dependencies: ["UsherCore", "Locking", "TestSupport"]),
+        .testTarget(name: "UsherCoreTests", dependencies: ["Answers", "UsherCore", "Locking", "TestSupport"]),
         // A redis-server of the tests' own, on a free loopback port.
         .target(name: "RedisTestServer", dependencies: ["RedisClient"], path: "Tests/RedisTestServer"),
         .testTarget(
             name: "RedisClientTests", dependencies: ["RedisClient", "Locking", "RedisTestServer", "TestSupport"]),
         .testTarget(
             name: "UsherRedisTests",
-            dependencies: ["UsherRedis", "RedisClient", "UsherCore", "Locking", "RedisTestServer"]),
+            dependencies: ["Answers", "UsherRedis", "RedisClient", "UsherCore", "Locking", "RedisTestServer"]),
         .testTarget(
             name: "HTTPServerTests",
-            dependencies: ["HTTPServer", "HTTPClient", "HTTPTestClient", "Locking", "TestSupport"]),
+            dependencies: ["Answers", "HTTPServer", "HTTPClient", "HTTPTestClient", "Locking", "TestSupport"]),
         // The tests' one family of waiting helpers, threads for blocking calls, temporary folders.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "UsherAPITests",
             dependencies: [
-                "UsherAPI", "HTTPServer", "UsherCore", "RedisClient", "HTTPTestClient", "Locking", "RedisTestServer",
-                "TestSupport",
+                "Answers", "UsherAPI", "HTTPServer", "UsherCore", "RedisClient", "HTTPTestClient", "Locking",
+                "RedisTestServer", "TestSupport",
             ]),
         // Long drills (three usher processes on one Redis, faults injected): `make soak`, not `make test`.
         .testTarget(

@@ -1,3 +1,4 @@
+import Answers
 import Foundation
 
 /// A complete response: status, headers and body.
@@ -28,60 +29,80 @@ package struct HTTPResponse: Sendable {
     }
 }
 
+/// An answer to a request: ready now, on the server thread (no
+/// suspend/resume); later, the connection suspended (no server thread held)
+/// while the work runs as a task, which a hang-up while parked cancels (the
+/// work should withdraw what it waits for and return at once); or handed
+/// back, the connection suspended and the work started with the function to
+/// answer through (once, from any thread, e.g. the one that read a Redis
+/// reply), for work that waits on nothing else: a hang-up cannot cancel it.
+package typealias HTTPAnswer = Pending<HTTPResponse, Never>
+
 /// What a handler does with a request.
 package enum HTTPHandlerResult: Sendable {
-    /// Answer now, on the server thread (no suspend/resume).
-    case respond(HTTPResponse)
-    /// Answer later: the connection is suspended (no server thread is held)
-    /// while the work runs as a task, then resumed with its response. When the
-    /// client hangs up while parked, the task is cancelled: the work should
-    /// withdraw what it waits for and return at once.
-    /// `finished`, when given, sees the response first, synchronously (metrics,
-    /// logs: a callback instead of another async wrapper, whose frame a parked
+    /// Answer with a complete response. `finished`, when given, sees a
+    /// response that comes later first, synchronously (metrics, logs: a
+    /// callback instead of another async wrapper, whose frame a parked
     /// request would carry for as long as it waits).
-    case deferred(@Sendable () async -> HTTPResponse, finished: (@Sendable (HTTPResponse) -> Void)? = nil)
-    /// Answer later without a task: the connection is suspended, then `start`
-    /// is called with the function to answer through (once, from any thread),
-    /// e.g. straight from the thread that read a Redis reply. For work that
-    /// does not wait on anything else: a hang-up cannot cancel it. `finished`
-    /// as for `.deferred`.
-    case handedOver(
-        _ start: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void,
-        finished: (@Sendable (HTTPResponse) -> Void)? = nil)
+    case answer(HTTPAnswer, finished: (@Sendable (HTTPResponse) -> Void)? = nil)
+    /// Answer with a body written over time (e.g. Server-Sent Events): the
+    /// connection is suspended whenever the stream has nothing buffered.
+    case stream(HTTPStream)
+
+    /// Answer `response` now.
+    package static func respond(_ response: HTTPResponse) -> HTTPHandlerResult {
+        .answer(.ready(.success(response)))
+    }
+
+    /// Answer with what `work` returns, the connection parked meanwhile.
+    package static func deferred(_ work: @escaping @Sendable () async -> HTTPResponse) -> HTTPHandlerResult {
+        .answer(.later { .success(await work()) })
+    }
+
+    /// The response when it is ready now.
+    package var immediate: HTTPResponse? {
+        guard case .answer(.ready(.success(let response)), _) = self else { return nil }
+        return response
+    }
 
     /// True for an answer that comes after the handler returns.
     package var isDeferred: Bool {
         switch self {
-        case .deferred, .handedOver: true
-        case .respond, .stream: false
+        case .answer(.ready, _), .stream: false
+        case .answer(.later, _), .answer(.handedBack, _): true
         }
     }
 
     /// `self` with `observer` also told the response of a deferred answer
     /// (after any earlier observer); other results are returned as they are.
     package func observingDeferred(_ observer: @escaping @Sendable (HTTPResponse) -> Void) -> HTTPHandlerResult {
-        func both(_ earlier: (@Sendable (HTTPResponse) -> Void)?) -> @Sendable (HTTPResponse) -> Void {
-            guard let earlier else { return observer }
-            return { response in
+        guard isDeferred, case .answer(let answer, let earlier) = self else { return self }
+        guard let earlier else { return .answer(answer, finished: observer) }
+        return .answer(
+            answer,
+            finished: { response in
                 earlier(response)
                 observer(response)
-            }
-        }
+            })
+    }
+
+    /// The response, awaited when it comes later (`finished` told first).
+    package func response(orForAStream refusal: @autoclosure () -> HTTPResponse) async -> HTTPResponse {
         switch self {
-        case .deferred(let work, let earlier): return .deferred(work, finished: both(earlier))
-        case .handedOver(let start, let earlier): return .handedOver(start, finished: both(earlier))
-        case .respond, .stream: return self
+        case .answer(.ready(let result), _): return result.get()
+        case .answer(let answer, let finished):
+            let response = await answer.result().get()
+            finished?(response)
+            return response
+        case .stream: return refusal()
         }
     }
-    /// Answer with a body written over time (e.g. Server-Sent Events): the
-    /// connection is suspended whenever the stream has nothing buffered.
-    case stream(HTTPStream)
 }
 
 /// The application side of the server.
 package protocol HTTPHandler: Sendable {
     /// Called on a server thread once the whole body has arrived.
-    /// Must not block: return `.deferred` for anything that waits.
+    /// Must not block: answer later (`.answer(.later…)`) for anything that waits.
     func handle(_ request: HTTPRequest) -> HTTPHandlerResult
 
     /// The answer to a request refused before routing (a malformed head or

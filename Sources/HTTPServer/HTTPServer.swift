@@ -1,3 +1,4 @@
+import Answers
 import CMicroHTTPD
 import Foundation
 import Locking
@@ -351,16 +352,17 @@ package final class HTTPServer: @unchecked Sendable {
             method: context.method, path: context.path, query: context.query, headers: context.headers,
             body: context.body)
         switch handler.handle(request) {
-        case .respond(let response):
+        case .answer(.ready(let result), _):
+            let response = result.get()
             context.machine.withLock { $0.answered(undelivered: response.undelivered) }
             return queue(response, on: connection)
         case .stream(let stream):
             context.machine.withLock { $0.answered(undelivered: nil) }
             return queue(stream, on: connection)
-        case .deferred(let work, let finished):
+        case .answer(.later(let work), let finished):
             park(context, connection: connection, work: work, finished: finished)
             return .YES
-        case .handedOver(let start, let finished):
+        case .answer(.handedBack(let start), let finished):
             park(context, connection: connection, start: start, finished: finished)
             return .YES
         }
@@ -370,8 +372,8 @@ package final class HTTPServer: @unchecked Sendable {
     /// socket: a hang-up cancels the work and closes the connection at once;
     /// an answer the client can no longer take is undone.
     private func park(
-        _ context: RequestContext, connection: OpaquePointer, work: @escaping @Sendable () async -> HTTPResponse,
-        finished: (@Sendable (HTTPResponse) -> Void)?
+        _ context: RequestContext, connection: OpaquePointer,
+        work: @escaping @Sendable () async -> Result<HTTPResponse, Never>, finished: (@Sendable (HTTPResponse) -> Void)?
     ) {
         let answer = suspend(context, connection: connection, finished: finished)
         let task = Task(executorPreference: deferredExecutor) { answer(await work()) }
@@ -385,8 +387,7 @@ package final class HTTPServer: @unchecked Sendable {
     /// comes, is undone).
     private func park(
         _ context: RequestContext, connection: OpaquePointer,
-        start: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void,
-        finished: (@Sendable (HTTPResponse) -> Void)?
+        start: @Sendable (@escaping HTTPAnswer.Receiver) -> Void, finished: (@Sendable (HTTPResponse) -> Void)?
     ) {
         start(suspend(context, connection: connection, finished: finished))
     }
@@ -395,7 +396,7 @@ package final class HTTPServer: @unchecked Sendable {
     /// that answers it (call it once, from any thread).
     private func suspend(
         _ context: RequestContext, connection: OpaquePointer, finished: (@Sendable (HTTPResponse) -> Void)?
-    ) -> @Sendable (HTTPResponse) -> Void {
+    ) -> HTTPAnswer.Receiver {
         context.machine.withLock { $0.parked() }
         counters.withLock { $0.suspended += 1 }
         MHD_suspend_connection(connection)
@@ -406,7 +407,8 @@ package final class HTTPServer: @unchecked Sendable {
             context.work.withLock { $0?.cancel() }
             resume(handle)
         }
-        return { [self] response in
+        return { [self] result in
+            let response = result.get()
             finished?(response)
             hangUps.forget(socket)
             let peerGone = HangUpWatcher.peerHasClosed(socket)

@@ -1,3 +1,4 @@
+import Answers
 import Testing
 
 @testable import HTTPServer
@@ -9,26 +10,25 @@ import Testing
         let result = HTTPHandlerResult.deferred { HTTPResponse(status: 202) }
             .observingDeferred { r in seen.withLock { $0.append("first \(r.status)") } }
             .observingDeferred { r in seen.withLock { $0.append("second \(r.status)") } }
-        guard case .deferred(let work, let finished) = result, let finished else {
+        guard case .answer(.later(let work), let finished) = result, let finished else {
             Issue.record("not a deferred result with an observer")
             return
         }
-        let response = await work()
-        finished(response)
+        finished(await work().get())
         #expect(seen.withLock { $0 } == ["first 202", "second 202"])
     }
 
     @Test func observersSeeTheHandedOverResponseInOrder() {
         let seen = Locked<[String]>([])
-        let result = HTTPHandlerResult.handedOver { answer in answer(HTTPResponse(status: 201)) }
+        let result = HTTPHandlerResult.answer(.handedBack { answer in answer(.success(HTTPResponse(status: 201))) })
             .observingDeferred { r in seen.withLock { $0.append("first \(r.status)") } }
             .observingDeferred { r in seen.withLock { $0.append("second \(r.status)") } }
-        guard case .handedOver(let start, let finished) = result, let finished else {
+        guard case .answer(.handedBack(let start), let finished) = result, let finished else {
             Issue.record("not a handed-over result with an observer")
             return
         }
         #expect(result.isDeferred)
-        start { finished($0) }
+        start { finished($0.get()) }
         #expect(seen.withLock { $0 } == ["first 201", "second 201"])
     }
 
@@ -36,7 +36,7 @@ import Testing
         let result = HTTPHandlerResult.respond(HTTPResponse(status: 204)).observingDeferred { _ in
             Issue.record("called")
         }
-        guard case .respond(let response) = result else {
+        guard let response = result.immediate else {
             Issue.record("changed")
             return
         }

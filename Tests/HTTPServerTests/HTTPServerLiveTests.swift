@@ -37,15 +37,18 @@ final class ToyHandler: HTTPHandler {
             }
         case "/handed":
             // Answered from a Dispatch thread, as a Redis connection's queue answers: no task.
-            return .handedOver { answer in
-                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
-                    answer(HTTPResponse(status: 202, contentType: "text/plain", text: "handed"))
-                }
-            }
+            return .answer(
+                .handedBack { answer in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
+                        answer(.success(HTTPResponse(status: 202, contentType: "text/plain", text: "handed")))
+                    }
+                })
         case "/handed-at-once":
             // Answered before the handler returns.
-            return .handedOver { answer in answer(HTTPResponse(status: 200, contentType: "text/plain", text: "at once"))
-            }
+            return .answer(
+                .handedBack { answer in
+                    answer(.success(HTTPResponse(status: 200, contentType: "text/plain", text: "at once")))
+                })
         case "/park":
             return .deferred { [self] in
                 await withCheckedContinuation { c in parked.withLock { $0.append(c) } }

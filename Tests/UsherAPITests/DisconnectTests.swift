@@ -365,7 +365,7 @@ struct DisconnectHarness {
     func now(
         _ method: String, _ path: String, _ query: [(name: String, value: String)] = [], body: String = ""
     ) throws -> HTTPResponse {
-        guard case .respond(let response) = handle(method, path, query, body: body) else {
+        guard let response = handle(method, path, query, body: body).immediate else {
             throw Failure("\(method) \(path) did not answer at once")
         }
         return response
@@ -375,10 +375,10 @@ struct DisconnectHarness {
     func deferred(
         _ method: String, _ path: String, _ query: [(name: String, value: String)] = [], body: String = ""
     ) throws -> @Sendable () async -> HTTPResponse {
-        guard case .deferred(let work, _) = handle(method, path, query, body: body) else {
+        guard case .answer(.later(let work), _) = handle(method, path, query, body: body) else {
             throw Failure("\(method) \(path) did not park")
         }
-        return work
+        return { await work().get() }
     }
 
     /// A deferred answer's work, running as the server runs it: in a task, which a hang-up cancels.

@@ -1,3 +1,4 @@
+import Answers
 import UsherCore
 import UsherRedis
 

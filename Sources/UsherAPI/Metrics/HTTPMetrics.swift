@@ -99,11 +99,11 @@ package final class HTTPMetrics: Sendable {
     }
 
     /// Wraps a handler result so that it is recorded when its answer is ready
-    /// (at once for `.respond` and `.stream`, when the deferred work ends for `.deferred`).
+    /// (at once for a ready answer and a stream, when the work ends for one that comes later).
     func measure(
         _ result: HTTPHandlerResult, slot: Int? = nil, route: String, method: String, since start: UInt64
     ) -> HTTPHandlerResult {
-        if case .respond(let response) = result {
+        if let response = result.immediate {
             record(
                 slot: slot, route: route, method: method, status: response.status, seconds: Self.seconds(since: start))
             return result

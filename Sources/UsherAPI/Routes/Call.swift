@@ -1,3 +1,4 @@
+import Answers
 import Foundation
 import HTTPServer
 import UsherCore
@@ -172,24 +173,13 @@ package enum Reply {
 }
 
 extension Call {
-    /// Answers with `reply` of the value: at once when it is ready (no task,
-    /// the server thread answers), else once it is there, the connection
-    /// parked (a handed-back value is answered from the thread that has it).
+    /// Answers with `reply` of the value, or the failure's problem: at once
+    /// when it is ready (no task, the server thread answers), else once it is
+    /// there, the connection parked (a handed-back value is answered from the
+    /// thread that has it).
     func answer<T: Sendable>(_ pending: Pending<T, APIError>, _ reply: @escaping @Sendable (T) -> HTTPResponse)
-        throws(APIError) -> HTTPHandlerResult
+        -> HTTPHandlerResult
     {
-        switch pending {
-        case .ready(let result): return .respond(reply(try result.get()))
-        case .later(let work): return app.later { () async throws(APIError) in reply(try await work().get()) }
-        case .handedBack(let start):
-            return .handedOver { answer in
-                start { result in
-                    switch result {
-                    case .success(let value): answer(reply(value))
-                    case .failure(let error): answer(error.response)
-                    }
-                }
-            }
-        }
+        .answer(pending.resolving(reply, failure: { $0.response }))
     }
 }

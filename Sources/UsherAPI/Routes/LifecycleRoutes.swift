@@ -1,3 +1,4 @@
+import Answers
 import HTTPServer
 import UsherCore
 
@@ -73,8 +74,8 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
     /// Answers with `reply` of the value, now or once it is there; a failure is the kind's error.
     static func answer<T: Sendable>(
         _ call: Call, _ pending: Pending<T, Kind.Failure>, _ reply: @escaping @Sendable (T) -> HTTPResponse
-    ) throws(APIError) -> HTTPHandlerResult {
-        try call.answer(pending.mapError(Kind.apiError), reply)
+    ) -> HTTPHandlerResult {
+        call.answer(pending.mapError(Kind.apiError), reply)
     }
 
     private static func put(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -89,7 +90,7 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
             return Kind.readState(of: manager, limit: Kind.defaultLimit, after: nil).mapError(Kind.apiError)
                 .map { (state: $0, created: made.created) }
         }
-        return try call.answer(pending) { Kind.reply($0.state, call, status: $0.created ? 201 : 200) }
+        return call.answer(pending) { Kind.reply($0.state, call, status: $0.created ? 201 : 200) }
     }
 
     /// A `PUT` body: the kind's config, and `backend` (default `default_backend`).
@@ -109,7 +110,7 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
         let limit = try query.int("limit", in: Kind.limitRange) ?? Kind.defaultLimit
         let cursor = try Paging.cursor(query, Kind.cursor)
         let manager = try manager(call)
-        return try answer(call, Kind.readState(of: manager, limit: limit, after: cursor)) {
+        return answer(call, Kind.readState(of: manager, limit: limit, after: cursor)) {
             Kind.reply($0, call, status: 200)
         }
     }
@@ -121,7 +122,7 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
         let pending = Kind.applyPatch(patch, to: manager).flatMap { _ in
             Kind.readState(of: manager, limit: Kind.defaultLimit, after: nil)
         }
-        return try answer(call, pending) { Kind.reply($0, call, status: 200) }
+        return answer(call, pending) { Kind.reply($0, call, status: 200) }
     }
 }
 
@@ -145,6 +146,6 @@ extension LifecycleRoutes {
             guard let deadline, let status = liveStatus(object) else { return .ready(.success(object)) }
             return .async { () async throws(Kind.Failure) -> Object in try await park(manager, id, status, deadline) }
         }
-        return try answer(call, pending, reply)
+        return answer(call, pending, reply)
     }
 }

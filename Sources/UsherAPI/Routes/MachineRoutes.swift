@@ -1,3 +1,4 @@
+import Answers
 import HTTPServer
 import UsherCore
 
@@ -91,8 +92,8 @@ enum MachineRoutes: BackedKind {
     /// Answers with `reply` of the value, now or once it is there.
     private static func answer<T: Sendable>(
         _ call: Call, _ pending: Pending<T, MachineError>, _ reply: @escaping @Sendable (T) -> HTTPResponse
-    ) throws(APIError) -> HTTPHandlerResult {
-        try call.answer(pending.mapError(APIError.init), reply)
+    ) -> HTTPHandlerResult {
+        call.answer(pending.mapError(APIError.init), reply)
     }
 
     private static func reply(_ snapshot: MachineSnapshot, status: Int = 200, withDefinition: Bool = false)
@@ -126,7 +127,7 @@ enum MachineRoutes: BackedKind {
             }
             return machine.readSnapshot().mapError(APIError.init).map { (snapshot: $0, created: made.created) }
         }
-        return try call.answer(pending) { reply($0.snapshot, status: $0.created ? 201 : 200) }
+        return call.answer(pending) { reply($0.snapshot, status: $0.created ? 201 : 200) }
     }
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -157,7 +158,7 @@ enum MachineRoutes: BackedKind {
                 try await machine.parkUntilVersion(other: seen, until: deadline)
             }
         }
-        return try answer(call, pending) { reply($0, withDefinition: withDefinition) }
+        return answer(call, pending) { reply($0, withDefinition: withDefinition) }
     }
 
     private static func fire(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -166,7 +167,7 @@ enum MachineRoutes: BackedKind {
         let event = try call.name("event")
         let data: JSONValue? = try call.readBody { body throws(FieldError) in body.value("data") }
         let expected = try ifMatch(call.request.header("if-match"))
-        return try answer(call, machine.fireEvent(event, expectedVersion: expected, data: data), transitionReply)
+        return answer(call, machine.fireEvent(event, expectedVersion: expected, data: data), transitionReply)
     }
 
     /// `{"event", "timeout_seconds"?, "data"?}`, optional `If-Match`: 201 with the open transaction.
@@ -184,7 +185,7 @@ enum MachineRoutes: BackedKind {
         }
         let expected = try ifMatch(call.request.header("if-match"))
         let pending = machine.openTransaction(event: event, expectedVersion: expected, data: data, seconds: seconds)
-        return try answer(call, pending) { opened in
+        return answer(call, pending) { opened in
             Reply.encoded(
                 TransactionBody(transaction: opened), status: 201, headers: [("ETag", "\"\(opened.version)\"")])
         }
@@ -196,7 +197,7 @@ enum MachineRoutes: BackedKind {
         let machine = try machine(call)
         let id = try call.name("id")
         try call.readBody { _ throws(FieldError) in }
-        return try answer(call, machine.commitTransaction(id), transitionReply)
+        return answer(call, machine.commitTransaction(id), transitionReply)
     }
 
     /// Aborts a transaction: 200 with it, `status: "aborted"`.
@@ -205,7 +206,7 @@ enum MachineRoutes: BackedKind {
         let machine = try machine(call)
         let id = try call.name("id")
         try call.readBody { _ throws(FieldError) in }
-        return try answer(call, machine.abortTransaction(id)) { aborted in
+        return answer(call, machine.abortTransaction(id)) { aborted in
             Reply.encoded(TransactionBody(transaction: aborted), headers: [("ETag", "\"\(aborted.version)\"")])
         }
     }

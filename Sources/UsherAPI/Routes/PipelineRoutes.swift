@@ -1,3 +1,4 @@
+import Answers
 import Foundation
 import HTTPServer
 import UsherCore
@@ -99,8 +100,8 @@ enum PipelineRoutes: ConfiguredKind {
     private static func answer<T: Sendable>(
         _ call: Call, _ pending: Pending<T, PipelineError>, filter: Bool = false,
         _ reply: @escaping @Sendable (T) -> HTTPResponse
-    ) throws(APIError) -> HTTPHandlerResult {
-        try call.answer(pending.mapError(filter ? filterError : itemError), reply)
+    ) -> HTTPHandlerResult {
+        call.answer(pending.mapError(filter ? filterError : itemError), reply)
     }
 
     private static func itemError(_ error: PipelineError) -> APIError { APIError(error) }
@@ -132,7 +133,7 @@ enum PipelineRoutes: ConfiguredKind {
         let request = try call.readBody { r throws(FieldError) in try PipelinePushRequest.parse(&r) }
         try checkNotReserved(request, field: "id")
         let pending = pushing(request, to: pipeline, waiting: wait, in: call.app)
-        return try answer(call, pending) { Reply.encoded(PipelineItemBody($0.item), status: $0.created ? 201 : 200) }
+        return answer(call, pending) { Reply.encoded(PipelineItemBody($0.item), status: $0.created ? 201 : 200) }
     }
 
     /// The push; full, and the producer will wait `wait` seconds: held until
@@ -164,7 +165,7 @@ enum PipelineRoutes: ConfiguredKind {
         let pipeline = try pipeline(call)
         let requests = try call.readBody { r throws(FieldError) in try PipelinePushRequest.parseBatch(&r) }
         for (i, request) in requests.enumerated() { try checkNotReserved(request, field: "items[\(i)].id") }
-        return try answer(call, pipeline.pushItems(requests)) { results in
+        return answer(call, pipeline.pushItems(requests)) { results in
             // A batch that only repeats items already there (a retried request) is 200.
             let created = results.isEmpty || results.contains { $0.created }
             return Reply.encoded(PipelineBatchBody(ids: results.map(\.item.id)), status: created ? 201 : 200)
@@ -197,7 +198,7 @@ enum PipelineRoutes: ConfiguredKind {
                 try await pipeline.parkTake(max: max, ackSeconds: ack, until: deadline)
             }
         }
-        return try answer(call, pending) { deliveries($0, from: pipeline, undo: undo) }
+        return answer(call, pending) { deliveries($0, from: pipeline, undo: undo) }
     }
 
     /// 200 `{items: […]}`, or 204 when there are none. Items handed out go
@@ -219,7 +220,7 @@ enum PipelineRoutes: ConfiguredKind {
         let pipeline = try pipeline(call)
         let id = try call.name("id")
         let fence = try call.readBody { r throws(FieldError) in try r.int("fence", in: 0...Int.max) }
-        return try answer(call, pipeline.consumeItem(id, fence: fence.map(Int64.init))) {
+        return answer(call, pipeline.consumeItem(id, fence: fence.map(Int64.init))) {
             Reply.encoded(PipelineItemBody($0))
         }
     }
@@ -231,7 +232,7 @@ enum PipelineRoutes: ConfiguredKind {
         let (delay, fence) = try call.readBody { r throws(FieldError) in
             (try r.duration("delay_seconds"), try r.int("fence", in: 0...Int.max))
         }
-        return try answer(call, pipeline.releaseItem(id, delaySeconds: delay, fence: fence.map(Int64.init))) {
+        return answer(call, pipeline.releaseItem(id, delaySeconds: delay, fence: fence.map(Int64.init))) {
             Reply.encoded(PipelineItemBody($0))
         }
     }
@@ -243,7 +244,7 @@ enum PipelineRoutes: ConfiguredKind {
         let (ack, fence) = try call.readBody { r throws(FieldError) in
             (try r.duration("ack_seconds"), try r.int("fence", in: 0...Int.max))
         }
-        return try answer(call, pipeline.extendItem(id, ackSeconds: ack, fence: fence.map(Int64.init))) {
+        return answer(call, pipeline.extendItem(id, ackSeconds: ack, fence: fence.map(Int64.init))) {
             Reply.encoded(PipelineItemBody($0))
         }
     }
@@ -254,14 +255,14 @@ enum PipelineRoutes: ConfiguredKind {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let id = try call.name("id")
-        return try answer(call, pipeline.readItem(id)) { Reply.encoded(PipelineItemBody($0)) }
+        return answer(call, pipeline.readItem(id)) { Reply.encoded(PipelineItemBody($0)) }
     }
 
     private static func cancel(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let id = try call.name("id")
-        return try answer(call, pipeline.cancelItem(id)) { Reply.encoded(PipelineItemBody($0)) }
+        return answer(call, pipeline.cancelItem(id)) { Reply.encoded(PipelineItemBody($0)) }
     }
 
     // MARK: - Dead list
@@ -275,7 +276,7 @@ enum PipelineRoutes: ConfiguredKind {
         }
         let pipeline = try pipeline(call)
         let maxBytes = call.app.config.maxResponseBytes
-        return try answer(call, pipeline.readDead(limit: limit, after: cursor)) { page in
+        return answer(call, pipeline.readDead(limit: limit, after: cursor)) { page in
             let body = PipelineDeadBody(dead: page.dead, items: page.items, nextCursor: nil)
             return Paging.reply(
                 body, list: \.items, nextCursor: \.nextCursor, cursors: page.cursors, more: page.more,
@@ -288,7 +289,7 @@ enum PipelineRoutes: ConfiguredKind {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         try call.readBody { _ throws(FieldError) in }
-        return try answer(call, pipeline.redriveDead()) {
+        return answer(call, pipeline.redriveDead()) {
             Reply.encoded(PipelineRedriveBody(moved: $0.moved, dead: $0.dead))
         }
     }
@@ -303,7 +304,7 @@ enum PipelineRoutes: ConfiguredKind {
             guard let filter = filters[name] else { return .ready(.failure(.notFound(name))) }
             return .ready(.success(filter))
         }
-        return try answer(call, pending, filter: true) {
+        return answer(call, pending, filter: true) {
             Reply.encoded(PipelineFilterBody(name: name, filter: $0))
         }
     }
@@ -314,7 +315,7 @@ enum PipelineRoutes: ConfiguredKind {
         let name = try call.name("filter")
         let limits = call.app.config.jsonLimits
         let filter = try call.readBody { r throws(FieldError) in try PipelineFilter.parse(&r, limits: limits) }
-        return try answer(call, pipeline.storeFilter(name: name, filter), filter: true) { created in
+        return answer(call, pipeline.storeFilter(name: name, filter), filter: true) { created in
             Reply.encoded(PipelineFilterBody(name: name, filter: filter), status: created ? 201 : 200)
         }
     }
@@ -323,6 +324,6 @@ enum PipelineRoutes: ConfiguredKind {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let name = try call.name("filter")
-        return try answer(call, pipeline.dropFilter(name: name), filter: true) { Reply.noContent() }
+        return answer(call, pipeline.dropFilter(name: name), filter: true) { Reply.noContent() }
     }
 }

@@ -1,3 +1,4 @@
+import Answers
 import HTTPServer
 import UsherCore
 
@@ -88,7 +89,7 @@ enum PoolRoutes: ConfiguredKind {
             } else {
                 pool.fetchLease(request)
             }
-        return try LifecycleRoutes<Self>.answer(call, pending) { leased($0, from: pool, undo: undo) }
+        return LifecycleRoutes<Self>.answer(call, pending) { leased($0, from: pool, undo: undo) }
     }
 
     /// The answer to a fetch; an active lease is recycled again (reason
@@ -109,9 +110,9 @@ enum PoolRoutes: ConfiguredKind {
         }
         switch (lease, element) {
         case (let id?, nil):
-            return try LifecycleRoutes<Self>.answer(call, pool.recycleLease(id), leaseReply)
+            return LifecycleRoutes<Self>.answer(call, pool.recycleLease(id), leaseReply)
         case (nil, let id?):
-            return try LifecycleRoutes<Self>.answer(call, pool.recycleElement(id), leaseReply)
+            return LifecycleRoutes<Self>.answer(call, pool.recycleElement(id), leaseReply)
         default:
             throw APIError.badRequest("give exactly one of lease and element")
         }
@@ -132,7 +133,7 @@ enum PoolRoutes: ConfiguredKind {
         let pool = try pool(call)
         let id = try call.name("id")
         let seconds: Double? = try call.readBody { body throws(FieldError) in try body.duration("lease_seconds") }
-        return try LifecycleRoutes<Self>.answer(call, pool.extendLease(id, leaseSeconds: seconds), leaseReply)
+        return LifecycleRoutes<Self>.answer(call, pool.extendLease(id, leaseSeconds: seconds), leaseReply)
     }
 
     private static func putElement(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -140,7 +141,7 @@ enum PoolRoutes: ConfiguredKind {
         let pool = try pool(call)
         let id = try call.name("id")
         let data: JSONValue? = try call.readBody { body throws(FieldError) in body.value("data") }
-        return try LifecycleRoutes<Self>.answer(call, pool.putElement(id: id, data: data)) {
+        return LifecycleRoutes<Self>.answer(call, pool.putElement(id: id, data: data)) {
             Reply.encoded(ElementReplyBody(element: $0.element), status: $0.created ? 201 : 200)
         }
     }
@@ -149,7 +150,7 @@ enum PoolRoutes: ConfiguredKind {
         let force = try call.query(allowing: ["force"]).bool("force") ?? false
         let pool = try pool(call)
         let id = try call.name("id")
-        return try LifecycleRoutes<Self>.answer(call, pool.removeElement(id: id, force: force)) {
+        return LifecycleRoutes<Self>.answer(call, pool.removeElement(id: id, force: force)) {
             Reply.encoded(ElementRemovalBody(removal: $0))
         }
     }

@@ -1,3 +1,4 @@
+import Answers
 import HTTPServer
 import UsherCore
 
@@ -76,7 +77,7 @@ enum QueueRoutes: ConfiguredKind {
         let enqueued = queue.enqueueVisitor(request, tryOnce: immediate)
         // Without a wait, the answer as it comes (a handed-back one stays so: no task).
         guard let deadline else {
-            return try LifecycleRoutes<Self>.answer(call, enqueued) {
+            return LifecycleRoutes<Self>.answer(call, enqueued) {
                 granting($0.view, created: $0.created, in: queue, undo: withdraw)
             }
         }
@@ -90,7 +91,7 @@ enum QueueRoutes: ConfiguredKind {
                 return EnqueueOutcome(view: try wait.view(), created: created)
             }
         }
-        return try LifecycleRoutes<Self>.answer(call, pending) {
+        return LifecycleRoutes<Self>.answer(call, pending) {
             granting($0.view, created: $0.created, in: queue, undo: withdraw)
         }
     }
@@ -127,6 +128,6 @@ enum QueueRoutes: ConfiguredKind {
         _ = try call.query(allowing: [])
         let queue = try queue(call)
         let id = try call.name("id")
-        return try LifecycleRoutes<Self>.answer(call, body(queue, id)) { Reply.encoded(VisitorBody($0)) }
+        return LifecycleRoutes<Self>.answer(call, body(queue, id)) { Reply.encoded(VisitorBody($0)) }
     }
 }

@@ -1,3 +1,4 @@
+import Answers
 import HTTPServer
 import UsherCore
 
@@ -72,7 +73,7 @@ enum WindowRoutes: ConfiguredKind {
         _ = try call.query(allowing: [])
         let window = try window(call)
         let request: ShowRequest = try call.readBody { body throws(FieldError) in try ShowRequest.parse(&body) }
-        return try LifecycleRoutes<Self>.answer(call, window.showItem(request)) { outcome in
+        return LifecycleRoutes<Self>.answer(call, window.showItem(request)) { outcome in
             Reply.encoded(
                 WindowItemBody(outcome.item), status: outcome.created && outcome.item.status != .merged ? 201 : 200)
         }
@@ -82,7 +83,7 @@ enum WindowRoutes: ConfiguredKind {
         _ = try call.query(allowing: [])
         let window = try window(call)
         let id: String? = try call.readBody { body throws(FieldError) in try body.name("id") }
-        return try LifecycleRoutes<Self>.answer(call, window.dismissItem(id: id)) { dismissal in
+        return LifecycleRoutes<Self>.answer(call, window.dismissItem(id: id)) { dismissal in
             Reply.encoded(DismissalBody(dismissed: dismissal.dismissed, showing: dismissal.showing))
         }
     }
@@ -106,7 +107,7 @@ enum WindowRoutes: ConfiguredKind {
                     try await window.parkUntilShowing(after: after, until: deadline).item()
                 }
             }
-            return try LifecycleRoutes<Self>.answer(call, pending, reply)
+            return LifecycleRoutes<Self>.answer(call, pending, reply)
         }
         // Memory: answered now, or parked with nothing but the wait in its task.
         let now: WindowItem?

@@ -1,3 +1,4 @@
+import Answers
 import Locking
 import UsherCore
 

@@ -23,7 +23,7 @@ extension UsherApp: HTTPHandler {
                 result = run(route, Call(request: request, parameters: parameters, app: self))
             }
         }
-        if isStopping, result.waits { result = .respond(APIError.shuttingDown().response) }
+        if isStopping, result.isDeferred { result = .respond(APIError.shuttingDown().response) }
         let template = matched?.template ?? "unmatched"
         result = httpMetrics.measure(
             result, slot: matched?.route.slot, route: template, method: request.method, since: start)
@@ -63,13 +63,13 @@ extension UsherApp: HTTPHandler {
                 ])
         }
         switch result {
-        case .respond(let response):
-            log(response.status)
+        case .answer(.ready(let response), _):
+            log(response.get().status)
             return result
         case .stream(let stream):
             log(stream.status)
             return result
-        case .deferred, .handedOver:
+        case .answer(.later, _), .answer(.handedBack, _):
             return result.observingDeferred { log($0.status) }
         }
     }
@@ -97,32 +97,21 @@ extension UsherApp: HTTPHandler {
             .respond(refused.response), slot: matched?.route.slot, route: template, method: request.method,
             since: start)
         if logger.level == .debug { result = accessLogged(result, request: request, route: template, since: start) }
-        guard case .respond(let response) = result else { return refused.response }
-        return response
+        return result.immediate ?? refused.response
     }
 
     /// The response of a route's result, run after a Redis lookup (a stream
     /// cannot be answered from inside a deferred answer: 500).
     static func resolve(_ result: HTTPHandlerResult) async -> HTTPResponse {
-        switch result {
-        case .respond(let response): return response
-        case .deferred(let work, let finished):
-            let response = await work()
-            finished?(response)
-            return response
-        case .handedOver(let start, let finished):
-            let response = await withCheckedContinuation { done in start { done.resume(returning: $0) } }
-            finished?(response)
-            return response
-        case .stream: return APIError.internalError("a stream cannot follow a Redis lookup").response
-        }
+        await result.response(orForAStream: APIError.internalError("a stream cannot follow a Redis lookup").response)
     }
 
     /// Runs `work` with the connection parked, mapping its error to a problem.
     func later(_ work: @escaping @Sendable () async throws(APIError) -> HTTPResponse) -> HTTPHandlerResult {
-        .deferred {
-            do throws(APIError) { return try await work() } catch { return error.response }
-        }
+        .answer(
+            .later {
+                do throws(APIError) { return .success(try await work()) } catch { return .success(error.response) }
+            })
     }
 }
 
@@ -131,15 +120,5 @@ extension Router<Route>.Match {
     fileprivate var found: (route: Route, template: String)? {
         guard case .found(let route, let template, _) = self else { return nil }
         return (route, template)
-    }
-}
-
-extension HTTPHandlerResult {
-    /// True when the answer parks the connection (a deferred or handed-over one).
-    fileprivate var waits: Bool {
-        switch self {
-        case .respond, .stream: false
-        case .deferred, .handedOver: true
-        }
     }
 }

@@ -1,3 +1,5 @@
+import Answers
+
 /// A machine, whichever backend holds it: what the routes call. `StateMachine`
 /// keeps it in memory and answers at once; a Redis-backed machine answers
 /// after a round trip. Operations mean what `StateMachine`'s do.

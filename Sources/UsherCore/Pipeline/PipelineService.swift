@@ -1,3 +1,5 @@
+import Answers
+
 /// A pipeline, whichever backend holds it: what the routes call. `Pipeline`
 /// keeps it in memory and answers at once; a Redis-backed pipeline answers
 /// after a round trip. Operations mean what `PipelineEngine`'s do.

@@ -1,3 +1,5 @@
+import Answers
+
 /// A pool, whichever backend holds it: what the routes call. `LeasePool`
 /// keeps it in memory and answers at once; a Redis-backed pool answers
 /// after a round trip. Operations mean what `LeasePool`'s do.

@@ -1,3 +1,5 @@
+import Answers
+
 /// A queue, whichever backend holds it: what the routes call. `VisitorQueue`
 /// keeps it in memory and answers at once; a Redis-backed queue answers
 /// after a round trip. Operations mean what `QueueEngine`'s do.

@@ -1,3 +1,5 @@
+import Answers
+
 /// A window, whichever backend holds it: what the routes call. `WindowSlot`
 /// keeps it in memory and answers at once; a Redis-backed window answers
 /// after a round trip. Operations mean what `WindowSlot`'s do.

@@ -1,3 +1,4 @@
+import Answers
 import RedisClient
 import UsherCore
 

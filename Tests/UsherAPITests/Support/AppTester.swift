@@ -153,13 +153,13 @@ final class AppTester: Sendable {
         let request = HTTPRequest(
             method: method, path: target.path, query: target.query, headers: captured, body: data)
         switch app.handle(request) {
-        case .respond(let response):
-            exchange.answer(response)
+        case .answer(.ready(let result), _):
+            exchange.answer(result.get())
         case .stream(let stream):
             exchange.read(stream)
-        case .deferred(let work, let finished):
+        case .answer(.later(let work), let finished):
             begin()
-            let task = Task(executorPreference: Self.executor) { await work() }
+            let task = Task(executorPreference: Self.executor) { await work().get() }
             exchange.parked(task)
             Task(executorPreference: Self.executor) {
                 let response = await task.value
@@ -167,9 +167,10 @@ final class AppTester: Sendable {
                 self.end()
                 exchange.answer(response)
             }
-        case .handedOver(let start, let finished):
+        case .answer(.handedBack(let start), let finished):
             begin()
-            start { response in
+            start { result in
+                let response = result.get()
                 finished?(response)
                 self.end()
                 exchange.answer(response)

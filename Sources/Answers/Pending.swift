@@ -76,6 +76,23 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
         }
     }
 
+    /// The same answer with both outcomes turned into a value: one that cannot fail.
+    package func resolving<T: Sendable>(
+        _ success: @escaping @Sendable (Value) -> T, failure: @escaping @Sendable (Failure) -> T
+    ) -> Pending<T, Never> {
+        @Sendable func resolve(_ result: Result<Value, Failure>) -> Result<T, Never> {
+            switch result {
+            case .success(let value): .success(success(value))
+            case .failure(let error): .success(failure(error))
+            }
+        }
+        switch self {
+        case .ready(let result): return .ready(resolve(result))
+        case .later(let work): return .later { resolve(await work()) }
+        case .handedBack(let start): return .handedBack { receive in start { receive(resolve($0)) } }
+        }
+    }
+
     /// The same answer with the failure transformed.
     package func mapError<E: Error>(_ transform: @escaping @Sendable (Failure) -> E) -> Pending<Value, E> {
         switch self {
