@@ -19,8 +19,11 @@ final class SSEReader {
     private var text = ""
 
     /// Opens `GET path` with `headers`; the response head is read at once.
-    init(port: UInt16, _ path: String = "/v1/events", headers: [String: String] = [:]) throws {
-        client = TestHTTPClient(port: port, timeoutSeconds: 5)
+    /// A read that waits `timeoutSeconds` for a byte fails.
+    init(
+        port: UInt16, _ path: String = "/v1/events", headers: [String: String] = [:], timeoutSeconds: Int = 5
+    ) throws {
+        client = TestHTTPClient(port: port, timeoutSeconds: timeoutSeconds)
         var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         for (k, v) in headers { request += "\(k): \(v)\r\n" }
         try client.sendRaw(Data((request + "\r\n").utf8))

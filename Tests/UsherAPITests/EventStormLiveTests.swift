@@ -74,8 +74,9 @@ import Testing
     /// line); the log's ring holds each frame once.
     @Test func streamsThatNeverReadHoldNoBytes() throws {
         let s = try LiveServer(#"{"queues": {"q": {"capacity": 1000}}}"#)
-        let follower = try SSEReader(port: s.port)
-        // The follower reads as the events come, as a live client does.
+        // The follower reads as the events come, as a live client does; this
+        // test is about bytes held, so a slow machine gets time to send them.
+        let follower = try SSEReader(port: s.port, timeoutSeconds: 30)
         let followed = Locked<Result<[String], any Error>?>(nil)
         let reader = UncheckedBox(follower)
         let reading = Thread { followed.withLock { $0 = Result { try reader.value.next(40) } } }
@@ -94,7 +95,7 @@ import Testing
         }
         // Today's own buffers hold the opening line at most.
         #expect(held <= 101 * 64, "streams held \(held) bytes of their own")
-        #expect(waitUntil(10) { followed.withLock { $0 != nil } })
+        #expect(waitUntil(40) { followed.withLock { $0 != nil } })
         let events = try #require(followed.withLock { $0 }).get()
         #expect(events.allSatisfy { $0 == "queue/q/granted" }, "\(events)")
         // Each frame is charged once, however many streams send it.
