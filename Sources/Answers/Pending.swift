@@ -13,11 +13,6 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
     /// answer. Must be started exactly once.
     case handedBack(@Sendable (@escaping Receiver) -> Void)
 
-    /// Runs `body` now.
-    package static func now(_ body: () throws(Failure) -> Value) -> Pending {
-        do throws(Failure) { return .ready(.success(try body())) } catch { return .ready(.failure(error)) }
-    }
-
     /// Awaits `body` later.
     package static func async(_ body: @escaping @Sendable () async throws(Failure) -> Value) -> Pending {
         .later {

@@ -180,6 +180,11 @@ extension Call {
     func answer<T: Sendable>(_ pending: Pending<T, APIError>, _ reply: @escaping @Sendable (T) -> HTTPResponse)
         -> HTTPHandlerResult
     {
-        .answer(pending.resolving(reply, failure: { $0.response }))
+        switch pending {
+        // The synchronous path spelled out: no closure is kept, nothing generic runs.
+        case .ready(.success(let value)): .respond(reply(value))
+        case .ready(.failure(let error)): .respond(error.response)
+        case .later, .handedBack: .answer(pending.resolving(reply, failure: { $0.response }))
+        }
     }
 }
