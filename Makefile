@@ -32,20 +32,15 @@ run: release
 	.build/release/usher --config $(CONFIG)
 
 ## test: build with warnings as errors, then run every test but the soak drills
-## in parallel, then the SERIAL suites one at a time. Route tests call the app
-## in-process (AppTester, BackendApp); live tests run blocking socket calls on
-## threads of their own, and deferred answers are computed off Swift's
-## cooperative pool. SERIAL holds live suites whose bodies block their thread
-## for seconds (scripts, killed clients, sleeps), which beside the parallel
-## tests would hold both cooperative threads of a 2-core machine; suites that
-## time Redis round trips or deadlines to the second; and Redis suites that
-## read a resource right after deleting it, which under load can still find it
-## in the instance's registry.
-SERIAL := DisconnectLiveTests|PipelineRedisLiveTests|RecipesTests|ReadmeExamplesTests|EventStormLiveTests|PressureLiveTests|RedisMetricsTests|RedisMetricsLiveTests|RedisQueueLiveTests|PoolRedisLiveTests|PipelineSourceTests|PipelineLiveTests|RedisConnectionTests|MachineRedisLiveTests|QueueLiveTests|RedisListLiveTests
+## in parallel: first all but the OneAtATime suites, then those, which the
+## suite trait runs one at a time (Tests/*/OneAtATime.swift says why). Route
+## tests call the app in-process (AppTester, BackendApp); live tests run
+## blocking socket calls on threads of their own, and deferred answers are
+## computed off Swift's cooperative pool.
 test: deps lint
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
-	$(SWIFT) test --skip-build --skip UsherSoakTests --skip '$(SERIAL)'
-	$(SWIFT) test --skip-build --no-parallel --filter '$(SERIAL)'
+	$(SWIFT) test --skip-build --skip UsherSoakTests --skip '\.OneAtATime/'
+	$(SWIFT) test --skip-build --filter '\.OneAtATime/'
 
 ## soak: the long drills (three usher processes on one Redis with faults
 ## injected: paused, restarted, subscribers killed), one at a time

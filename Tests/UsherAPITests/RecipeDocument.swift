@@ -23,7 +23,7 @@ struct RecipeDocument {
     var scripts: [String: String] = [:]
     var sections: [Section] = []
 
-    static let url = ReadmeExamplesTests.root.appendingPathComponent("docs/recipes.md")
+    static let url = OneAtATime.ReadmeExamplesTests.root.appendingPathComponent("docs/recipes.md")
 
     static func load() throws -> RecipeDocument {
         let text = try String(contentsOf: url, encoding: .utf8)

@@ -156,9 +156,9 @@ import Testing
     // MARK: - Sources
 
     @Test func fileSourceSkipsLinesDeeperThanMaxDepth() async throws {
-        let dir = try PipelineSourceTests.makeDataDir()
+        let dir = try OneAtATime.PipelineSourceTests.makeDataDir()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try PipelineSourceTests.write(
+        try OneAtATime.PipelineSourceTests.write(
             [nested(4), nested(3), nested(600), "7"].joined(separator: "\n"), to: "d.ndjson", in: dir)
         let source = FileSource(path: "d.ndjson", dataDir: dir.path, maxDepth: 3)
         var items: [JSONValue] = []
