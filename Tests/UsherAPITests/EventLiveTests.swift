@@ -17,6 +17,7 @@ final class SSEReader {
     let client: TestHTTPClient
     let head: TestHTTPClient.Response
     private var text = ""
+    private var ended = false
 
     /// Opens `GET path` with `headers`; the response head is read at once.
     /// A read that waits `timeoutSeconds` for a byte fails.
@@ -30,11 +31,15 @@ final class SSEReader {
         head = try client.readResponse(headOnly: true)
     }
 
-    /// The next event (comments skipped); nil when the stream ended.
+    /// The next event (comments skipped); nil when the stream ended, and
+    /// from then on without reading again.
     func next() throws -> Event? {
-        while true {
+        while !ended {
             while text.range(of: "\n\n") == nil {
-                guard let chunk = try client.readChunk() else { return nil }
+                guard let chunk = try client.readChunk() else {
+                    ended = true
+                    return nil
+                }
                 text += String(decoding: chunk, as: UTF8.self)
             }
             let end = text.range(of: "\n\n")!
@@ -54,6 +59,7 @@ final class SSEReader {
             }
             if !isComment { return event }
         }
+        return nil
     }
 
     /// The next `n` events as `kind/name/type`.

@@ -74,9 +74,11 @@ extension OneAtATime {
         /// bytes of their own (each stream's own buffer has only its opening
         /// line); the log's ring holds each frame once.
         @Test func streamsThatNeverReadHoldNoBytes() throws {
-            let s = try LiveServer(#"{"queues": {"q": {"capacity": 1000}}}"#)
-            // The follower reads as the events come, as a live client does; this
-            // test is about bytes held, so a slow machine gets time to send them.
+            // The follower reads as the events come, as a live client does, but
+            // 40 events of 60 KB are posted faster than it reads them: the lag
+            // limit is set past their sum, as this test is about bytes held.
+            let s = try LiveServer(
+                #"{"queues": {"q": {"capacity": 1000}}, "max_event_lag_bytes": 8388608}"#)
             let follower = try SSEReader(port: s.port, timeoutSeconds: 30)
             let followed = Locked<Result<[String], any Error>?>(nil)
             let reader = UncheckedBox(follower)
