@@ -8,7 +8,7 @@
 /// encoded `/`; a NUL or control character anywhere after decoding; a bad
 /// `%` escape; text that is not UTF-8; more query arguments than the
 /// server takes (414).
-package struct RequestTarget: Sendable {
+struct RequestTarget: Sendable {
     /// The canonical path: `/` and the decoded segments joined by `/`.
     let path: String
     /// Query arguments in order; `+` is a space, as in HTML forms.

@@ -15,7 +15,7 @@ import Locking
 /// then the next one tries again.
 package final class RedisConnection: @unchecked Sendable {
     /// What a request's sender is told: the replies of its commands, in order, or why not.
-    package typealias Answer = @Sendable (Result<[RedisReply], RedisError>) -> Void
+    typealias Answer = @Sendable (Result<[RedisReply], RedisError>) -> Void
 
     /// Commands written in one batch at most (a request is never split).
     static let batchLimit = 256

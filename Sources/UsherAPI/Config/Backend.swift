@@ -3,7 +3,7 @@ import UsherCore
 /// Where a resource's state lives: this process's memory, or the Redis server
 /// of the `redis` block, shared by every Usher that uses it. A resource keeps
 /// its backend for life (changing it needs DELETE + PUT).
-package enum Backend: String, Sendable, CaseIterable {
+enum Backend: String, Sendable, CaseIterable {
     case memory, redis
 
     /// Reads a `backend` (or `default_backend`) value; errors name `field`

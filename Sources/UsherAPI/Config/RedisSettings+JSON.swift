@@ -5,7 +5,7 @@ extension RedisSettings {
     /// Reads a `redis` object: `url` (required), `password_env`,
     /// `connect_timeout_seconds`, `command_timeout_seconds`, `key_prefix`, `cluster`,
     /// `metrics_timeout_seconds`. Errors name the field (`redis.url`); the URL is checked here too.
-    package init(json value: JSONValue?, path: String = "redis") throws(FieldError) {
+    init(json value: JSONValue?, path: String = "redis") throws(FieldError) {
         var reader = try FieldReader(value, path: path)
         guard let url = try reader.string("url") else {
             throw FieldError(field: reader.fieldPath("url"), message: "is required")

@@ -28,7 +28,7 @@ package struct UsherConfig: Sendable {
     /// Cap on resources of all kinds together. Default 1000.
     var maxResources = 1000
     /// Most open HTTP connections. Default 10000.
-    package var maxConnections = 10_000
+    var maxConnections = 10_000
     /// Idle HTTP connections are closed after this many seconds. Default 90.
     package var idleTimeoutSeconds = 90
     /// A request head not complete this long after the connection opened
@@ -53,9 +53,9 @@ package struct UsherConfig: Sendable {
     var shutdownGraceSeconds = 10.0
     /// Root directory for pipeline file sources. Default `data`; relative to
     /// the config file's folder when one is loaded, else to the working directory.
-    package var dataDir = "data"
+    var dataDir = "data"
     /// Whether pipeline HTTP sources may reach beyond loopback. Default false.
-    package var allowRemoteSources = false
+    var allowRemoteSources = false
     /// `max_json_depth` (500) and `max_pointer_segments` (32): how deep request
     /// bodies and source items may nest, how long a filter's JSON Pointer may be.
     var jsonLimits = JSONLimits()
@@ -64,19 +64,19 @@ package struct UsherConfig: Sendable {
     /// The longest timeout a machine transaction may ask for, in seconds. Default 3600.
     var maxMachineTransactionSeconds = 3600.0
     /// Machine definitions by name; `player` is built in (the config may replace it).
-    package var definitions: [String: MachineDefinition] = ["player": .player]
+    var definitions: [String: MachineDefinition] = ["player": .player]
     /// Resources created at start-up: per kind, `(name, config, backend)` by
     /// name; `config` is the declaration without its `backend`
     /// member, `backend` that member or `defaultBackend`. Each kind's routes
     /// read its config (`ResourceAPI.createDeclared`), so a bad one still
     /// stops start-up before the port is bound.
-    package var declared: [ResourceKind: [(name: String, config: JSONValue, backend: Backend)]] = [:]
+    var declared: [ResourceKind: [(name: String, config: JSONValue, backend: Backend)]] = [:]
     /// The Redis server shared state lives in (`redis`; `USHER_REDIS_URL`
     /// overrides its URL, or alone makes one with the defaults), with the
     /// password read from `password_env`. Default none.
-    package var redis: RedisSettings?
+    var redis: RedisSettings?
     /// The backend of resources that name none, declared or PUT. Default memory.
-    package var defaultBackend = Backend.memory
+    var defaultBackend = Backend.memory
     // Memory budget (docs/operations.md "Memory budget").
     /// Most bytes clients may store in all resources together (payloads,
     /// ids, keys, items, history, buffered events); a write beyond it is

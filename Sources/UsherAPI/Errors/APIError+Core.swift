@@ -4,17 +4,17 @@ import UsherCore
 
 extension APIError {
     /// A field that failed validation.
-    package init(_ error: FieldError) {
+    init(_ error: FieldError) {
         self = .badRequest(error.description, field: error.field.isEmpty ? nil : error.field)
     }
 
     /// A body that is not JSON, or nests deeper than `max_json_depth`.
-    package init(_ error: JSONSyntaxError) {
+    init(_ error: JSONSyntaxError) {
         self = .badRequest(error.message, field: error.field)
     }
 
     /// A queue operation that failed.
-    package init(_ error: QueueError) {
+    init(_ error: QueueError) {
         switch error {
         case .notFound(let what):
             self = .notFound("\(what) not found")
@@ -41,7 +41,7 @@ extension APIError {
 
 extension APIError {
     /// A machine operation that failed.
-    package init(_ error: MachineError) {
+    init(_ error: MachineError) {
         switch error {
         case .unknownEvent(let allowed):
             self = .notFound("the machine's definition has no such event")

@@ -7,7 +7,7 @@ extension APIError {
     ///
     /// - Parameter subject: what a `.notFound` name refers to: `"item"`, or
     ///   `"filter"` on the filter routes.
-    package init(_ error: PipelineError, subject: String = "item") {
+    init(_ error: PipelineError, subject: String = "item") {
         switch error {
         case .notFound(let name):
             self = .notFound("\(subject) \(name) not found")

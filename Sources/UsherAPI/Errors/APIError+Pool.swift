@@ -2,7 +2,7 @@ import UsherCore
 
 extension APIError {
     /// A pool operation that failed.
-    package init(_ error: PoolError) {
+    init(_ error: PoolError) {
         switch error {
         case .notFound(let what):
             self = .notFound("\(what) not found")

@@ -2,7 +2,7 @@ import UsherCore
 
 extension APIError {
     /// A window operation that failed.
-    package init(_ error: WindowError) {
+    init(_ error: WindowError) {
         switch error {
         case .notFound(let what):
             self = .notFound("\(what) not found")

@@ -7,20 +7,20 @@ package struct APIError: Error, Sendable {
     /// The HTTP status.
     package var status: Int
     /// The stable machine code, e.g. `queue_full`.
-    package var code: String
+    var code: String
     /// A short human title for the code.
     package var title: String
     /// What happened in this case.
     package var detail: String
     /// Extra members that help the client (e.g. `current_status`).
-    package var extra: [(String, JSONValue)] = []
+    var extra: [(String, JSONValue)] = []
     /// Extra response headers (e.g. `Retry-After`, `Allow`).
     package var headers: [(name: String, value: String)] = []
     /// For a 404 of a resource this process does not know: its kind and name,
     /// so that it can be looked up in Redis once before the 404 stands.
     var unknownResource: (kind: ResourceKind, name: String)?
 
-    package init(
+    init(
         status: Int, code: String, title: String, detail: String,
         extra: [(String, JSONValue)] = [], headers: [(name: String, value: String)] = []
     ) {
@@ -42,7 +42,7 @@ package struct APIError: Error, Sendable {
 
 // The error table: every code the API answers with, in one place.
 extension APIError {
-    package static func badRequest(_ detail: String, field: String? = nil) -> APIError {
+    static func badRequest(_ detail: String, field: String? = nil) -> APIError {
         APIError(
             status: 400, code: "bad_request", title: "Bad request", detail: detail,
             extra: field.map { [("field", JSONValue.string($0))] } ?? [])
@@ -63,10 +63,10 @@ extension APIError {
             status: 421, code: "host_not_allowed", title: "Host not allowed",
             detail: "Host \(host) is not served here (allowed_hosts)")
     }
-    package static func notFound(_ detail: String) -> APIError {
+    static func notFound(_ detail: String) -> APIError {
         APIError(status: 404, code: "not_found", title: "Not found", detail: detail)
     }
-    package static func methodNotAllowed(_ method: String, allowed: [String]) -> APIError {
+    static func methodNotAllowed(_ method: String, allowed: [String]) -> APIError {
         APIError(
             status: 405, code: "method_not_allowed", title: "Method not allowed",
             detail: "\(method) is not allowed here; allowed: \(allowed.joined(separator: ", "))",
@@ -82,13 +82,13 @@ extension APIError {
             "already_exists", "Already exists",
             "\(kind) \(name) exists with a different config; change it with PATCH or delete it first")
     }
-    package static func gone(_ detail: String) -> APIError {
+    static func gone(_ detail: String) -> APIError {
         APIError(status: 410, code: "gone", title: "Gone", detail: detail)
     }
     static func preconditionFailed(_ detail: String, extra: [(String, JSONValue)] = []) -> APIError {
         APIError(status: 412, code: "precondition_failed", title: "Precondition failed", detail: detail, extra: extra)
     }
-    package static func payloadTooLarge(limit: Int) -> APIError {
+    static func payloadTooLarge(limit: Int) -> APIError {
         APIError(
             status: 413, code: "payload_too_large", title: "Payload too large",
             detail: "request bodies are limited to \(limit) bytes (max_body_bytes)")
@@ -111,10 +111,10 @@ extension APIError {
             extra: retryAfter.map { [("retry_after_seconds", JSONValue.int($0))] } ?? [],
             headers: retryAfter.map { [("Retry-After", String($0))] } ?? [])
     }
-    package static func notImplemented(_ detail: String) -> APIError {
+    static func notImplemented(_ detail: String) -> APIError {
         APIError(status: 501, code: "not_implemented", title: "Not implemented", detail: detail)
     }
-    package static func storageFull(_ full: StorageFull) -> APIError {
+    static func storageFull(_ full: StorageFull) -> APIError {
         APIError(
             status: 507, code: "storage_full", title: "Storage full",
             detail: "\(full.description); delete something or raise max_stored_bytes",
@@ -130,13 +130,13 @@ extension APIError {
             detail: "\(limit) event streams are open (max_event_subscribers)",
             extra: [("retry_after_seconds", .int(1))], headers: [("Retry-After", "1")])
     }
-    package static func shuttingDown() -> APIError {
+    static func shuttingDown() -> APIError {
         APIError(
             status: 503, code: "shutting_down", title: "Shutting down",
             detail: "the server is shutting down", headers: [("Connection", "close")])
     }
     /// Redis (the backend of the resource) did not answer in time: retry shortly.
-    package static func backendUnavailable(_ why: String) -> APIError {
+    static func backendUnavailable(_ why: String) -> APIError {
         APIError(
             status: 503, code: "backend_unavailable", title: "Backend unavailable",
             detail: "the resource's backend (Redis) is unavailable: \(why)", headers: [("Retry-After", "1")])

@@ -10,7 +10,7 @@ import Synchronization
 /// bucket increment, with no hashing. Requests that match no route, and HEAD
 /// on a GET route, go to a small dictionary keyed by (route, method); its key
 /// space is bounded too (the templates, "unmatched", a fixed set of methods).
-package final class HTTPMetrics: Sendable {
+final class HTTPMetrics: Sendable {
     /// Bucket upper bounds in seconds (long polls wait up to minutes).
     static let bounds: [Double] = [
         0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
@@ -67,7 +67,7 @@ package final class HTTPMetrics: Sendable {
     private let inFlight = Atomic<Int>(0)
 
     /// Slots for `routes`, in router order (`Route.slot` indexes them).
-    package init(routes: [(method: String, template: String)] = []) {
+    init(routes: [(method: String, template: String)] = []) {
         slotKeys = routes.map { Key(route: $0.template, method: Self.methodLabel($0.method)) }
         state = Locked(State(slots: [Stats](repeating: Stats(), count: routes.count)))
     }
@@ -89,7 +89,7 @@ package final class HTTPMetrics: Sendable {
 
     /// Records one answered request. `slot` is the matched route's slot, if
     /// any; it is used when the method is the route's own.
-    package func record(slot: Int? = nil, route: String, method: String, status: Int, seconds: Double) {
+    func record(slot: Int? = nil, route: String, method: String, status: Int, seconds: Double) {
         if let slot, slotKeys.indices.contains(slot), slotKeys[slot].method == method {
             state.withLock { $0.slots[slot].observe(status: status, seconds: seconds) }
             return

@@ -11,7 +11,7 @@ package struct Call: Sendable {
     /// Path parameters by name.
     package let parameters: PathParameters
     /// The application serving it.
-    package let app: UsherApp
+    let app: UsherApp
 
     var maxWaitSeconds: Double { app.config.maxWaitSeconds }
 
@@ -80,7 +80,7 @@ package struct Query: Sendable {
     package subscript(name: String) -> String? { values[name] }
 
     /// `wait=S` in seconds, capped at `max_wait_seconds`; nil when absent or 0.
-    package func wait() throws(APIError) -> Double? {
+    func wait() throws(APIError) -> Double? {
         guard let raw = values["wait"] else { return nil }
         guard let s = Double(raw), s.isFinite, s >= 0 else {
             throw APIError.badRequest("wait must be a number of seconds >= 0", field: "wait")
@@ -131,7 +131,7 @@ package struct Query: Sendable {
 }
 
 /// What a client that hangs up keeps (`on_disconnect`).
-package enum DisconnectPolicy: String, Sendable {
+enum DisconnectPolicy: String, Sendable {
     /// Nothing: its wait is withdrawn (a visitor cancelled, a fetch, take or
     /// push dropped), and what an answer it never got gave away is taken back.
     case withdraw
@@ -140,7 +140,7 @@ package enum DisconnectPolicy: String, Sendable {
 }
 
 /// What a wait that ends before its visitor is granted leaves (`on_timeout`).
-package enum TimeoutPolicy: String, Sendable {
+enum TimeoutPolicy: String, Sendable {
     /// The visitor: it stays in line, as after any wait that ended.
     case keep
     /// Nothing: the visitor is cancelled, reason `timeout` (a try-acquire).
@@ -158,7 +158,7 @@ extension HTTPResponse {
 }
 
 /// JSON responses.
-package enum Reply {
+enum Reply {
     private static let contentType: [(name: String, value: String)] = [
         ("Content-Type", "application/json; charset=utf-8")
     ]

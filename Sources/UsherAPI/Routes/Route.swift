@@ -1,7 +1,7 @@
 import HTTPServer
 
 /// A route's code: answers now, or defers work that waits.
-package struct Route: Sendable {
+struct Route: Sendable {
     /// Its index in the router (`Router.routes`): its slot in `HTTPMetrics`.
     package let slot: Int
     /// Who may call it.

@@ -9,28 +9,28 @@ import UsherCore
 /// deleted. Resources kept in Redis are created, changed and deleted there,
 /// for every instance, in the background (the log says when each is done).
 /// A file that does not validate changes nothing.
-package final class ConfigReloader {
+final class ConfigReloader {
     /// What one reload did, by `kind/name` (and key, for `needsRestart`).
-    package struct Report: Sendable, Equatable {
+    struct Report: Sendable, Equatable {
         package var created: [String] = []
-        package var changed: [String] = []
-        package var deleted: [String] = []
+        var changed: [String] = []
+        var deleted: [String] = []
         /// Changed as far as a `PATCH` can; the rest needs re-creating.
         var partlyChanged: [String] = []
-        package var failed: [String] = []
+        var failed: [String] = []
         /// Kept in Redis: being created, changed or deleted there in the background.
-        package var inRedis: [String] = []
+        var inRedis: [String] = []
         /// Server keys whose new value is not in force until a restart.
         var needsRestart: [String] = []
         /// Why the file was refused (nothing changed), or nil.
-        package var error: String?
+        var error: String?
     }
 
     private let app: UsherApp
     /// The declarations last applied: what the next file is compared with.
     private var declared: [ResourceKind: [(name: String, config: JSONValue, backend: Backend)]]
 
-    package init(app: UsherApp) {
+    init(app: UsherApp) {
         self.app = app
         self.declared = app.config.declared
     }

@@ -20,12 +20,12 @@ package enum LogLevel: String, Sendable, Comparable {
 /// One JSON object per line on stdout: `{"ts", "level", "msg", fields…}`.
 package struct Logger: Sendable {
     /// Lines below this level are dropped.
-    package var level: LogLevel
+    var level: LogLevel
 
     package init(level: LogLevel) { self.level = level }
 
     /// Writes one line if `level` is enabled.
-    package func log(_ level: LogLevel, _ message: String, _ fields: [(String, JSONValue)] = []) {
+    func log(_ level: LogLevel, _ message: String, _ fields: [(String, JSONValue)] = []) {
         guard level >= self.level else { return }
         let line = JSONValue.object(
             [
@@ -36,8 +36,8 @@ package struct Logger: Sendable {
         FileHandle.standardOutput.write(Data(Wire.bytes(line) + [0x0A]))
     }
 
-    package func debug(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.debug, message, fields) }
-    package func info(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.info, message, fields) }
+    func debug(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.debug, message, fields) }
+    func info(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.info, message, fields) }
     func warn(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.warn, message, fields) }
-    package func error(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.error, message, fields) }
+    func error(_ message: String, _ fields: [(String, JSONValue)] = []) { log(.error, message, fields) }
 }

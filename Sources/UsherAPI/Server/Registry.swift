@@ -3,7 +3,7 @@ import Locking
 import UsherCore
 
 /// The resource kinds, as they appear in paths.
-package enum ResourceKind: String, Sendable, CaseIterable {
+enum ResourceKind: String, Sendable, CaseIterable {
     case queues, windows, pools, pipelines, machines
 
     /// The singular noun, for messages.

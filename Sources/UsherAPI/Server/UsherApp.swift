@@ -15,15 +15,15 @@ package final class UsherApp: Sendable {
     /// Every resource.
     let registry: Registry
     /// The source of time for every manager.
-    package let clock: any UsherClock
+    let clock: any UsherClock
     /// The structured logger.
-    package let logger: Logger
+    let logger: Logger
     /// Every state change, for `GET /v1/events`; injected into each manager.
     package let events: EventLog
     /// Keeps idle event streams alive (one timer for all of them).
     private let eventHeartbeat: EventHeartbeat
     /// What clients store, against `max_stored_bytes`; injected into each manager.
-    package let storage: StorageBudget
+    let storage: StorageBudget
     /// The Redis side, when the config has a `redis` block (connects once serving starts).
     package let redis: RedisBackend?
     /// What this process keeps about the Redis-backed resources.

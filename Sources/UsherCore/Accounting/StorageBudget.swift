@@ -44,13 +44,13 @@ package final class StorageBudget: Sendable {
     }
 
     /// Gives `bytes` back.
-    package func release(_ bytes: Int) {
+    func release(_ bytes: Int) {
         used.wrappingSubtract(bytes, ordering: .relaxed)
     }
 
     /// What a record with these strings and this payload costs: the fixed
     /// overhead, the strings' UTF-8 bytes and the payload's `size(of:)`.
-    package static func cost(_ a: String?, _ b: String? = nil, _ c: String? = nil, payload: JSONValue? = nil) -> Int {
+    static func cost(_ a: String?, _ b: String? = nil, _ c: String? = nil, payload: JSONValue? = nil) -> Int {
         recordOverhead + (a?.utf8.count ?? 0) + (b?.utf8.count ?? 0) + (c?.utf8.count ?? 0) + size(of: payload)
     }
 
@@ -93,7 +93,7 @@ package struct StorageFull: Error, Sendable, Equatable, CustomStringConvertible 
     /// What the write needed.
     package var requested: Int
 
-    package init(used: Int, limit: Int, requested: Int) {
+    init(used: Int, limit: Int, requested: Int) {
         self.used = used
         self.limit = limit
         self.requested = requested
@@ -108,11 +108,11 @@ package struct StorageFull: Error, Sendable, Equatable, CustomStringConvertible 
 /// deleting the owner gives all of it back at once.
 package struct StorageAccount: Sendable {
     /// The shared budget.
-    package let budget: StorageBudget
+    let budget: StorageBudget
     /// The bytes this owner holds now.
-    package private(set) var bytes = 0
+    private(set) var bytes = 0
 
-    package init(_ budget: StorageBudget) {
+    init(_ budget: StorageBudget) {
         self.budget = budget
     }
 
@@ -129,7 +129,7 @@ package struct StorageAccount: Sendable {
     }
 
     /// Gives `n` bytes back.
-    package mutating func release(_ n: Int) {
+    mutating func release(_ n: Int) {
         budget.release(n)
         bytes -= n
     }

@@ -18,7 +18,7 @@ package struct WaitHistogram: Sendable, Equatable {
     package init() {}
 
     /// Records one wait of `micros` µs (negative counts as 0).
-    package mutating func observe(micros: Int64) {
+    mutating func observe(micros: Int64) {
         let m = max(0, micros)
         var i = 0
         while i < Self.boundMicros.count, m > Self.boundMicros[i] { i += 1 }

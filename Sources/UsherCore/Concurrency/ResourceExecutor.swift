@@ -20,7 +20,7 @@ package final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
     private let queue: DispatchQueue
 
     /// Creates an executor whose jobs run on a serial queue with this label.
-    package init(label: String = "usher.resource") {
+    init(label: String = "usher.resource") {
         queue = DispatchQueue(label: label)
         mutex = .allocate(capacity: 1)
         var attributes = pthread_mutexattr_t()
@@ -56,7 +56,7 @@ package final class ResourceExecutor: SerialExecutor, @unchecked Sendable {
     }
 
     /// Runs `body` holding the executor's lock (re-entrant on the same thread).
-    package func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+    func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         let me = Self.currentThread
         if owner.load(ordering: .relaxed) == me { return try body() }
         Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")

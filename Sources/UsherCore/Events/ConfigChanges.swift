@@ -1,7 +1,7 @@
 /// What a `PATCH` changed: each field whose value differs, by its wire name,
 /// with the new value (the `updated` event's data).
 package struct ConfigChanges: Sendable, Equatable {
-    package private(set) var fields: [(field: String, value: JSONValue)] = []
+    private(set) var fields: [(field: String, value: JSONValue)] = []
 
     package static func == (a: ConfigChanges, b: ConfigChanges) -> Bool {
         a.fields.elementsEqual(b.fields) { $0.field == $1.field && $0.value == $1.value }

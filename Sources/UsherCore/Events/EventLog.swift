@@ -17,7 +17,7 @@ import Synchronization
 /// more than `lagLimit` bytes behind the live events, is ended (`Read`).
 package final class EventLog: Sendable {
     /// An observer's callback, run under the log's lock for every event.
-    package typealias Handler = @Sendable (ResourceEvent) -> Void
+    typealias Handler = @Sendable (ResourceEvent) -> Void
 
     /// Default replay ring size.
     static let defaultCapacity = 10_000
@@ -29,7 +29,7 @@ package final class EventLog: Sendable {
     /// How many events are kept for `Last-Event-ID` replay.
     package let capacity: Int
     /// Most stream subscribers at once.
-    package let maxSubscribers: Int
+    let maxSubscribers: Int
     /// Bytes of live events (as the budget prices them) a subscriber may
     /// fall behind before it is ended; twice that and it is cut off.
     package let lagLimit: Int
@@ -159,7 +159,7 @@ package final class EventLog: Sendable {
     package var isRecording: Bool { recording.load(ordering: .relaxed) }
 
     /// Stream subscribers now.
-    package var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+    var subscriberCount: Int { state.withLock { $0.subscribers.count } }
 
     /// Subscribers past `lagLimit`, waiting to be told (tests).
     var laggingSubscribers: Int { state.withLock { $0.subscribers.values.count(where: \.lagging) } }
@@ -169,10 +169,10 @@ package final class EventLog: Sendable {
 
     /// The buffered events no stream has needed yet (once a frame is made,
     /// only the frame is kept), oldest first: for tests and tools.
-    package func buffered() -> [ResourceEvent] { state.withLock { s in s.ring[s.start...].compactMap(\.event) } }
+    func buffered() -> [ResourceEvent] { state.withLock { s in s.ring[s.start...].compactMap(\.event) } }
 
     /// The ids of the buffered events, oldest first (live-only ones included).
-    package func bufferedIDs() -> [UInt64] { state.withLock { s in s.ring[s.start...].map(\.id) } }
+    func bufferedIDs() -> [UInt64] { state.withLock { s in s.ring[s.start...].map(\.id) } }
 
     /// Records an event (only while recording), runs the observers and wakes
     /// the subscribers it concerns.
@@ -220,7 +220,7 @@ package final class EventLog: Sendable {
     }
 
     /// Runs `handler` for every event from now on, under the log's lock (tests and tools).
-    package func observe(_ handler: @escaping Handler) -> UInt64 {
+    func observe(_ handler: @escaping Handler) -> UInt64 {
         recording.store(true, ordering: .relaxed)
         return state.withLock { s in
             let token = s.nextToken

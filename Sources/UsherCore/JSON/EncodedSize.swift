@@ -4,7 +4,7 @@ extension JSONValue {
     /// UTF-8 bytes, quotes and escapes (six bytes for a control character);
     /// a number counts 24, the longest it can print. Iterative, so a deep
     /// value cannot exhaust the stack.
-    package var encodedSizeBound: Int {
+    var encodedSizeBound: Int {
         var total = 0
         var pending = [self]
         while let value = pending.popLast() {

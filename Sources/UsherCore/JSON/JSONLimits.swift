@@ -31,7 +31,7 @@ package struct JSONLimits: Sendable, Equatable {
 extension JSONValue {
     /// Levels of nesting: 0 for a scalar, 1 for `{}`, `[]` or a container of
     /// scalars. Walks with its own stack, so any value can be measured.
-    package var depth: Int {
+    var depth: Int {
         var deepest = 0
         var pending: [(JSONValue, Int)] = [(self, 0)]
         while let (value, above) = pending.popLast() {

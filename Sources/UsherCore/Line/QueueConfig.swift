@@ -32,8 +32,8 @@ package struct QueueConfig: Sendable, Equatable {
     package var claimSeconds: Double
 
     /// The defaults of `idle_seconds` and `claim_seconds`.
-    package static let defaultIdleSeconds = 30.0
-    package static let defaultClaimSeconds = 10.0
+    static let defaultIdleSeconds = 30.0
+    static let defaultClaimSeconds = 10.0
 
     /// A config; every argument defaults to the documented default.
     package init(
@@ -158,7 +158,7 @@ package struct QueuePatch: Sendable, Equatable {
     }
 
     /// `config` with the fields present in the patch replaced.
-    package func applied(to config: QueueConfig) -> QueueConfig {
+    func applied(to config: QueueConfig) -> QueueConfig {
         var c = config
         if let capacity { c.capacity = capacity }
         if let maxWaiting { c.maxWaiting = maxWaiting }

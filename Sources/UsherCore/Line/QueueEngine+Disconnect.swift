@@ -53,7 +53,7 @@ extension QueueEngine {
     /// passes on. Nil, changing nothing, when it no longer holds that grant
     /// (it finished meanwhile, or the id now names a later visitor), and when
     /// a retry named it (`noteRetry`): that answer may have carried the grant.
-    package mutating func undoGrant(
+    mutating func undoGrant(
         id: String, fence: Int64, as status: VisitorStatus = .released, now: Timestamp
     ) -> VisitorView? {
         begin(now)

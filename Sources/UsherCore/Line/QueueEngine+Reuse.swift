@@ -47,7 +47,7 @@ extension QueueEngine {
     /// fetch whose wait ended without an element). Applies `now` first, so a
     /// visitor granted by then stays granted; answers nil when withdrawn,
     /// else the visitor as it is.
-    package mutating func withdraw(id: String, now: Timestamp) throws(QueueError) -> VisitorView? {
+    mutating func withdraw(id: String, now: Timestamp) throws(QueueError) -> VisitorView? {
         begin(now)
         defer { end() }
         let h = try handle(id)

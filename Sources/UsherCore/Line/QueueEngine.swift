@@ -104,7 +104,7 @@ package struct QueueEngine: Sendable {
     }
 
     /// The earliest hold expiry (a pool's `next_expiry_at`), idle and claim checks aside.
-    package var nextHoldExpiry: Timestamp? {
+    var nextHoldExpiry: Timestamp? {
         holderExpiries.count > 0 ? Timestamp(micros: holderExpiries.deadline(rank: 1)) : nil
     }
 
@@ -182,7 +182,7 @@ package struct QueueEngine: Sendable {
     /// Moves a holder's expiry to `now + holdSeconds` (default: its own hold,
     /// or the queue's) unless it is already later: an extend never shortens a
     /// hold. The same limits as a request's `hold_seconds`.
-    package mutating func extend(id: String, holdSeconds: Double?, now: Timestamp) throws(QueueError) -> VisitorView {
+    mutating func extend(id: String, holdSeconds: Double?, now: Timestamp) throws(QueueError) -> VisitorView {
         begin(now)
         defer { end() }
         let h = try handle(id)

@@ -115,7 +115,7 @@ package struct MachineDefinition: Sendable, Equatable {
     }
 
     /// The state `event` leads to from `state`, or nil when it is not allowed there.
-    package func target(of event: String, from state: String) -> String? {
+    func target(of event: String, from state: String) -> String? {
         targets[event]?[state]
     }
 

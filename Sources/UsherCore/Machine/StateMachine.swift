@@ -82,7 +82,7 @@ package actor StateMachine: LockIsolatedActor {
     /// its state, refusing other events, until `commit`, `abort`, or
     /// `seconds` pass (then it expires). Wakes every waiter: the version moved.
     @discardableResult
-    package func open(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil, seconds: Double)
+    func open(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil, seconds: Double)
         throws(MachineError) -> MachineTransaction
     {
         try checkOpen()
@@ -102,7 +102,7 @@ package actor StateMachine: LockIsolatedActor {
     ///
     /// - Throws: `.unknownTransaction`, `.transactionEnded`, `.gone`, `.shuttingDown`.
     @discardableResult
-    package func commit(transaction id: String) throws(MachineError) -> TransitionResult {
+    func commit(transaction id: String) throws(MachineError) -> TransitionResult {
         try checkOpen()
         let (committed, transition) = try engine.commit(id, at: clock.now())
         stopTransactionTimer()
@@ -117,7 +117,7 @@ package actor StateMachine: LockIsolatedActor {
     ///
     /// - Throws: `.unknownTransaction`, `.transactionEnded`, `.gone`, `.shuttingDown`.
     @discardableResult
-    package func abort(transaction id: String) throws(MachineError) -> MachineTransaction {
+    func abort(transaction id: String) throws(MachineError) -> MachineTransaction {
         try checkOpen()
         return try endTransaction(id, as: .aborted)
     }
@@ -162,7 +162,7 @@ package actor StateMachine: LockIsolatedActor {
     /// task gets the current snapshot back.
     ///
     /// - Throws: `.gone` if the machine is or gets deleted, `.shuttingDown` at shutdown.
-    package func waitForVersion(other version: Int64, until deadline: Timestamp) async throws(MachineError)
+    func waitForVersion(other version: Int64, until deadline: Timestamp) async throws(MachineError)
         -> MachineSnapshot
     {
         try await park(other: version, until: deadline).get()

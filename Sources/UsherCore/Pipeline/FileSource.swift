@@ -19,13 +19,13 @@ import Locking
 ///   as a `SourceRecordError`.
 /// - At the end of the file (a last line without a newline still counts) the
 ///   file is closed and every later pull answers `.exhausted`.
-package final class FileSource: PipelineSourceReader {
+final class FileSource: PipelineSourceReader {
     /// The configured path, relative to `dataDir`.
     package let path: String
     /// The directory the path is relative to.
-    package let dataDir: String
+    let dataDir: String
     /// Longer lines are skipped.
-    package let maxLineBytes: Int
+    let maxLineBytes: Int
     /// Lines nested deeper are skipped (`max_json_depth`).
     package let maxDepth: Int
     /// Bytes read per `read(2)`.
@@ -54,7 +54,7 @@ package final class FileSource: PipelineSourceReader {
     private let state = Locked(State())
 
     /// A reader of `dataDir/path`; nothing is opened yet.
-    package init(
+    init(
         path: String, dataDir: String, maxLineBytes: Int = 65_536, maxDepth: Int = JSONLimits().maxDepth,
         chunkBytes: Int = 65_536
     ) {
@@ -66,7 +66,7 @@ package final class FileSource: PipelineSourceReader {
     }
 
     /// Bytes held in the line buffer now.
-    package var bufferedBytes: Int { state.withLock { $0.buffer.count } }
+    var bufferedBytes: Int { state.withLock { $0.buffer.count } }
     /// The most bytes the line buffer ever held (at most `maxLineBytes + chunkBytes`).
     var peakBufferedBytes: Int { state.withLock { $0.peak } }
     /// Lines read so far (blank and bad ones included).
@@ -81,7 +81,7 @@ package final class FileSource: PipelineSourceReader {
     /// `dataDir` (compared with a trailing slash, so `data2` is not inside
     /// `data`), after refusing absolute paths and `..` components. Symlinks
     /// inside `dataDir` are fine as long as they lead to a file inside it.
-    package static func resolve(path: String, dataDir: String) throws(SourceError) -> String {
+    static func resolve(path: String, dataDir: String) throws(SourceError) -> String {
         if let problem = PipelineSourceConfig.pathProblem(path) { throw SourceError(message: "path \(problem)") }
         guard let root = realPath(dataDir) else {
             throw SourceError(message: "data_dir \(dataDir) cannot be resolved: \(errnoText())")

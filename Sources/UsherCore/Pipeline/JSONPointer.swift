@@ -17,7 +17,7 @@ package struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
     ///   token, and `set` builds one object per missing one.
     /// - Throws: a message when the text is neither empty nor starts with `/`,
     ///   has too many segments, or a `~` is not followed by `0` or `1`.
-    package init(parsing text: String, maxSegments: Int = JSONLimits().maxPointerSegments)
+    init(parsing text: String, maxSegments: Int = JSONLimits().maxPointerSegments)
         throws(JSONPointerSyntaxError)
     {
         if text.isEmpty {
@@ -43,7 +43,7 @@ package struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
 
     /// A pointer from unescaped tokens (not checked against
     /// `max_pointer_segments`: for pointers the code itself makes).
-    package init(tokens: [String]) {
+    init(tokens: [String]) {
         self.tokens = tokens
     }
 
@@ -74,7 +74,7 @@ package struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
     /// Sets the referenced value, creating missing parent objects. Returns
     /// false (and leaves `document` unchanged) when the path cannot be made.
     @discardableResult
-    package func set(_ value: JSONValue, in document: inout JSONValue) -> Bool {
+    func set(_ value: JSONValue, in document: inout JSONValue) -> Bool {
         Self.set(value, tokens[...], in: &document)
     }
 
@@ -191,7 +191,7 @@ package struct JSONPointer: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Pointer text that is not a valid JSON Pointer.
-package struct JSONPointerSyntaxError: Error, Sendable, Equatable {
+struct JSONPointerSyntaxError: Error, Sendable, Equatable {
     /// What is wrong with it.
     package var message: String
 }

@@ -9,7 +9,7 @@ extension Pipeline {
     ///
     /// - Throws: `.invalid` for a bad `ackSeconds`; `.gone` if the pipeline is
     ///   or gets deleted; `.shuttingDown` at shutdown.
-    package func takeWaiting(max: Int, ackSeconds: Double? = nil, until deadline: Timestamp) async throws(PipelineError)
+    func takeWaiting(max: Int, ackSeconds: Double? = nil, until deadline: Timestamp) async throws(PipelineError)
         -> [PipelineDelivery]
     {
         try checkOpen()
@@ -54,7 +54,7 @@ extension Pipeline {
     ///   before it pushed: a producer that hung up pushes nothing), or at once
     ///   when `maxWaiters` producers are already parked; `.invalid`; `.gone`;
     ///   `.shuttingDown`.
-    package func pushWaiting(_ request: PipelinePushRequest, until deadline: Timestamp) async throws(PipelineError)
+    func pushWaiting(_ request: PipelinePushRequest, until deadline: Timestamp) async throws(PipelineError)
         -> PipelinePushResult
     {
         try checkOpen()

@@ -107,7 +107,7 @@ package actor Pipeline: LockIsolatedActor {
     }
 
     /// Adds every item or none (see `PipelineEngine.pushBatch`).
-    package func pushBatch(_ requests: [PipelinePushRequest]) throws(PipelineError) -> [PipelinePushResult] {
+    func pushBatch(_ requests: [PipelinePushRequest]) throws(PipelineError) -> [PipelinePushResult] {
         try checkOpen()
         defer { settle() }
         return try engine.pushBatch(requests, now: clock.now()).map(emitPushed)
@@ -133,7 +133,7 @@ package actor Pipeline: LockIsolatedActor {
     /// Puts an in-flight item back at the front (after `delaySeconds`), or on
     /// the dead list when it has had `max_deliveries` hand-outs.
     @discardableResult
-    package func release(_ id: String, delaySeconds: Double? = nil, fence: Int64? = nil) throws(PipelineError)
+    func release(_ id: String, delaySeconds: Double? = nil, fence: Int64? = nil) throws(PipelineError)
         -> PipelineItem
     {
         try checkOpen()
@@ -147,7 +147,7 @@ package actor Pipeline: LockIsolatedActor {
     ///
     /// - Throws: `.notFound`; `.notInFlight(current:)`; `.invalid`.
     @discardableResult
-    package func extend(_ id: String, ackSeconds: Double? = nil, fence: Int64? = nil) throws(PipelineError)
+    func extend(_ id: String, ackSeconds: Double? = nil, fence: Int64? = nil) throws(PipelineError)
         -> PipelineItem
     {
         try checkOpen()
@@ -160,7 +160,7 @@ package actor Pipeline: LockIsolatedActor {
     /// without counting the hand-out (`released` events, reason
     /// `undelivered`); returns those items.
     @discardableResult
-    package func undeliver(_ deliveries: [(id: String, fence: Int64)]) -> [PipelineItem] {
+    func undeliver(_ deliveries: [(id: String, fence: Int64)]) -> [PipelineItem] {
         guard lifecycle == .open else { return [] }
         defer { settle() }
         let now = clock.now()
@@ -174,7 +174,7 @@ package actor Pipeline: LockIsolatedActor {
     ///
     /// - Throws: `.notFound`; `.inFlight`.
     @discardableResult
-    package func cancel(_ id: String) throws(PipelineError) -> PipelineItem {
+    func cancel(_ id: String) throws(PipelineError) -> PipelineItem {
         try checkOpen()
         defer { settle() }
         if let item = engine.item(id), item.status.isFinished { return item }
@@ -195,7 +195,7 @@ package actor Pipeline: LockIsolatedActor {
     }
 
     /// Moves dead items back, oldest first, while there is room; how many moved.
-    package func redrive() throws(PipelineError) -> Int {
+    func redrive() throws(PipelineError) -> Int {
         try checkOpen()
         defer { settle() }
         return engine.redrive(now: clock.now())
@@ -219,7 +219,7 @@ package actor Pipeline: LockIsolatedActor {
 
     /// Up to `limit` dead items after `cursor`, oldest first, each with its
     /// cursor, and whether more follow.
-    package func deadPage(limit: Int, after cursor: PipelineCursor?) -> (
+    func deadPage(limit: Int, after cursor: PipelineCursor?) -> (
         items: [PipelineItem], cursors: [String], more: Bool
     ) {
         engine.deadPage(limit: limit, after: cursor)
@@ -243,7 +243,7 @@ package actor Pipeline: LockIsolatedActor {
 
     /// Adds or replaces a filter; true when it is new (201 rather than 200).
     @discardableResult
-    package func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
+    func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
         try checkOpen()
         return try engine.putFilter(name: name, filter)
     }
@@ -251,7 +251,7 @@ package actor Pipeline: LockIsolatedActor {
     /// Removes a filter.
     ///
     /// - Throws: `.notFound(name)`.
-    package func removeFilter(name: String) throws(PipelineError) {
+    func removeFilter(name: String) throws(PipelineError) {
         try checkOpen()
         try engine.removeFilter(name: name)
     }

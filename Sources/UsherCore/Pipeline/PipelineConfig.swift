@@ -140,7 +140,7 @@ package struct PipelinePatch: Sendable, Equatable {
     }
 
     /// `config` with the fields present in the patch replaced.
-    package func applied(to config: PipelineConfig) -> PipelineConfig {
+    func applied(to config: PipelineConfig) -> PipelineConfig {
         var c = config
         if let capacity { c.capacity = capacity }
         if let maxInFlight { c.maxInFlight = maxInFlight }

@@ -72,10 +72,10 @@ package struct PipelineEngine: Sendable {
     /// This pipeline's share of the server's storage budget: an item is
     /// charged from its push until it leaves (consumed, filtered, cancelled,
     /// or dropped from the dead list).
-    package private(set) var storage: StorageAccount
+    private(set) var storage: StorageAccount
     /// The most one `take` hands out, in encoded bytes (`max_response_bytes`):
     /// the rest stay ready for the next take. At least one item always goes.
-    package var maxTakeBytes = Int.max
+    var maxTakeBytes = Int.max
 
     /// An empty pipeline; `seed` fixes the treap's shape in tests.
     package init(
@@ -140,7 +140,7 @@ package struct PipelineEngine: Sendable {
     ///   no room for all the new ones now. Entries whose id the pipeline
     ///   already holds or remembers within `dedup_seconds` (or that repeat an
     ///   id earlier in the batch) need no room and answer with the existing item.
-    package mutating func pushBatch(_ requests: [PipelinePushRequest], now: Timestamp) throws(PipelineError)
+    mutating func pushBatch(_ requests: [PipelinePushRequest], now: Timestamp) throws(PipelineError)
         -> [PipelinePushResult]
     {
         guard requests.count <= config.capacity else {
@@ -274,7 +274,7 @@ package struct PipelineEngine: Sendable {
     ///
     /// - Throws: like `consume`; `.invalid` for a bad delay.
     @discardableResult
-    package mutating func release(
+    mutating func release(
         _ id: String, delaySeconds: Double? = nil, fence: Int64? = nil, now: Timestamp
     ) throws(PipelineError) -> PipelineItem {
         if let delaySeconds, !Durations.isAllowed(delaySeconds) {
@@ -293,7 +293,7 @@ package struct PipelineEngine: Sendable {
     ///
     /// - Throws: like `consume`; `.invalid` for a bad `ackSeconds`.
     @discardableResult
-    package mutating func extend(
+    mutating func extend(
         _ id: String, ackSeconds: Double? = nil, fence: Int64? = nil, now: Timestamp
     ) throws(PipelineError) -> PipelineItem {
         let ack = try effectiveAckSeconds(ackSeconds)
@@ -328,7 +328,7 @@ package struct PipelineEngine: Sendable {
     /// no hand-out left, `taken_at` and `fence` are null again).
     /// `delivered_total` keeps counting it: a total never goes down. Nil,
     /// changing nothing, when the item is no longer in flight under that fence.
-    package mutating func undeliver(_ id: String, fence: Int64, now: Timestamp) -> PipelineItem? {
+    mutating func undeliver(_ id: String, fence: Int64, now: Timestamp) -> PipelineItem? {
         expire(now: now)
         guard let h = handles[id], var item = slots[Int(h)], item.status == .inFlight, item.fence == fence else {
             return nil
@@ -347,7 +347,7 @@ package struct PipelineEngine: Sendable {
     ///
     /// - Throws: `.notFound`; `.inFlight` for an in-flight item.
     @discardableResult
-    package mutating func cancel(_ id: String, now: Timestamp) throws(PipelineError) -> PipelineItem {
+    mutating func cancel(_ id: String, now: Timestamp) throws(PipelineError) -> PipelineItem {
         expire(now: now)
         if let item = finished.item(id) { return item }
         var cancelled: PipelineItem
@@ -409,7 +409,7 @@ package struct PipelineEngine: Sendable {
 
     /// Moves dead items back to the buffer (oldest first, to the back, with
     /// `deliveries` reset) while there is room; returns how many moved.
-    package mutating func redrive(now: Timestamp) -> Int {
+    mutating func redrive(now: Timestamp) -> Int {
         expire(now: now)
         var moved = 0
         while hasRoom(), var item = dead.popOldest() {
@@ -427,7 +427,7 @@ package struct PipelineEngine: Sendable {
     }
 
     /// The oldest `limit` dead items, oldest first.
-    package func deadItems(limit: Int) -> [PipelineItem] { dead.oldest(limit) }
+    func deadItems(limit: Int) -> [PipelineItem] { dead.oldest(limit) }
 
     // MARK: - Config and filters
 
@@ -477,7 +477,7 @@ package struct PipelineEngine: Sendable {
     /// Adds or replaces a filter; true when it is new.
     ///
     /// - Throws: `.invalid` for a bad name or beyond `PipelineFilter.Limits.count` filters.
-    package mutating func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
+    mutating func putFilter(name: String, _ filter: PipelineFilter) throws(PipelineError) -> Bool {
         guard Names.isValid(name) else {
             throw .invalid(field: "name", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
         }
@@ -490,7 +490,7 @@ package struct PipelineEngine: Sendable {
     /// Removes a filter.
     ///
     /// - Throws: `.notFound(name)` when there is none.
-    package mutating func removeFilter(name: String) throws(PipelineError) {
+    mutating func removeFilter(name: String) throws(PipelineError) {
         guard filters.remove(name: name) else { throw .notFound(name) }
     }
 
@@ -538,7 +538,7 @@ package struct PipelineEngine: Sendable {
 
     /// Up to `limit` dead items, oldest first, after `cursor` (nil: from the
     /// oldest), each with its cursor, and whether more follow.
-    package func deadPage(limit: Int, after cursor: PipelineCursor?) -> (
+    func deadPage(limit: Int, after cursor: PipelineCursor?) -> (
         items: [PipelineItem], cursors: [String], more: Bool
     ) {
         var serial: Int64?

@@ -21,12 +21,6 @@ package struct PipelineFilter: Sendable, Equatable {
         /// Exactly one of `equals`, `not_equals`, `in`, `exists`.
         package var test: Test
 
-        /// A test on `field`.
-        package init(field: JSONPointer, test: Test) {
-            self.field = field
-            self.test = test
-        }
-
         /// The comparison a condition makes.
         package enum Test: Sendable, Equatable {
             /// The field exists and equals the value (`1` equals `1.0`).
@@ -40,7 +34,7 @@ package struct PipelineFilter: Sendable, Equatable {
         }
 
         /// Whether the condition holds for `payload`.
-        package func holds(for payload: JSONValue) -> Bool {
+        func holds(for payload: JSONValue) -> Bool {
             let v = field.value(in: payload)
             switch test {
             case .equals(let x): return v == x

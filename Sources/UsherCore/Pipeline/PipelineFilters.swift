@@ -7,12 +7,6 @@ package struct PipelineFilters: Sendable, Equatable {
         package var name: String
         /// The filter itself.
         package var filter: PipelineFilter
-
-        /// A named filter.
-        package init(name: String, filter: PipelineFilter) {
-            self.name = name
-            self.filter = filter
-        }
     }
 
     /// The filters in the order they run.
@@ -22,7 +16,7 @@ package struct PipelineFilters: Sendable, Equatable {
     package init() {}
 
     /// The given filters, ordered.
-    package init(_ filters: [String: PipelineFilter]) {
+    init(_ filters: [String: PipelineFilter]) {
         ordered = filters.map { Entry(name: $0.key, filter: $0.value) }
         ordered.sort(by: Self.runsBefore)
     }
@@ -30,7 +24,7 @@ package struct PipelineFilters: Sendable, Equatable {
     /// How many filters there are.
     package var count: Int { ordered.count }
     /// True when there are none.
-    package var isEmpty: Bool { ordered.isEmpty }
+    var isEmpty: Bool { ordered.isEmpty }
 
     /// The filter named `name`.
     package subscript(name: String) -> PipelineFilter? {

@@ -27,11 +27,11 @@ package typealias SourceReaderFactory = @Sendable (PipelineSourceConfig) throws 
 
 /// One record of a source was bad (malformed JSON, an over-long line) and
 /// was skipped; the reader can go on at once.
-package struct SourceRecordError: Error, Sendable, Equatable, CustomStringConvertible {
+struct SourceRecordError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What went wrong.
     package var message: String
     /// An error with this message.
-    package init(message: String) { self.message = message }
+    init(message: String) { self.message = message }
     /// The message.
     package var description: String { message }
 }
@@ -88,7 +88,7 @@ package struct PipelineSourceStatus: Sendable, Equatable {
     package var nextRetryAt: Timestamp?
 
     /// A source that has not been pulled yet.
-    package init(config: PipelineSourceConfig) {
+    init(config: PipelineSourceConfig) {
         self.config = config
     }
 }

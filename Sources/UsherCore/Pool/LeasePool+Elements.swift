@@ -37,7 +37,7 @@ extension LeasePool {
 
     /// `PUT …/elements/{id}`: a new element at the end of the order (201; a
     /// waiting fetcher gets it at once), or new `data` for an existing one (200).
-    package func putElement(_ id: String, data: JSONValue?) throws(PoolError) -> (element: PoolElement, created: Bool) {
+    func putElement(_ id: String, data: JSONValue?) throws(PoolError) -> (element: PoolElement, created: Bool) {
         try run(nil) { (e, now) in e.advance(to: now) }
         if let existing = table[id] {
             let old = Self.storedBytes(id, existing.data)
@@ -62,7 +62,7 @@ extension LeasePool {
     /// `DELETE …/elements/{id}[?force=true]`: a free element goes at once; a
     /// leased one only with `force`, which ends its lease (`revoked`: its
     /// holder's recycle and extend answer `not_leased`).
-    package func removeElement(_ id: String, force: Bool) throws(PoolError) -> ElementRemoval {
+    func removeElement(_ id: String, force: Bool) throws(PoolError) -> ElementRemoval {
         try run(nil) { (e, now) in e.advance(to: now) }
         guard let el = table[id] else { throw .notFound("element \"\(id)\"") }
         if let leaseID = el.lease, !force { throw .elementLeased(element: id, lease: leaseID) }

@@ -169,7 +169,7 @@ package actor LeasePool: EngineHost {
     /// goes to the first waiting fetcher or back to the pool. Nil, changing
     /// nothing, when the lease no longer holds that grant.
     @discardableResult
-    package func recycleUndelivered(lease id: String, fence: Int64) throws(PoolError) -> Lease? {
+    func recycleUndelivered(lease id: String, fence: Int64) throws(PoolError) -> Lease? {
         try run(id) { (e, now) in e.undoGrant(id: id, fence: fence, as: .completed, now: now) }.map(lease)
     }
 
@@ -184,7 +184,7 @@ package actor LeasePool: EngineHost {
 
     /// `POST …/leases/{id}/extend`: expires `leaseSeconds` (default: its own
     /// lease, or the pool's) from now. Ended: `not_leased`.
-    package func extend(lease id: String, leaseSeconds: Double?) throws(PoolError) -> Lease {
+    func extend(lease id: String, leaseSeconds: Double?) throws(PoolError) -> Lease {
         try checkLease(leaseSeconds)
         let v = try run(id) { (e, now) throws(QueueError) in try e.extend(id: id, holdSeconds: leaseSeconds, now: now) }
         return lease(v)

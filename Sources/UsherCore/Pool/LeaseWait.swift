@@ -22,7 +22,7 @@ extension LeasePool {
     /// `GET …/leases/{id}?wait`: the lease as soon as its status is not
     /// `status` (at once if it already differs, or is final), or as it is at
     /// `deadline`; as `VisitorQueue.parkForChange` does for a visitor.
-    package func parkForChange(id: String, from status: LeaseStatus, until deadline: Timestamp) async -> LeaseWait {
+    func parkForChange(id: String, from status: LeaseStatus, until deadline: Timestamp) async -> LeaseWait {
         // A finished lease never changes again: any status differs from `delayed`, so it answers at once.
         let from = status.liveStatus ?? .delayed
         return settle(await park(.visitor(id), until: .statusDiffers(from), deadline: deadline), id: id)

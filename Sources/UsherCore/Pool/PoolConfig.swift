@@ -209,7 +209,7 @@ package struct PoolPatch: Sendable, Equatable {
     }
 
     /// `config` with the fields present in the patch replaced.
-    package func applied(to config: PoolConfig) -> PoolConfig {
+    func applied(to config: PoolConfig) -> PoolConfig {
         var c = config
         if let leaseSeconds { c.leaseSeconds = leaseSeconds }
         if let maxWaiting { c.maxWaiting = maxWaiting }

@@ -34,7 +34,7 @@ extension VisitorQueue {
     }
 
     /// `waitForChange`, boxed (see `VisitorWait`).
-    package func parkForChange(id: String, from status: VisitorStatus, until deadline: Timestamp) async -> VisitorWait {
+    func parkForChange(id: String, from status: VisitorStatus, until deadline: Timestamp) async -> VisitorWait {
         VisitorWait(await park(.visitor(id), until: .statusDiffers(status), deadline: deadline), id: id)
     }
 
@@ -56,7 +56,7 @@ extension VisitorQueue {
     /// wait ends at `deadline` is cancelled (reason `timeout`; see
     /// `QueueEngine.timeOut`); a wait ended by a hang-up is left to
     /// `withdrawing`, as without it.
-    package func parkWhileWaiting(
+    func parkWhileWaiting(
         id: String, until deadline: Timestamp, withdrawing: Bool = false, cancellingOnTimeout: Bool = false
     ) async -> VisitorWait {
         let answer = await park(.visitor(id), until: .leftLine, deadline: deadline, withdrawing: withdrawing)

@@ -75,12 +75,12 @@ package actor VisitorQueue: EngineHost {
     /// `tryLock()`): as `enqueue`, and a visitor not granted at once is
     /// cancelled (reason `timeout`) in the same step, so its only event is
     /// the cancellation.
-    package func enqueueOrTimeOut(_ r: VisitorRequest) throws(QueueError) -> (view: VisitorView, created: Bool) {
+    func enqueueOrTimeOut(_ r: VisitorRequest) throws(QueueError) -> (view: VisitorView, created: Bool) {
         try perform { (e, now) throws(QueueError) in try e.enqueueOrTimeOut(r, now: now) }
     }
 
     /// The wait of a try-acquire on `id` ended: see `QueueEngine.timeOut`.
-    package func timeOut(id: String) throws(QueueError) -> VisitorView {
+    func timeOut(id: String) throws(QueueError) -> VisitorView {
         try perform { (e, now) throws(QueueError) in try e.timeOut(id: id, now: now) }
     }
 
@@ -90,7 +90,7 @@ package actor VisitorQueue: EngineHost {
     }
 
     /// `POST …/extend`.
-    package func extend(id: String, holdSeconds: Double?) throws(QueueError) -> VisitorView {
+    func extend(id: String, holdSeconds: Double?) throws(QueueError) -> VisitorView {
         try perform { (e, now) throws(QueueError) in try e.extend(id: id, holdSeconds: holdSeconds, now: now) }
     }
 
@@ -103,7 +103,7 @@ package actor VisitorQueue: EngineHost {
     /// client: the visitor is `released`, reason `undelivered`, and its slot
     /// passes on. Nil, changing nothing, when it no longer holds that grant.
     @discardableResult
-    package func undoGrant(id: String, fence: Int64) throws(QueueError) -> VisitorView? {
+    func undoGrant(id: String, fence: Int64) throws(QueueError) -> VisitorView? {
         try perform { (e, now) in e.undoGrant(id: id, fence: fence, now: now) }
     }
 

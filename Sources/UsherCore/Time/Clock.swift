@@ -42,7 +42,7 @@ package struct SystemClock: UsherClock {
 
 /// A clock that moves only when told to; scheduled calls run synchronously
 /// inside `advance`, in deadline order.
-package final class ManualClock: UsherClock, Sendable {
+final class ManualClock: UsherClock, Sendable {
     private struct State {
         var now: Timestamp
         /// Deadlines in the timestamps' microseconds.
@@ -51,13 +51,13 @@ package final class ManualClock: UsherClock, Sendable {
     private let state: Locked<State>
 
     /// Starts at `start` (default 2026-01-01T00:00:00Z).
-    package init(start: Timestamp = Timestamp(micros: 1_767_225_600_000_000)) {
+    init(start: Timestamp = Timestamp(micros: 1_767_225_600_000_000)) {
         state = Locked(State(now: start))
     }
 
-    package func now() -> Timestamp { state.withLock { $0.now } }
+    func now() -> Timestamp { state.withLock { $0.now } }
 
-    package func schedule(at deadline: Timestamp, _ action: @escaping @Sendable () -> Void) -> any ScheduledTimer {
+    func schedule(at deadline: Timestamp, _ action: @escaping @Sendable () -> Void) -> any ScheduledTimer {
         Handle(clock: self, id: state.withLock { $0.timers.insert(at: deadline.micros, action) })
     }
 

@@ -8,15 +8,15 @@
 /// clock has moved on). Ids sort in the order they were made, as strings and
 /// as numbers; they are valid names and URL path segments as they are. Redis
 /// can make the same from `TIME`.
-package struct IDGenerator: Sendable {
+struct IDGenerator: Sendable {
     /// The length of every id (16 digits last until the year 2286).
-    package static let length = 16
+    static let length = 16
 
     /// The last id handed out, in µs (the creation time before the first).
-    package private(set) var last: Int64
+    private(set) var last: Int64
 
     /// A generator for a resource created at `createdAt`: every id is later.
-    package init(createdAt: Timestamp) {
+    init(createdAt: Timestamp) {
         last = createdAt.micros
     }
 
@@ -28,7 +28,7 @@ package struct IDGenerator: Sendable {
 
     /// `micros` as at least 16 decimal digits, written in place (no
     /// intermediate strings); negative values count as 0.
-    package static func format(_ micros: Int64) -> String {
+    static func format(_ micros: Int64) -> String {
         let value = UInt64(max(0, micros))
         var digits = 1
         var rest = value / 10

@@ -34,7 +34,7 @@ package struct WindowConfig: Sendable, Equatable {
     /// The queue engine's config for this window: one slot, the display time
     /// as the hold, no opposites, and no idle or claim checks (an item is
     /// shown to whoever looks: nobody has to wait on it or claim it).
-    package var queueConfig: QueueConfig {
+    var queueConfig: QueueConfig {
         QueueConfig(
             capacity: 1, maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup,
             opposites: [], history: WindowSlot.history, idleSeconds: 0, claimSeconds: 0)
@@ -73,7 +73,7 @@ package struct WindowPatch: Sendable, Equatable {
     }
 
     /// `config` with the fields present in the patch replaced.
-    package func applied(to config: WindowConfig) -> WindowConfig {
+    func applied(to config: WindowConfig) -> WindowConfig {
         var c = config
         if let maxWaiting { c.maxWaiting = maxWaiting }
         if let displaySeconds { c.displaySeconds = displaySeconds }
@@ -82,7 +82,7 @@ package struct WindowPatch: Sendable, Equatable {
     }
 
     /// The same change in the queue engine's terms.
-    package var queuePatch: QueuePatch {
+    var queuePatch: QueuePatch {
         QueuePatch(maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup)
     }
 }

@@ -29,7 +29,7 @@ package enum WindowItemStatus: String, Sendable, Equatable, CaseIterable {
     }
 
     /// The window's name for a queue visitor's status.
-    init(_ status: VisitorStatus) {
+    package init(_ status: VisitorStatus) {
         switch status {
         case .delayed: self = .delayed
         case .waiting: self = .queued

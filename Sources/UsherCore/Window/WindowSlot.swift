@@ -136,14 +136,14 @@ package actor WindowSlot: EngineHost {
     }
 
     /// `waitForShowing`, boxed (see `ShowingWait`).
-    package func parkForShowing(after: String?, until deadline: Timestamp) async -> ShowingWait {
+    func parkForShowing(after: String?, until deadline: Timestamp) async -> ShowingWait {
         ShowingWait(await park(.firstHolder, until: .holderDiffers(after), deadline: deadline), window: name)
     }
 
     /// `GET …/items/{id}?wait`: the item as soon as its status is not
     /// `status` (at once if it already differs, or is final), or as it is at
     /// `deadline`; as `VisitorQueue.parkForChange` does for a visitor.
-    package func parkForChange(id: String, from status: WindowItemStatus, until deadline: Timestamp) async -> ItemWait {
+    func parkForChange(id: String, from status: WindowItemStatus, until deadline: Timestamp) async -> ItemWait {
         // A finished item never changes again: any status differs from `delayed`, so it answers at once.
         let from = status.liveStatus ?? .delayed
         return ItemWait(await park(.visitor(id), until: .statusDiffers(from), deadline: deadline), id: id, window: name)

@@ -6,17 +6,17 @@ import UsherCore
 /// What one machine operation changed, as `machine.lua` publishes it. In
 /// the memory machine's event order, the changes sort by version, a
 /// transition before the transaction it committed (which shares its version).
-package struct MachineNotice: Sendable, Equatable {
+struct MachineNotice: Sendable, Equatable {
     package let name: String
     /// The version after the operation (0 when `deleted`).
     package let version: Int64
     /// Transitions made (`transition` events: client events, commits, timeouts), in order.
     package let transitions: [MachineTransition]
     /// Transactions opened, committed, aborted or expired (the `transaction-*` events), in order.
-    package let transactions: [MachineTransaction]
+    let transactions: [MachineTransaction]
     /// The next deadline (a state timeout or a transaction's expiry), if any.
     package let next: Timestamp?
-    package let deleted: Bool
+    let deleted: Bool
 }
 
 /// One machine kept in Redis: `StateMachine`'s operations, each one EVALSHA
@@ -34,7 +34,7 @@ package struct RedisMachineStore: Sendable {
     /// The last definition decoded, by its text: it is fixed at creation.
     private let definitions = DefinitionCache()
 
-    package init(
+    init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
         deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
@@ -81,7 +81,7 @@ package struct RedisMachineStore: Sendable {
 
     /// Opens a transaction for `event` that expires after `seconds`.
     @discardableResult
-    package func open(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil, seconds: Double)
+    func open(event: String, expectedVersion: Int64? = nil, data: JSONValue? = nil, seconds: Double)
         async throws(MachineError) -> MachineTransaction
     {
         let arguments = [
@@ -96,7 +96,7 @@ package struct RedisMachineStore: Sendable {
 
     /// Commits the open transaction `id`: its transition happens now.
     @discardableResult
-    package func commit(transaction id: String) async throws(MachineError) -> TransitionResult {
+    func commit(transaction id: String) async throws(MachineError) -> TransitionResult {
         let entry = try await run(.commit, [id]) { r throws(ReplyShapeError) in
             try r.json(EntryRecord.self, "transition")
         }
@@ -105,7 +105,7 @@ package struct RedisMachineStore: Sendable {
 
     /// Aborts the open transaction `id`: the state stays.
     @discardableResult
-    package func abort(transaction id: String) async throws(MachineError) -> MachineTransaction {
+    func abort(transaction id: String) async throws(MachineError) -> MachineTransaction {
         try Self.transaction(
             try await run(.abort, [id]) { r throws(ReplyShapeError) in try r.json(TransactionRecord.self, "transaction")
             })
@@ -125,7 +125,7 @@ package struct RedisMachineStore: Sendable {
     }
 
     /// A notice `machine.lua` published, or nil when the payload is not a machine's.
-    package static func decodeNotice(_ payload: [UInt8]) -> MachineNotice? {
+    static func decodeNotice(_ payload: [UInt8]) -> MachineNotice? {
         guard let record = try? JSONDecoder().decode(NoticeRecord.self, from: Data(payload)), record.kind == "machine"
         else { return nil }
         if record.deleted == true {

@@ -4,10 +4,10 @@ import RedisClient
 import UsherCore
 
 /// What one pipeline operation changed, as `pipeline.lua` publishes it.
-package struct PipelineNotice: Sendable {
+struct PipelineNotice: Sendable {
     /// One item event (`pushed`, `delivered`, `consumed`, `released`,
     /// `dead-lettered`, `extended`, `cancelled`) with the item as it was then.
-    package struct ItemEvent: Sendable {
+    struct ItemEvent: Sendable {
         package let type: String
         package let item: PipelineItem
         package let reason: String?
@@ -15,18 +15,18 @@ package struct PipelineNotice: Sendable {
 
     package let name: String
     /// A consumer may now get something (an item ready, a slot freed, resumed).
-    package let itemsAvailable: Bool
+    let itemsAvailable: Bool
     /// A producer may now push (an item left, capacity grew).
-    package let roomAvailable: Bool
+    let roomAvailable: Bool
     /// Ack deadlines that passed: items handed out again, and items that went dead.
-    package let redelivered: Int
-    package let deadLettered: Int
+    let redelivered: Int
+    let deadLettered: Int
     package let events: [ItemEvent]
     /// The config and `paused` before and after a `PATCH` that changed them.
-    package let updated: (before: PipelineConfig, wasPaused: Bool, after: PipelineConfig, paused: Bool)?
+    let updated: (before: PipelineConfig, wasPaused: Bool, after: PipelineConfig, paused: Bool)?
     /// The next deadline (a delay ending or an ack deadline), if any.
     package let next: Timestamp?
-    package let deleted: Bool
+    let deleted: Bool
 }
 
 /// One pipeline kept in Redis: `PipelineEngine`'s operations, each one
@@ -50,7 +50,7 @@ package struct RedisPipelineStore: Sendable {
     /// The live filters last read, by their version.
     private let filterCache = FilterCache()
 
-    package init(
+    init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
         deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
@@ -103,7 +103,7 @@ package struct RedisPipelineStore: Sendable {
     /// Adds every item or none (see `PipelineEngine.pushBatch`). As in
     /// memory, a batch larger than `capacity` is refused before its entries
     /// are checked: the script checks the size, then refuses an invalid batch.
-    package func pushBatch(_ requests: [PipelinePushRequest]) async throws(PipelineError) -> [PipelinePushResult] {
+    func pushBatch(_ requests: [PipelinePushRequest]) async throws(PipelineError) -> [PipelinePushResult] {
         var invalid: PipelineError?
         for (i, r) in requests.enumerated() where invalid == nil {
             do throws(PipelineError) { try PipelineEngine.validate(r, field: "items[\(i)].") } catch { invalid = error }
@@ -172,7 +172,7 @@ package struct RedisPipelineStore: Sendable {
 
     /// Puts an in-flight item back (see `PipelineEngine.release`).
     @discardableResult
-    package func release(_ id: String, delaySeconds: Double? = nil, fence: Int64? = nil) async throws(PipelineError)
+    func release(_ id: String, delaySeconds: Double? = nil, fence: Int64? = nil) async throws(PipelineError)
         -> PipelineItem
     {
         if let delaySeconds, !Durations.isAllowed(delaySeconds) {
@@ -184,7 +184,7 @@ package struct RedisPipelineStore: Sendable {
 
     /// Moves an in-flight item's ack deadline later (see `PipelineEngine.extend`).
     @discardableResult
-    package func extend(_ id: String, ackSeconds: Double? = nil, fence: Int64? = nil) async throws(PipelineError)
+    func extend(_ id: String, ackSeconds: Double? = nil, fence: Int64? = nil) async throws(PipelineError)
         -> PipelineItem
     {
         let ack = try Self.ackArgument(ackSeconds)
@@ -194,7 +194,7 @@ package struct RedisPipelineStore: Sendable {
     /// Hand-outs that never reached their consumer go back without counting
     /// (see `PipelineEngine.undeliver`); returns the items that went back.
     @discardableResult
-    package func undeliver(_ deliveries: [(id: String, fence: Int64)]) async throws(PipelineError) -> [PipelineItem] {
+    func undeliver(_ deliveries: [(id: String, fence: Int64)]) async throws(PipelineError) -> [PipelineItem] {
         try await run(.undeliver, deliveries.flatMap { [$0.id, String($0.fence)] }) { r throws(ReplyShapeError) in
             try r.remaining { r throws(ReplyShapeError) in try Self.item(&r) }
         }
@@ -202,7 +202,7 @@ package struct RedisPipelineStore: Sendable {
 
     /// Removes a ready, delayed or dead item; a finished one answers as it is.
     @discardableResult
-    package func cancel(_ id: String) async throws(PipelineError) -> PipelineItem {
+    func cancel(_ id: String) async throws(PipelineError) -> PipelineItem {
         try await itemCall(.cancel, [id])
     }
 
@@ -217,13 +217,13 @@ package struct RedisPipelineStore: Sendable {
 
     /// Moves dead items back, oldest first, while there is room: how many
     /// moved, and how many are left.
-    package func redrive() async throws(PipelineError) -> (moved: Int, dead: Int) {
+    func redrive() async throws(PipelineError) -> (moved: Int, dead: Int) {
         try await run(.redrive) { r throws(ReplyShapeError) in (try r.int("moved"), try r.int("dead")) }
     }
 
     /// Up to `limit` dead items after `cursor`, oldest first, with cursors;
     /// and how many there are.
-    package func deadPage(limit: Int, after cursor: PipelineCursor?) async throws(PipelineError) -> (
+    func deadPage(limit: Int, after cursor: PipelineCursor?) async throws(PipelineError) -> (
         dead: Int, items: [PipelineItem], cursors: [String], more: Bool
     ) {
         var after = ""
@@ -295,7 +295,7 @@ package struct RedisPipelineStore: Sendable {
 
     /// Adds or replaces a filter; true when it is new.
     @discardableResult
-    package func putFilter(name: String, _ filter: PipelineFilter) async throws(PipelineError) -> Bool {
+    func putFilter(name: String, _ filter: PipelineFilter) async throws(PipelineError) -> Bool {
         guard Names.isValid(name) else {
             throw .invalid(field: "name", message: "must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
         }
@@ -306,14 +306,14 @@ package struct RedisPipelineStore: Sendable {
     }
 
     /// Removes a filter; `.notFound(name)` when there is none.
-    package func removeFilter(name: String) async throws(PipelineError) {
+    func removeFilter(name: String) async throws(PipelineError) {
         try await runner.run(ScriptCall(.filterRemove, [name], context: ()))
     }
 
     // MARK: - Notices
 
     /// A notice `pipeline.lua` published, or nil when the payload is not a pipeline's.
-    package static func decodeNotice(_ payload: [UInt8]) -> PipelineNotice? {
+    static func decodeNotice(_ payload: [UInt8]) -> PipelineNotice? {
         guard let record = try? JSONDecoder().decode(NoticeRecord.self, from: Data(payload)), record.kind == "pipeline"
         else { return nil }
         do throws(PipelineError) {

@@ -15,7 +15,7 @@ package struct RedisPoolStore: Sendable {
     /// The declared elements, decoded once: every state and config answer carries them.
     let declared = DeclaredElements()
 
-    package init(
+    init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
         deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
@@ -109,7 +109,7 @@ package struct RedisPoolStore: Sendable {
     /// A waiting fetch whose wait ended leaves the line as if it had never
     /// come (`exhausted`, as when it is not there); one that was given an
     /// element by now keeps it.
-    package func withdraw(id: String) async throws(PoolError) -> Lease {
+    func withdraw(id: String) async throws(PoolError) -> Lease {
         try await leaseCall(.withdraw, [id], PoolScript.Context(leaseID: id))
     }
 
@@ -124,14 +124,14 @@ package struct RedisPoolStore: Sendable {
 
     /// See `LeasePool.recycleUndelivered`: nil, changing nothing, when the
     /// lease no longer holds grant `fence`.
-    package func recycleUndelivered(lease id: String, fence: Int64) async throws(PoolError) -> Lease? {
+    func recycleUndelivered(lease id: String, fence: Int64) async throws(PoolError) -> Lease? {
         try await runner.run(
             ScriptCall(.undelivered, [id, String(fence)], context: PoolScript.Context(leaseID: id)) {
                 r throws(ReplyShapeError) in r.isAtEnd ? nil : try Self.lease(&r)
             })
     }
 
-    package func extend(lease id: String, leaseSeconds: Double?) async throws(PoolError) -> Lease {
+    func extend(lease id: String, leaseSeconds: Double?) async throws(PoolError) -> Lease {
         if let problem = LeasePool.leaseProblem(leaseSeconds, limit: 0) { throw problem }
         let arguments = [id] + (leaseSeconds.map(Self.leaseArguments).map { [$0[1], $0[0]] } ?? ["", ""])
         return try await leaseCall(.extend, arguments, PoolScript.Context(lease: leaseSeconds, leaseID: id))
@@ -185,7 +185,7 @@ package struct RedisPoolStore: Sendable {
     }
 
     /// `PUT …/elements/{id}`: a new element (created), or new data for one.
-    package func putElement(_ id: String, data: JSONValue?) async throws(PoolError) -> (
+    func putElement(_ id: String, data: JSONValue?) async throws(PoolError) -> (
         element: PoolElement, created: Bool
     ) {
         try await run(.putElement, [id, data.map(RedisQueueStore.jsonText) ?? ""]) { r throws(ReplyShapeError) in
@@ -194,7 +194,7 @@ package struct RedisPoolStore: Sendable {
     }
 
     /// `DELETE …/elements/{id}[?force=true]`.
-    package func removeElement(_ id: String, force: Bool) async throws(PoolError) -> ElementRemoval {
+    func removeElement(_ id: String, force: Bool) async throws(PoolError) -> ElementRemoval {
         do {
             return try await run(.removeElement, [id, force ? "1" : "0"]) { r throws(ReplyShapeError) in
                 let element = try Self.element(&r).element
@@ -323,7 +323,7 @@ package struct RedisPoolStore: Sendable {
     }
 
     /// Decodes a notice `pool.lua` published; nil for another kind's or a malformed one.
-    package static func decodeNotice(_ payload: [UInt8]) -> PoolNotice? {
+    static func decodeNotice(_ payload: [UInt8]) -> PoolNotice? {
         guard let record = LineNoticeRecord.decode(payload, kind: "pool"), let time = Int64(record.time) else {
             return nil
         }
@@ -447,20 +447,20 @@ final class DeclaredElements: Sendable {
 }
 
 /// What one pool operation changed, as every instance hears it.
-package struct PoolNotice: Sendable {
+struct PoolNotice: Sendable {
     package var name: String
     /// The operation's time.
-    package var time: Timestamp
+    var time: Timestamp
     /// Each lease whose status changed or that started waiting, as it stands
     /// after the operation, with the line's status of it.
-    package var changed: [(lease: Lease, status: VisitorStatus)] = []
+    var changed: [(lease: Lease, status: VisitorStatus)] = []
     /// Waiting fetches that gave up (left as if they had never come), as they last were.
-    package var withdrawn: [Lease] = []
+    var withdrawn: [Lease] = []
     /// The pool's next deadline, if any.
     package var next: Timestamp?
-    package var deleted = false
+    var deleted = false
     /// The config before and after a `PATCH`; nil for other operations.
-    package var updated: (before: PoolConfig, after: PoolConfig)?
+    var updated: (before: PoolConfig, after: PoolConfig)?
 
     init(name: String, time: Timestamp) {
         self.name = name

@@ -12,7 +12,7 @@ package struct RedisQueueStore: Sendable {
     let runner: ScriptRunner<QueueScript>
     var keys: ResourceKeys { runner.keys }
 
-    package init(
+    init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
         deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
@@ -96,14 +96,14 @@ package struct RedisQueueStore: Sendable {
 
     /// `operation` on one visitor, its view answered through `answer` from the
     /// connection's queue (no task): `complete`, `extend`, `remove`, `visitor`.
-    package func visitorOperation(
+    func visitorOperation(
         _ operation: VisitorOperation, answer: @escaping @Sendable (Result<VisitorView, QueueError>) -> Void
     ) {
         runner.send(viewCall(operation.call), answer: answer)
     }
 
     /// The operations on one visitor that answer its view.
-    package enum VisitorOperation: Sendable {
+    enum VisitorOperation: Sendable {
         case complete(id: String)
         case extend(id: String, holdSeconds: Double?)
         case remove(id: String)
@@ -130,7 +130,7 @@ package struct RedisQueueStore: Sendable {
     }
 
     /// A try-acquire's wait ended: see `QueueEngine.timeOut`.
-    package func timeOut(id: String) async throws(QueueError) -> VisitorView {
+    func timeOut(id: String) async throws(QueueError) -> VisitorView {
         try await runner.run(viewCall((.timeOut, [id], nil)))
     }
 
@@ -138,7 +138,7 @@ package struct RedisQueueStore: Sendable {
         try await runner.run(viewCall(VisitorOperation.complete(id: id).call))
     }
 
-    package func extend(id: String, holdSeconds: Double?) async throws(QueueError) -> VisitorView {
+    func extend(id: String, holdSeconds: Double?) async throws(QueueError) -> VisitorView {
         try await runner.run(viewCall(VisitorOperation.extend(id: id, holdSeconds: holdSeconds).call))
     }
 
@@ -159,7 +159,7 @@ package struct RedisQueueStore: Sendable {
     }
 
     /// See `QueueEngine.undoGrant`: nil, changing nothing, when `id` no longer holds grant `fence`.
-    package func undoGrant(id: String, fence: Int64) async throws(QueueError) -> VisitorView? {
+    func undoGrant(id: String, fence: Int64) async throws(QueueError) -> VisitorView? {
         let queue = keys.name
         return try await runner.run(
             ScriptCall(.undoGrant, [id, String(fence)], context: nil) { r throws(ReplyShapeError) in
@@ -169,7 +169,7 @@ package struct RedisQueueStore: Sendable {
 
     /// The client of a waiting or delayed visitor hung up (`QueueEngine.disconnect`);
     /// nil when no visitor has this id.
-    package func disconnect(id: String) async throws(QueueError) -> VisitorView? {
+    func disconnect(id: String) async throws(QueueError) -> VisitorView? {
         do {
             return try await runner.run(viewCall((.disconnect, [id], nil)))
         } catch .notFound {
@@ -355,7 +355,7 @@ package struct RedisQueueStore: Sendable {
     }
 
     /// Decodes a notice `queue.lua` published; nil for another kind's or a malformed one.
-    package static func decodeNotice(_ payload: [UInt8]) -> QueueNotice? {
+    static func decodeNotice(_ payload: [UInt8]) -> QueueNotice? {
         guard let record = LineNoticeRecord.decode(payload, kind: "queue"), let time = Int64(record.time) else {
             return nil
         }
@@ -423,22 +423,22 @@ enum QueueScript: ScriptKind {
 }
 
 /// What one queue operation changed, as every instance hears it.
-package struct QueueNotice: Sendable {
+struct QueueNotice: Sendable {
     package var name: String
     /// The operation's time.
-    package var time: Timestamp
+    var time: Timestamp
     /// Each visitor whose status changed or who started waiting, in the engine's
     /// `drainChanges` order, as it stands after the operation.
-    package var changed: [VisitorView]
+    var changed: [VisitorView]
     /// The queue's next deadline, if any.
     package var next: Timestamp?
     /// The queue was deleted.
-    package var deleted: Bool
+    var deleted: Bool
     /// What a `PATCH` changed (possibly nothing); nil for other operations.
     package var updated: ConfigChanges?
     /// How long, in µs, each visitor granted by the operation waited in the
     /// line (`QueueEngine.waitHistogram` observes the same).
-    package var grantWaits: [Int64] = []
+    var grantWaits: [Int64] = []
 
     init(name: String, time: Timestamp, changed: [VisitorView], deleted: Bool) {
         self.name = name

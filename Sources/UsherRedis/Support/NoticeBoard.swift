@@ -9,8 +9,8 @@ import UsherCore
 /// A wait also ends at its deadline (the caller passes at most a second
 /// ahead, so that a lost notice costs at most a second: pub/sub is not
 /// reliable) and when its task is cancelled (the client hung up).
-package final class NoticeBoard: Sendable {
-    package struct Ticket: Sendable {
+final class NoticeBoard: Sendable {
+    struct Ticket: Sendable {
         fileprivate let token: UInt64
         fileprivate let subject: String
     }
@@ -32,12 +32,12 @@ package final class NoticeBoard: Sendable {
     private let state = Locked(State())
     private let clock: any UsherClock
 
-    package init(clock: any UsherClock) {
+    init(clock: any UsherClock) {
         self.clock = clock
     }
 
     /// Starts listening for notices about `subject`.
-    package func open(_ subject: String) -> Ticket {
+    func open(_ subject: String) -> Ticket {
         state.withLock { s in
             s.next += 1
             s.slots[s.next] = .open
@@ -48,7 +48,7 @@ package final class NoticeBoard: Sendable {
 
     /// Waits until a notice about the ticket's subject is posted (since
     /// `open`), `deadline` passes or the task is cancelled; closes the ticket.
-    package func wait(_ ticket: Ticket, until deadline: Timestamp) async {
+    func wait(_ ticket: Ticket, until deadline: Timestamp) async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let parked = state.withLock { s -> Bool in
@@ -88,26 +88,26 @@ package final class NoticeBoard: Sendable {
     }
 
     /// A notice about `subject` arrived: its waiters wake.
-    package func post(_ subject: String) {
+    func post(_ subject: String) {
         let tokens = state.withLock { $0.bySubject[subject] ?? [] }
         for token in tokens { signal(token) }
     }
 
     /// Notices may have been missed (the subscriber reconnected), or the
     /// resource's phase changed: every waiter wakes and checks again.
-    package func postAll() {
+    func postAll() {
         let tokens = state.withLock { Array($0.slots.keys) }
         for token in tokens { signal(token) }
     }
 
     /// Tickets open now (for tests).
-    package var openCount: Int { state.withLock { $0.slots.count } }
+    var openCount: Int { state.withLock { $0.slots.count } }
 
     /// Tickets open now on `subject` (a pipeline's parked consumers or producers).
-    package func openCount(of subject: String) -> Int { state.withLock { $0.bySubject[subject]?.count ?? 0 } }
+    func openCount(of subject: String) -> Int { state.withLock { $0.bySubject[subject]?.count ?? 0 } }
 
     /// Waiters parked with their deadline timer set (for tests: a clock may be advanced now).
-    package var parkedCount: Int {
+    var parkedCount: Int {
         state.withLock { s in
             s.slots.values.count { slot in
                 if case .waiting(_, .some) = slot { return true }

@@ -56,7 +56,7 @@ extension RedisBackend {
     /// What says whether Redis still holds what it held: its `run_id`s and its epoch.
     package struct Generation: Sendable, Equatable {
         /// `serverRunID`: new after a restart or a failover.
-        package let runID: String
+        let runID: String
         /// `epoch`: new after Redis was emptied without a restart.
         package let epoch: String
     }
@@ -99,7 +99,7 @@ extension RedisBackend {
     }
 
     /// Forgets a deleted resource (its script published `deleted` already).
-    package func announceDeleted(kind: String, name: String) async throws(ScriptFailure) {
+    func announceDeleted(kind: String, name: String) async throws(ScriptFailure) {
         _ = try await command(["HDEL", indexKey, "\(kind):\(name)"], key: indexKey)
     }
 

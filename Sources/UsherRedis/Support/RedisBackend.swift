@@ -18,22 +18,22 @@ package protocol NoticeListener: AnyObject, Sendable {
 }
 
 extension NoticeListener {
-    package var wantsNotices: Bool { true }
+    var wantsNotices: Bool { true }
 }
 
 /// What the backend reads of a notice on the shared channel: whose it is,
 /// and whether it is a creation or a deletion.
-package struct NoticeHeader: Decodable, Sendable {
+struct NoticeHeader: Decodable, Sendable {
     package let kind: String
     package let name: String
     /// A creation (`created: true`) or deletion (`deleted: true`) notice.
     package var created: Bool?
-    package var deleted: Bool?
+    var deleted: Bool?
     /// A deletion because the resource's keys were lost.
-    package var lost: Bool?
+    var lost: Bool?
 
     /// The header of a notice's JSON text, or nil for another text.
-    package static func decode(_ payload: [UInt8]) -> NoticeHeader? {
+    static func decode(_ payload: [UInt8]) -> NoticeHeader? {
         try? JSONDecoder().decode(NoticeHeader.self, from: Data(payload))
     }
 }
@@ -59,12 +59,12 @@ package final class RedisBackend: Sendable {
         case resynchronize
     }
 
-    package let settings: RedisSettings
-    package let channel: String
+    let settings: RedisSettings
+    let channel: String
     /// The pattern of every resource's own channel.
     let resourcePattern: String
-    package let time: ScriptTime
-    package let clock: any UsherClock
+    let time: ScriptTime
+    let clock: any UsherClock
     /// The command connections: used in turn, or on a cluster by the keys' slot.
     package let connections: RedisConnectionPool
     private let listeners = Locked<[String: any NoticeListener]>([:])
@@ -139,16 +139,16 @@ package final class RedisBackend: Sendable {
         ResourceKeys(prefix: settings.keyPrefix, kind: kind, name: name)
     }
 
-    package func register(_ listener: any NoticeListener, kind: String, name: String) {
+    func register(_ listener: any NoticeListener, kind: String, name: String) {
         listeners.withLock { $0["\(kind):\(name)"] = listener }
     }
 
-    package func unregister(kind: String, name: String) {
+    func unregister(kind: String, name: String) {
         _ = listeners.withLock { $0.removeValue(forKey: "\(kind):\(name)") }
     }
 
     /// A script answered that the resource's keys are missing.
-    package func noticeMissing(kind: String, name: String) {
+    func noticeMissing(kind: String, name: String) {
         membership.withLock { $0 }?(.missing(kind: kind, name: name))
     }
 
@@ -164,7 +164,7 @@ package final class RedisBackend: Sendable {
 
     /// The server's `run_id` (`INFO server`): it changes when Redis restarts
     /// or fails over. On a cluster, every master's, joined: it changes when any does.
-    package func serverRunID() async throws(ScriptFailure) -> String? {
+    func serverRunID() async throws(ScriptFailure) -> String? {
         func runID(_ info: RedisReply) -> String? {
             let line = (info.string ?? "").split(whereSeparator: \.isNewline).first { $0.hasPrefix("run_id:") }
             return line.map { String($0.dropFirst("run_id:".count)) }

@@ -8,7 +8,7 @@ package struct ResourceKeys: Sendable, Equatable {
     package let kind: String
     package let name: String
 
-    package init(prefix: String, kind: String, name: String) {
+    init(prefix: String, kind: String, name: String) {
         self.prefix = prefix
         self.kind = kind
         self.name = name
@@ -18,8 +18,8 @@ package struct ResourceKeys: Sendable, Equatable {
     package func key(_ part: String) -> String { "\(prefix){\(kind):\(name)}:\(part)" }
 
     /// The channel every instance subscribes to for notices (one per process).
-    package static func noticeChannel(prefix: String) -> String { "\(prefix)notices" }
+    static func noticeChannel(prefix: String) -> String { "\(prefix)notices" }
 
     /// The channel of one resource's own notices: `<prefix>notices:<kind>:<name>`.
-    package var noticeChannel: String { "\(Self.noticeChannel(prefix: prefix)):\(kind):\(name)" }
+    var noticeChannel: String { "\(Self.noticeChannel(prefix: prefix)):\(kind):\(name)" }
 }

@@ -4,11 +4,11 @@ import UsherCore
 /// One kind's Lua sources behind `common.lua`, run with the calling convention
 /// `common.lua` describes. Error replies `USHER <code> <detail>` come back as
 /// `ScriptFailure.refused`; a lost or slow connection as `.unavailable`.
-package struct ResourceScript: Sendable {
+struct ResourceScript: Sendable {
     let script: RedisScript
 
     /// The script for a kind whose sources (UTF-8 bytes of `.lua` files) run in this order.
-    package init(kindSources: [UInt8]...) {
+    init(kindSources: [UInt8]...) {
         let sources = [PackageResources.common_lua] + kindSources
         script = RedisScript(sources.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n"))
     }
@@ -71,7 +71,7 @@ package enum ScriptFailure: Error, Sendable, Equatable {
     case redis(String)
 
     /// The script found the resource's keys missing (`fail('gone')`).
-    package var isMissing: Bool { if case .refused("gone", _) = self { true } else { false } }
+    var isMissing: Bool { if case .refused("gone", _) = self { true } else { false } }
 
     init(errorReply message: String) {
         // Redis prefixes script errors with "ERR " in some versions.

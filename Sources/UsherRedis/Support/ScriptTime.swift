@@ -7,7 +7,7 @@ package enum ScriptTime: Sendable {
     case clock(any UsherClock)
 
     /// `ARGV[2]`: empty for `TIME`, else the clock's now in µs.
-    package var argument: String {
+    var argument: String {
         switch self {
         case .server: ""
         case .clock(let clock): String(clock.now().micros)

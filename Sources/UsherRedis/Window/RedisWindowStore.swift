@@ -13,7 +13,7 @@ package struct RedisWindowStore: Sendable {
     let runner: ScriptRunner<WindowScript>
     var keys: ResourceKeys { runner.keys }
 
-    package init(
+    init(
         keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
         deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
         onMissing: @escaping @Sendable () -> Void = {}
@@ -199,7 +199,7 @@ package struct RedisWindowStore: Sendable {
     }
 
     /// Decodes a notice `window.lua` published; nil for another kind's or a malformed one.
-    package static func decodeNotice(_ payload: [UInt8]) -> WindowNotice? {
+    static func decodeNotice(_ payload: [UInt8]) -> WindowNotice? {
         guard let record = LineNoticeRecord.decode(payload, kind: WindowSlot.eventKind),
             let time = Int64(record.time)
         else { return nil }
@@ -261,19 +261,19 @@ enum WindowScript: ScriptKind {
 }
 
 /// What one window operation changed, as every instance hears it.
-package struct WindowNotice: Sendable {
+struct WindowNotice: Sendable {
     package var name: String
     /// The operation's time.
-    package var time: Timestamp
+    var time: Timestamp
     /// Each item whose status changed or that was queued, in the engine's
     /// `drainChanges` order, as it stands after the operation.
-    package var changed: [WindowItem] = []
+    var changed: [WindowItem] = []
     /// The window's next deadline, if any.
     package var next: Timestamp?
     /// The window was deleted.
-    package var deleted = false
+    var deleted = false
     /// What a `PATCH` changed (possibly nothing); nil for other operations.
-    package var updated: ConfigChanges?
+    var updated: ConfigChanges?
 
     init(name: String, time: Timestamp) {
         self.name = name
