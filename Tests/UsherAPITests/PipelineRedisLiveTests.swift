@@ -83,7 +83,7 @@ extension OneAtATime {
             #expect(await poll(5) { b.suspendedRequests == 1 })
             #expect(try await a.call("DELETE", "/v1/pipelines/p").status == 204)
             #expect(try await parked.value.status == 410)
-            #expect(await poll(5) { (try? await b.call("GET", "/v1/pipelines/p").status) == 404 })
+            #expect(await untilDeleted { try await b.call("GET", "/v1/pipelines/p").status })
             #expect(try await b.call("DELETE", "/v1/pipelines/p").status == 404)
         }
 

@@ -52,7 +52,7 @@ extension OneAtATime {
             #expect(try await b.call("DELETE", "/v1/queues/q").status == 204)
             let gone = try await parked.value
             #expect(gone.status == 410 && gone.code == "gone")
-            #expect(try await a.call("GET", "/v1/queues/q").status == 404)
+            #expect(await untilDeleted { try await a.call("GET", "/v1/queues/q").status })
             #expect((try await a.call("GET", "/v1/queues").json["queues"] as? [[String: Any]])?.isEmpty == true)
         }
 

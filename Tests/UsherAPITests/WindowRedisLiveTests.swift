@@ -91,7 +91,7 @@ import Testing
         #expect(await poll(5) { b.suspendedRequests == 1 })
         #expect(try await a.call("DELETE", "/v1/windows/w").status == 204)
         #expect(try await parked.value.status == 410)
-        #expect(try await b.call("GET", "/v1/windows/w").status == 404)
+        #expect(await untilDeleted { try await b.call("GET", "/v1/windows/w").status })
         #expect(try await b.call("DELETE", "/v1/windows/w").status == 404)
         #expect(try await b.call("PUT", "/v1/windows/w", Self.put).status == 201)
     }

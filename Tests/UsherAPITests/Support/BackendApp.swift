@@ -90,3 +90,16 @@ extension BackendUnderTest {
 
 extension BackendApp: BackendUnderTest {}
 extension BackendLiveServer: BackendUnderTest {}
+
+/// Whether `status` comes to be 404 within 5 s, being 404 or 410 until then:
+/// an instance sharing Redis hears of a deletion made through another a
+/// moment later, and until it does a request there answers 410 `gone`.
+func untilDeleted(_ status: () async throws -> Int) async -> Bool {
+    var answers: Set<Int> = []
+    let deleted = await poll(5) {
+        let answer = (try? await status()) ?? 0
+        answers.insert(answer)
+        return answer == 404
+    }
+    return deleted && answers.isSubset(of: [404, 410])
+}
