@@ -21,10 +21,7 @@ package final class RedisMachine: MachineService, RedisResource {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "machine", name: name, backend: backend)
-        let keys = backend.keys(kind: "machine", name: name)
-        self.store = RedisMachineStore(
-            keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
-            deletionChannel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
+        self.store = RedisMachineStore(host: host)
         host.drive(self)
     }
 

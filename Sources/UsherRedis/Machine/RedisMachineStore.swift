@@ -25,24 +25,20 @@ struct MachineNotice: Sendable, Equatable {
 /// Versions are time-based: each change takes max(last + 1, now in µs), so
 /// `If-Match` and waits work as in memory (a change moves the version, only
 /// forward) and a version lost in a failover is not reused for other content.
-package struct RedisMachineStore: Sendable {
+package struct RedisMachineStore: ScriptStore {
     /// The script's name in Redis (`EVALSHA`), for measurements.
     static var scriptSHA1: String { MachineScript.script.script.sha1 }
 
-    private let runner: ScriptRunner<MachineScript>
+    /// The parts of a machine's keys, in the order `machine.lua` reads `KEYS`.
+    static let parts = ["meta", "history"]
+
+    let runner: ScriptRunner<MachineScript>
     package var keys: ResourceKeys { runner.keys }
     /// The last definition decoded, by its text: it is fixed at creation.
     private let definitions = DefinitionCache()
 
-    init(
-        keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
-        onMissing: @escaping @Sendable () -> Void = {}
-    ) {
-        // The keys `machine.lua` reads, in its `KEYS` order.
-        runner = ScriptRunner(
-            keys: keys, keyList: [keys.key("meta"), keys.key("history")], connections: connections, time: time,
-            channel: channel, deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
+    init(runner: ScriptRunner<MachineScript>) {
+        self.runner = runner
     }
 
     /// Creates the machine in its initial state, or, when it exists, answers
@@ -59,8 +55,7 @@ package struct RedisMachineStore: Sendable {
 
     /// Deletes every key of the machine; false when there was none.
     package func delete() async throws(MachineError) -> Bool {
-        try await runner.run(
-            ScriptCall(.delete) { r throws(ReplyShapeError) in try r.flag("existed") }, channel: runner.deletionChannel)
+        try await runner.delete(.delete, context: ())
     }
 
     /// The machine as it is now.
@@ -281,7 +276,7 @@ package struct RedisMachineStore: Sendable {
 /// One decoded definition and its text, so a snapshot decodes the definition
 /// only when the machine was re-created with another one.
 /// `machine.lua`: its operations and refusals.
-private enum MachineScript: ScriptKind {
+enum MachineScript: ScriptKind {
     static let script = ResourceScript(kindSources: PackageResources.machine_lua)
     static var leadsWithName: Bool { false }
 

@@ -31,10 +31,7 @@ package final class RedisPipeline: PipelineService, RedisResource {
         self.events = events
         self.maxTakeBytes = maxTakeBytes
         self.host = LocalHost(kind: "pipeline", name: name, backend: backend)
-        let keys = backend.keys(kind: "pipeline", name: name)
-        self.store = RedisPipelineStore(
-            keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
-            deletionChannel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
+        self.store = RedisPipelineStore(host: host)
         host.drive(self)
     }
 

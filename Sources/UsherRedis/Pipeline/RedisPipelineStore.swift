@@ -38,28 +38,23 @@ struct PipelineNotice: Sendable {
 /// announces the rest with the payload delivered. Fences are time-based
 /// (max(last + 1, now in µs)), not +1 as in memory. The storage budget
 /// (`max_stored_bytes`) does not apply: Redis's `maxmemory` bounds it.
-package struct RedisPipelineStore: Sendable {
+package struct RedisPipelineStore: ScriptStore {
     /// The script's name in Redis (`EVALSHA`), for measurements.
     static var scriptSHA1: String { PipelineScript.script.script.sha1 }
     /// Limits for reading stored filters back: they were checked when they were put.
     private static let storedLimits = JSONLimits(
         maxDepth: JSONLimits.maxDepthRange.upperBound, maxPointerSegments: Int(Int32.max))
 
-    private let runner: ScriptRunner<PipelineScript>
+    /// The parts of a pipeline's keys, in the order `pipeline.lua` reads `KEYS`.
+    static let parts = ["meta", "items", "ready", "timers", "dead", "finished", "filters"]
+
+    let runner: ScriptRunner<PipelineScript>
     package var keys: ResourceKeys { runner.keys }
     /// The live filters last read, by their version.
     private let filterCache = FilterCache()
 
-    init(
-        keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
-        onMissing: @escaping @Sendable () -> Void = {}
-    ) {
-        // The keys `pipeline.lua` reads, in its `KEYS` order.
-        let parts = ["meta", "items", "ready", "timers", "dead", "finished", "filters"]
-        runner = ScriptRunner(
-            keys: keys, keyList: parts.map(keys.key), connections: connections, time: time, channel: channel,
-            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
+    init(runner: ScriptRunner<PipelineScript>) {
+        self.runner = runner
     }
 
     // MARK: - Lifecycle
@@ -81,8 +76,7 @@ package struct RedisPipelineStore: Sendable {
 
     /// Deletes every key of the pipeline; false when there was none.
     package func delete() async throws(PipelineError) -> Bool {
-        try await runner.run(
-            ScriptCall(.delete) { r throws(ReplyShapeError) in try r.flag("existed") }, channel: runner.deletionChannel)
+        try await runner.delete(.delete, context: ())
     }
 
     /// Applies the deadlines due now; harmless to run from any number of instances.
@@ -577,7 +571,7 @@ package struct RedisPipelineStore: Sendable {
 }
 
 /// `pipeline.lua`: its operations and refusals.
-private enum PipelineScript: ScriptKind {
+enum PipelineScript: ScriptKind {
     static let script = ResourceScript(kindSources: PackageResources.pipeline_lua)
     static var leadsWithName: Bool { false }
 

@@ -19,10 +19,7 @@ package final class RedisPool: PoolService, RedisResource {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: "pool", name: name, backend: backend)
-        let keys = backend.keys(kind: "pool", name: name)
-        self.store = RedisPoolStore(
-            keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
-            deletionChannel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
+        self.store = RedisPoolStore(host: host)
         host.drive(self)
     }
 

@@ -6,7 +6,7 @@ import UsherCore
 /// One pool kept in Redis: every `LeasePool` operation as one call of
 /// `pool.lua`, on the line of `line.lua`, with the same semantics. The
 /// storage budget (`max_stored_bytes`) does not apply: Redis's `maxmemory` bounds it.
-package struct RedisPoolStore: Sendable {
+package struct RedisPoolStore: ScriptStore {
     /// The parts of a pool's keys, in the order `pool.lua` reads `KEYS`: the line's, then the elements'.
     static let parts = RedisQueueStore.parts + ["el", "order", "free", "elements"]
 
@@ -15,14 +15,8 @@ package struct RedisPoolStore: Sendable {
     /// The declared elements, decoded once: every state and config answer carries them.
     let declared = DeclaredElements()
 
-    init(
-        keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
-        onMissing: @escaping @Sendable () -> Void = {}
-    ) {
-        runner = ScriptRunner(
-            keys: keys, keyList: Self.parts.map(keys.key), connections: connections, time: time, channel: channel,
-            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
+    init(runner: ScriptRunner<PoolScript>) {
+        self.runner = runner
     }
 
     // MARK: - Resource
@@ -45,9 +39,7 @@ package struct RedisPoolStore: Sendable {
 
     /// Removes every key of the pool; true when it existed.
     package func delete() async throws(PoolError) -> Bool {
-        try await runner.run(
-            ScriptCall(.delete, context: PoolScript.Context()) { r throws(ReplyShapeError) in try r.flag("existed") },
-            channel: runner.deletionChannel)
+        try await runner.delete(.delete, context: PoolScript.Context())
     }
 
     package func config() async throws(PoolError) -> PoolConfig {

@@ -17,10 +17,7 @@ package final class RedisQueue: QueueService, RedisResource {
         self.name = name
         self.events = events
         self.host = LocalHost(kind: "queue", name: name, backend: backend)
-        let keys = backend.keys(kind: "queue", name: name)
-        self.store = RedisQueueStore(
-            keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
-            deletionChannel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
+        self.store = RedisQueueStore(host: host)
         host.drive(self)
     }
 

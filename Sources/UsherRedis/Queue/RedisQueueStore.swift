@@ -5,21 +5,15 @@ import UsherCore
 /// One queue kept in Redis: every `QueueEngine` operation as one call of
 /// `queue.lua`, with the engine's semantics (`.atMostResource` holds). The
 /// storage budget (`max_stored_bytes`) does not apply: Redis's `maxmemory` bounds it.
-package struct RedisQueueStore: Sendable {
+package struct RedisQueueStore: ScriptStore {
     /// The parts of a queue's keys, in the order `queue.lua` reads `KEYS`.
     static let parts = ["meta", "wait", "arr", "hold", "exp", "delayed", "vis", "lk", "lp", "fin", "holds", "watch"]
 
     let runner: ScriptRunner<QueueScript>
     var keys: ResourceKeys { runner.keys }
 
-    init(
-        keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
-        onMissing: @escaping @Sendable () -> Void = {}
-    ) {
-        runner = ScriptRunner(
-            keys: keys, keyList: Self.parts.map(keys.key), connections: connections, time: time, channel: channel,
-            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
+    init(runner: ScriptRunner<QueueScript>) {
+        self.runner = runner
     }
 
     // MARK: - Resource
@@ -35,9 +29,7 @@ package struct RedisQueueStore: Sendable {
 
     /// Removes every key of the queue; true when it existed.
     package func delete() async throws(QueueError) -> Bool {
-        try await runner.run(
-            ScriptCall(.delete, context: nil) { r throws(ReplyShapeError) in try r.flag("existed") },
-            channel: runner.deletionChannel)
+        try await runner.delete(.delete, context: nil)
     }
 
     package func config() async throws(QueueError) -> QueueConfig {

@@ -22,10 +22,7 @@ package final class RedisWindow: WindowService, RedisResource {
         self.backend = backend
         self.events = events
         self.host = LocalHost(kind: WindowSlot.eventKind, name: name, backend: backend)
-        let keys = backend.keys(kind: WindowSlot.eventKind, name: name)
-        self.store = RedisWindowStore(
-            keys: keys, connections: backend.connections, time: backend.time, channel: keys.noticeChannel,
-            deletionChannel: backend.channel, onDeadline: host.onDeadline, onMissing: host.onMissing)
+        self.store = RedisWindowStore(host: host)
         host.drive(self)
     }
 

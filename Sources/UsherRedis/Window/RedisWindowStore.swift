@@ -6,21 +6,15 @@ import UsherCore
 /// `window.lua`, on the line `line.lua` keeps (capacity 1, `.ownOverrides`
 /// display times). The storage budget (`max_stored_bytes`) does not apply:
 /// Redis's `maxmemory` bounds it.
-package struct RedisWindowStore: Sendable {
+package struct RedisWindowStore: ScriptStore {
     /// A window's keys are the line's, in `RedisQueueStore.parts` order.
     static let parts = RedisQueueStore.parts
 
     let runner: ScriptRunner<WindowScript>
     var keys: ResourceKeys { runner.keys }
 
-    init(
-        keys: ResourceKeys, connections: RedisConnectionPool, time: ScriptTime, channel: String,
-        deletionChannel: String? = nil, onDeadline: @escaping @Sendable (Timestamp?) -> Void,
-        onMissing: @escaping @Sendable () -> Void = {}
-    ) {
-        runner = ScriptRunner(
-            keys: keys, keyList: Self.parts.map(keys.key), connections: connections, time: time, channel: channel,
-            deletionChannel: deletionChannel ?? channel, onDeadline: onDeadline, onMissing: onMissing)
+    init(runner: ScriptRunner<WindowScript>) {
+        self.runner = runner
     }
 
     var name: String { keys.name }
@@ -41,9 +35,7 @@ package struct RedisWindowStore: Sendable {
 
     /// Removes every key of the window; true when it existed.
     package func delete() async throws(WindowError) -> Bool {
-        try await runner.run(
-            ScriptCall(.delete, context: nil) { r throws(ReplyShapeError) in try r.flag("existed") },
-            channel: runner.deletionChannel)
+        try await runner.delete(.delete, context: nil)
     }
 
     package func config() async throws(WindowError) -> WindowConfig {
