@@ -16,7 +16,6 @@ import UsherCore
 package final class RedisPipeline: PipelineService, RedisResource {
     package let name: String
     package let store: RedisPipelineStore
-    private let backend: RedisBackend
     private let events: EventLog?
     /// The most one take hands out, in bytes of stored payloads (`max_response_bytes`).
     private let maxTakeBytes: Int
@@ -27,7 +26,6 @@ package final class RedisPipeline: PipelineService, RedisResource {
 
     package init(name: String, backend: RedisBackend, events: EventLog?, maxTakeBytes: Int = .max) {
         self.name = name
-        self.backend = backend
         self.events = events
         self.maxTakeBytes = maxTakeBytes
         self.host = LocalHost(kind: "pipeline", name: name, backend: backend)
@@ -126,77 +124,40 @@ package final class RedisPipeline: PipelineService, RedisResource {
 
     /// Takes at every notice that an item may be there and at least every
     /// `Self.pollSeconds`; Redis unreachable until the deadline: `backendUnavailable`.
+    /// A consumer that hung up takes nothing.
     package func parkTake(max: Int, ackSeconds: Double?, until deadline: Timestamp) async throws(PipelineError)
         -> [PipelineDelivery]
     {
-        let clock = backend.clock
         let maxBytes = maxTakeBytes
-        while true {
-            try checkOpen()
-            // A consumer that hung up takes nothing.
-            if Task.isCancelled { return [] }
-            let ticket = board.open(Self.itemsSubject)
-            let taken: Result<[PipelineDelivery], PipelineError>
-            do throws(PipelineError) {
-                taken = .success(try await store.take(max: max, ackSeconds: ackSeconds, maxBytes: maxBytes))
-            } catch {
-                taken = .failure(error)
-            }
-            let now = clock.now()
-            switch taken {
-            case .success(let items):
-                if !items.isEmpty || now >= deadline || Task.isCancelled {
-                    board.close(ticket)
-                    return items
-                }
-            case .failure(.backendUnavailable(let why)):
-                if now >= deadline || Task.isCancelled {
-                    board.close(ticket)
-                    throw .backendUnavailable(why)
-                }
-            case .failure(let error):
-                board.close(ticket)
-                throw error
-            }
-            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
-        }
+        return try await park(
+            Self.itemsSubject, until: deadline,
+            read: { store async throws(PipelineError) in
+                if Task.isCancelled { return [] }
+                return try await store.take(max: max, ackSeconds: ackSeconds, maxBytes: maxBytes)
+            },
+            met: { !$0.isEmpty }
+        ).get()
     }
 
     /// Pushes at every notice that room may be there and at least every
-    /// `Self.pollSeconds`; `.full` at the deadline or when cancelled.
+    /// `Self.pollSeconds`; `.full` at the deadline or when cancelled (a
+    /// producer that hung up pushes nothing).
     package func parkPush(_ request: PipelinePushRequest, until deadline: Timestamp) async throws(PipelineError)
         -> PipelinePushResult
     {
-        let clock = backend.clock
-        while true {
-            try checkOpen()
-            if Task.isCancelled { throw .full(retryAfterSeconds: 1) }
-            let ticket = board.open(Self.roomSubject)
-            let pushed: Result<PipelinePushResult, PipelineError>
-            do throws(PipelineError) { pushed = .success(try await store.push(request)) } catch {
-                pushed = .failure(error)
-            }
-            let now = clock.now()
-            switch pushed {
-            case .success(let result):
-                board.close(ticket)
-                return result
-            case .failure(.full):
-                if now >= deadline || Task.isCancelled {
-                    board.close(ticket)
-                    throw .full(retryAfterSeconds: 1)
+        let pushed = try await park(
+            Self.roomSubject, until: deadline,
+            read: { store async throws(PipelineError) -> PipelinePushResult? in
+                if Task.isCancelled { return nil }
+                do throws(PipelineError) { return try await store.push(request) } catch {
+                    guard case .full = error else { throw error }
+                    return nil
                 }
-            case .failure(.backendUnavailable(let why)):
-                if now >= deadline || Task.isCancelled {
-                    board.close(ticket)
-                    throw .backendUnavailable(why)
-                }
-            case .failure(let error):
-                board.close(ticket)
-                throw error
-            }
-            await board.wait(ticket, until: min(deadline, now.adding(seconds: Self.pollSeconds)))
-        }
+            },
+            met: { $0 != nil }
+        ).get()
+        guard let pushed else { throw .full(retryAfterSeconds: 1) }
+        return pushed
     }
 
     // MARK: Lifecycle
@@ -231,14 +192,6 @@ package final class RedisPipeline: PipelineService, RedisResource {
     private struct Handed: Sendable {
         let id: String
         let fence: Int64
-    }
-
-    private func checkOpen() throws(PipelineError) {
-        switch host.phase {
-        case .closed: throw .gone
-        case .shuttingDown: throw .shuttingDown
-        case .open: return
-        }
     }
 
     /// Emits what the notice reports, as `Pipeline` does for its own changes.
