@@ -37,6 +37,8 @@ struct RequestTarget: Sendable {
         }
         if pathEnd == 1 {
             path = "/"
+        } else if raw[pathEnd - 1] == UInt8(ascii: "/") {
+            throw .badRequest("the path must not end with \"/\"")
         } else if !encoded {
             // Plain ASCII: the bytes are the canonical path once its segments pass.
             var segmentStart = 1

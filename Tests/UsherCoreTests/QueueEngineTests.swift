@@ -321,7 +321,8 @@ import Testing
     @Test func stateListsHoldersAndTheHeadOfTheLine() throws {
         var e = F.engine(QueueConfig(capacity: 2))
         for i in 0..<10 { try e.add("v\(i)", priority: i % 3) }
-        let s = e.state(limit: 3, now: F.at(1))
+        // Holders count towards the limit.
+        let s = e.state(limit: 5, now: F.at(1))
         #expect(s.holding.map(\.id) == ["v0", "v1"])
         #expect(s.waiting.map(\.id) == ["v2", "v5", "v8"])
         #expect(s.waiting.map(\.position) == [1, 2, 3])

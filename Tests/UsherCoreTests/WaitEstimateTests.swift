@@ -37,7 +37,7 @@ import Testing
         #expect(try wait(&e, "w2", at: 30) == 40)
         // An extend reorders the expiries.
         _ = try e.extend(id: "a", holdSeconds: 60, now: F.at(30))  // a: 90
-        #expect(e.state(limit: 2, now: F.at(30)).waiting.map(\.estimatedWaitSeconds) == [40, 60])
+        #expect(e.state(limit: 4, now: F.at(30)).waiting.map(\.estimatedWaitSeconds) == [40, 60])
     }
 
     @Test func theOldEstimateWhereAHolderHasNoExpiry() throws {

@@ -284,7 +284,7 @@ extension RedisQueueStoreTests {
     @Test func statePagesHoldersThenTheLineWithCursors() async throws {
         let q = try await Line(QueueConfig(capacity: 2))
         for i in 0..<10 { try await q.add("v\(i)", priority: i % 3) }
-        let first = try await q.store.state(limit: 3)
+        let first = try await q.store.state(limit: 5)
         #expect(first.holding.map(\.id) == ["v0", "v1"])
         #expect(first.waiting.map(\.id) == ["v2", "v5", "v8"] && first.waiting.map(\.position) == [1, 2, 3])
         #expect(first.more && first.counts.waiting == 8)

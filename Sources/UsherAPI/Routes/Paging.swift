@@ -21,10 +21,11 @@ enum Paging {
         return n
     }
 
-    /// The `cursor` query parameter read with `parse`, else 400 naming it.
+    /// The `cursor` query parameter, its check passed, read with `parse`,
+    /// else 400 naming it.
     static func cursor<C>(_ query: Query, _ parse: (String) -> C?) throws(APIError) -> C? {
         guard let raw = query["cursor"] else { return nil }
-        guard let cursor = parse(raw) else {
+        guard let position = PageCursor.open(raw), let cursor = parse(position) else {
             throw APIError.badRequest("cursor must be a next_cursor this server answered", field: "cursor")
         }
         return cursor
@@ -134,5 +135,33 @@ enum Paging {
         } else if state.more {
             state.nextCursor = state.cursors.last?.text
         }
+    }
+}
+
+/// What `next_cursor` carries: a position in a list and a check of it, so
+/// that a cursor this server did not make (typed by hand, cut short, a
+/// name or an id) is refused rather than read as a place in the list.
+enum PageCursor {
+    /// `position` with its check appended.
+    static func seal(_ position: String) -> String {
+        "\(position).\(check(position))"
+    }
+
+    /// The position of a sealed cursor; nil when its check fails.
+    static func open(_ cursor: String) -> String? {
+        guard let dot = cursor.lastIndex(of: ".") else { return nil }
+        let position = String(cursor[..<dot])
+        return cursor[cursor.index(after: dot)...] == check(position) ? position : nil
+    }
+
+    /// Eight hex digits of FNV-1a over the position: a typo or a guess
+    /// passes one time in four billion.
+    private static func check(_ position: String) -> String {
+        var hash: UInt32 = 2_166_136_261
+        for byte in ("usher-cursor:" + position).utf8 {
+            hash = (hash ^ UInt32(byte)) &* 16_777_619
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 8 - hex.count) + hex
     }
 }

@@ -16,7 +16,12 @@ enum PipelineRoutes: ConfiguredKind {
     typealias Failure = PipelineError
 
     static func parseConfig(_ body: inout FieldReader, settings: UsherConfig) throws(FieldError) -> PipelineConfig {
-        try PipelineConfig.parse(&body, allowRemoteSources: settings.allowRemoteSources, limits: settings.jsonLimits)
+        if body.has("paused") {
+            throw FieldError(field: "paused", message: "is the pipeline's state, not its config: set it with PATCH")
+        }
+        _ = body.value("paused")
+        return try PipelineConfig.parse(
+            &body, allowRemoteSources: settings.allowRemoteSources, limits: settings.jsonLimits)
     }
 
     /// The mutable config and `paused`; filters and the source have routes of their own.
@@ -28,6 +33,8 @@ enum PipelineRoutes: ConfiguredKind {
         if body.has("source") {
             throw FieldError(field: "source", message: "cannot change; delete and re-create the pipeline")
         }
+        // `null` means absent, as everywhere.
+        _ = (body.value("filters"), body.value("source"))
         var patch = try PipelinePatch.parse(&body)
         patch.paused = try body.bool("paused")
         return patch

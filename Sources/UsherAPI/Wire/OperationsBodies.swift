@@ -33,6 +33,6 @@ struct ListBody: Encodable {
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: WireKey.self)
         try container.encode(items, forKey: WireKey(kind.rawValue))
-        try container.encodeAlways(nextCursor, forKey: WireKey("next_cursor"))
+        try container.encodeCursor(nextCursor, forKey: WireKey("next_cursor"))
     }
 }

@@ -99,7 +99,7 @@ struct PipelineDeadBody: Encodable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(dead, forKey: .dead)
         try container.encode(items.map { PipelineItemBody($0) }, forKey: .items)
-        try container.encodeAlways(nextCursor, forKey: .nextCursor)
+        try container.encodeCursor(nextCursor, forKey: .nextCursor)
     }
 }
 
@@ -192,7 +192,7 @@ struct PipelineStateBody: Encodable {
         try container.encode(
             state.filters.ordered.map { PipelineFilterBody(name: $0.name, filter: $0.filter) }, forKey: .filters)
         try container.encode(state.items.map { PipelineItemBody($0) }, forKey: .items)
-        try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
+        try container.encodeCursor(state.nextCursor, forKey: .nextCursor)
         try container.encode(CountsBody.pipeline(state.counts), forKey: .counts)
         if let source = state.source {
             var nested = container.nestedContainer(keyedBy: SourceKeys.self, forKey: .source)

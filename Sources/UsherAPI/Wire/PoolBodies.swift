@@ -169,7 +169,7 @@ struct PoolStateBody: Encodable {
             try LeaseBody.write(lease, withElement: true, to: &nested)
         }
         try container.encode(CountsBody.pool(state.counts), forKey: .counts)
-        try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
+        try container.encodeCursor(state.nextCursor, forKey: .nextCursor)
     }
 
     /// The config with every default filled in; a declared element is its id

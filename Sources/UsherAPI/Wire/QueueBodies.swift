@@ -114,6 +114,6 @@ struct QueueStateBody: Encodable {
             try VisitorBody.write(view, to: &visitor)
         }
         try container.encode(CountsBody.queue(state.counts), forKey: .counts)
-        try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
+        try container.encodeCursor(state.nextCursor, forKey: .nextCursor)
     }
 }

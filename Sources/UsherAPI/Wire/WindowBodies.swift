@@ -80,7 +80,7 @@ struct WindowStateBody: Encodable {
             try WindowItemBody.write(item, to: &nested)
         }
         try container.encode(CountsBody.window(state.counts), forKey: .counts)
-        try container.encodeAlways(state.nextCursor, forKey: .nextCursor)
+        try container.encodeCursor(state.nextCursor, forKey: .nextCursor)
     }
 }
 

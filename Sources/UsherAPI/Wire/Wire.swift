@@ -70,6 +70,11 @@ extension KeyedEncodingContainer {
         if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }
     }
 
+    /// `next_cursor`, always present: the position sealed (`PageCursor`), or null.
+    mutating func encodeCursor(_ position: String?, forKey key: Key) throws {
+        try encodeAlways(position.map(PageCursor.seal), forKey: key)
+    }
+
     /// An integer always present.
     mutating func encodeAlways(_ value: Int64?, forKey key: Key) throws {
         if let value { try encode(value, forKey: key) } else { try encodeNil(forKey: key) }

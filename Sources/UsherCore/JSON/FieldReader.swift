@@ -88,6 +88,13 @@ package struct FieldReader {
         return v.isNull ? nil : v
     }
 
+    /// The raw value of a member, `null` included (a value to compare with).
+    package mutating func valueOrNull(_ key: String) -> JSONValue? {
+        guard let i = index(of: key) else { return nil }
+        markUsed(i)
+        return members[i].1
+    }
+
     /// True when the member is present (and not null).
     package func has(_ key: String) -> Bool {
         guard let i = index(of: key) else { return false }

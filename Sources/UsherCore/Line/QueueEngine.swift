@@ -262,10 +262,12 @@ package struct QueueEngine: Sendable {
         }
         var waiting: [VisitorView] = []
         if listsWaiting {
-            let handles = waitingAfter.map { line.prefix(limit + 1, after: $0) } ?? line.prefix(limit + 1)
-            more = handles.count > limit
+            // Holders count towards `limit`: the waiting line gets the room they leave.
+            let room = limit - holding.count
+            let handles = waitingAfter.map { line.prefix(room + 1, after: $0) } ?? line.prefix(room + 1)
+            more = handles.count > room
             let firstPosition = handles.first.map { line.rank(of: $0) } ?? 1
-            for (i, h) in handles.prefix(limit).enumerated() {
+            for (i, h) in handles.prefix(room).enumerated() {
                 waiting.append(view(h, position: firstPosition + i))
                 let key = line.key(of: h)
                 cursors.append(.waiting(priority: key.priority, seq: key.seq))

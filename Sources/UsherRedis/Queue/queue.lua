@@ -193,11 +193,13 @@ if OP == 'state' then
     if kind == 'w' then
       from = '(' .. string.format('%.0f', (PRIORITY_BIAS - num(A[7])) * SEQ_SPAN + num(A[8]))
     end
-    local ids = redis.call('ZRANGEBYSCORE', K_WAIT, from, '+inf', 'LIMIT', 0, limit + 1)
-    more = #ids > limit
+    -- Holders count towards the limit: the waiting line gets the room they leave.
+    local room = limit - #holding
+    local ids = redis.call('ZRANGEBYSCORE', K_WAIT, from, '+inf', 'LIMIT', 0, room + 1)
+    more = #ids > room
     local first = 1
     if ids[1] then first = redis.call('ZRANK', K_WAIT, ids[1]) + 1 end
-    for i = 1, math.min(limit, #ids) do
+    for i = 1, math.min(room, #ids) do
       local r = rec_get(ids[i])
       waiting[i] = view(r, first + i - 1)
     end

@@ -1,0 +1,89 @@
+import Foundation
+import HTTPTestClient
+import TestSupport
+import Testing
+
+@testable import UsherAPI
+
+/// What `docs/api.md` and `docs/pipelines.md` say of paging, cursors and
+/// field messages, held against the server (each once answered otherwise).
+@Suite struct DocsMatchServerTests {
+    static let both: [TestBackend] = [.memory, .redis]
+
+    private static func ids(_ list: Any?) -> [String] {
+        ((list as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
+    }
+
+    @Test(arguments: both) func holdersCountTowardsAQueuePagesLimit(_ backend: TestBackend) async throws {
+        let s = try await BackendApp(backend)
+        #expect(try await s.call("PUT", "/v1/queues/pg", s.put(#"{"capacity": 2}"#)).status == 201)
+        for id in ["h1", "h2", "w1", "w2", "w3"] {
+            #expect(try await s.call("POST", "/v1/queues/pg/visitors", #"{"id": "\#(id)"}"#).status == 201)
+        }
+        var seen: [String] = []
+        var path = "/v1/queues/pg?limit=2"
+        var pages = 0
+        while pages < 10 {
+            let page = try await s.call("GET", path).json
+            let listed = Self.ids(page["holding"]) + Self.ids(page["waiting"])
+            #expect(listed.count <= 2, "\(listed)")
+            seen += listed
+            pages += 1
+            guard let next = page["next_cursor"] as? String else { break }
+            path = "/v1/queues/pg?limit=2&cursor=\(next)"
+        }
+        #expect(seen == ["h1", "h2", "w1", "w2", "w3"])
+        #expect(pages == 3)
+
+        // One holder and a limit of 1: the holder alone, then the line.
+        let first = try await s.call("GET", "/v1/queues/pg?limit=1").json
+        #expect(Self.ids(first["holding"]) == ["h1"] && Self.ids(first["waiting"]).isEmpty)
+    }
+
+    @Test func cursorsThisServerDidNotMakeAre400() throws {
+        let s = try AppTester(#"{"queues": {"q": {"capacity": 1}, "printer": {"capacity": 1}, "z": {"capacity": 1}}}"#)
+        for id in ["h1", "w1", "w2"] {
+            #expect(try s.call("POST", "/v1/queues/q/visitors", #"{"id": "\#(id)"}"#).status == 201)
+        }
+        for path in [
+            "/v1/queues/q?cursor=h1", "/v1/queues/q?cursor=w0_1", "/v1/queues?cursor=printer", "/v1/queues?cursor=",
+            "/v1/windows?cursor=a.00000000",
+        ] {
+            let r = try s.call("GET", path)
+            #expect(r.status == 400 && r.json["field"] as? String == "cursor", "\(path): \(r.status) \(r.text)")
+        }
+        // A cursor the server made works, and says where to go on.
+        let page = try s.call("GET", "/v1/queues?limit=1").json
+        let next = try #require(page["next_cursor"] as? String)
+        let rest = try s.call("GET", "/v1/queues?limit=5&cursor=\(next)")
+        #expect(rest.status == 200)
+        #expect(((rest.json["queues"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String } == ["q", "z"])
+    }
+
+    @Test func fieldMessagesSayWhatToDo() throws {
+        let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
+        let slash = try s.call("GET", "/v1/queues/")
+        #expect(slash.status == 400 && slash.text.contains(#"must not end with \"/\""#), "\(slash.text)")
+
+        let paused = try s.call("PUT", "/v1/pipelines/n", #"{"paused": true}"#)
+        #expect(paused.status == 400 && paused.json["field"] as? String == "paused")
+        #expect((paused.json["detail"] as? String)?.contains("PATCH") == true, "\(paused.text)")
+        #expect(try s.call("PUT", "/v1/pipelines/n", #"{"paused": null}"#).status == 201)
+
+        // `null` means absent in a PATCH too.
+        let patched = try s.call("PATCH", "/v1/pipelines/p", #"{"source": null, "filters": null, "max_deliveries": 3}"#)
+        #expect(patched.status == 200, "\(patched.text)")
+        #expect(try s.call("PATCH", "/v1/pipelines/p", #"{"source": {"url": "file:///x"}}"#).status == 400)
+    }
+
+    @Test func aFilterCanCompareWithNull() throws {
+        let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
+        let filter = #"{"when": {"field": "/city", "equals": null}, "action": "drop"}"#
+        let put = try s.call("PUT", "/v1/pipelines/p/filters/no-city", filter)
+        #expect(put.status == 201 || put.status == 200, "\(put.text)")
+        #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": {"city": null}}"#).status == 201)
+        #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": {"city": "Paris"}}"#).status == 201)
+        let taken = try s.call("POST", "/v1/pipelines/p/take?max=10").json["items"] as? [[String: Any]]
+        #expect(taken?.map { ($0["payload"] as? [String: Any])?["city"] as? String } == ["Paris"])
+    }
+}
