@@ -19,10 +19,23 @@ package final class RedisServer: @unchecked Sendable {
     private let extraArguments: [String]
     private var process: Process?
 
+    /// On a port another process took between `freePort` and the server's
+    /// bind, the server exits: tried again on another port, up to 5 times.
     package init(arguments: [String] = []) async throws {
-        port = try Self.freePort()
         extraArguments = arguments
-        try await start()
+        var attempts = 0
+        while true {
+            attempts += 1
+            let candidate = try Self.freePort()
+            do {
+                let launched = try await Self.launch(port: candidate, arguments: arguments)
+                port = candidate
+                process = launched
+                return
+            } catch let error as PortTaken where attempts < 5 {
+                _ = error
+            }
+        }
     }
 
     deinit { stop() }
@@ -40,6 +53,15 @@ package final class RedisServer: @unchecked Sendable {
 
     /// Starts the server (again, on the same port) and waits until it answers.
     package func start() async throws {
+        process = try await Self.launch(port: port, arguments: extraArguments)
+    }
+
+    /// The server exited before it answered: its port was taken.
+    private struct PortTaken: Error {}
+
+    /// Runs redis-server on `port` and waits until it answers PING: a socket
+    /// that accepts may be another process's, such as a cluster bus.
+    private static func launch(port: Int, arguments: [String]) async throws -> Process {
         let path = ["/usr/bin", "/usr/local/bin", "/usr/sbin"].map { "\($0)/redis-server" }
             .first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let path else { throw Missing() }
@@ -47,15 +69,21 @@ package final class RedisServer: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments =
             ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"]
-            + extraArguments
+            + arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        self.process = process
+        let probe = RedisConnection(
+            endpoint: RedisEndpoint(host: "127.0.0.1", port: port), connectTimeoutSeconds: 1, commandTimeoutSeconds: 1)
         for _ in 0..<200 {
-            if Self.accepts(port: port) { return }
+            if !process.isRunning { throw PortTaken() }
+            // Any reply (PONG, or NOAUTH with a password) is Redis's.
+            if accepts(port: port), (try? await probe.command(["PING"])) != nil, process.isRunning {
+                return process
+            }
             try await Task.sleep(for: .milliseconds(10))
         }
+        kill(process.processIdentifier, SIGKILL)
         throw RedisError.unavailable("redis-server did not start on port \(port)")
     }
 
