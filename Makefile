@@ -5,17 +5,17 @@ SWIFT ?= swift
 CONFIG ?= Config/usher.json
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # libhiredis-dev: the Redis client (RedisClient); redis-server: started by its tests.
-APT_PACKAGES := libmicrohttpd-dev libhiredis-dev redis-server pkg-config curl
+APT_PACKAGES := libmicrohttpd-dev libhiredis-dev redis-server pkg-config curl jq
 
 .PHONY: deps build release run test soak lint format bench clean
 
-## deps: install libmicrohttpd-dev, libhiredis-dev, redis-server (and pkg-config, curl) with apt-get when missing
+## deps: install libmicrohttpd-dev, libhiredis-dev, redis-server (and pkg-config, curl, jq) with apt-get when missing
 deps:
 	@command -v $(SWIFT) >/dev/null || { echo "Swift 6 is needed: install a toolchain from swift.org and put swift on PATH"; exit 1; }
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
-	  command -v apt-get >/dev/null || { echo "not Debian: install$$missing (libmicrohttpd and hiredis with headers, redis-server, pkg-config, curl) yourself"; exit 1; }; \
+	  command -v apt-get >/dev/null || { echo "not Debian: install$$missing (libmicrohttpd and hiredis with headers, redis-server, pkg-config, curl, jq) yourself"; exit 1; }; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 

@@ -36,6 +36,17 @@ extension OneAtATime {
             #expect(api.contains("(recipes.md)"))
         }
 
+        /// Clients must not rely on the order of members: the scripts read
+        /// answers with jq, never a member matched in the text.
+        @Test func scriptsReadAnswersWithJQ() throws {
+            for (name, text) in try RecipeDocument.load().scripts {
+                for line in text.split(separator: "\n") where line.contains("grep -o") || line.contains("sed 's/.*\"") {
+                    Issue.record("\(name) reads JSON as text: \(line)")
+                }
+                #expect(text.contains("jq "), "\(name) reads no answer with jq")
+            }
+        }
+
         @Test(arguments: sectionTitles) func transcriptsRunAsWritten(_ title: String) throws {
             let (server, workspace, document) = try Self.setUp()
             defer { withExtendedLifetime(server) {} }
