@@ -60,6 +60,39 @@ import Testing
         #expect(((rest.json["queues"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String } == ["q", "z"])
     }
 
+    /// `limit=0` lists nothing, and its `next_cursor` is where the listing
+    /// would start (or resume): never null while elements follow.
+    @Test func aPageOfNothingIsNotTheLastPage() throws {
+        let s = try AppTester(
+            #"{"queues": {"q": {"capacity": 1}}, "windows": {"w": {}}, "pools": {"p": {"elements": ["a", "b"]}}, "#
+                + #""pipelines": {"l": {}}}"#)
+        _ = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "v1"}"#)
+        _ = try s.call("POST", "/v1/queues/q/visitors", #"{"id": "v2"}"#)
+        _ = try s.call("POST", "/v1/windows/w/show", #"{"id": "i1"}"#)
+        _ = try s.call("POST", "/v1/windows/w/show", #"{"id": "i2"}"#)
+        _ = try s.call("POST", "/v1/windows/w/show", #"{"id": "i3"}"#)
+        _ = try s.call("POST", "/v1/pipelines/l/items", #"{"id": "x", "payload": 1}"#)
+        _ = try s.call("POST", "/v1/pipelines/l/items", #"{"id": "y", "payload": 2}"#)
+        let lists: [(path: String, list: String, first: String)] = [
+            ("/v1/queues", "queues", "name"), ("/v1/queues/q", "holding", "id"), ("/v1/windows/w", "queued", "id"),
+            ("/v1/pools/p", "elements", "id"), ("/v1/pipelines/l", "items", "id"),
+        ]
+        for (path, list, member) in lists {
+            let empty = try s.call("GET", "\(path)?limit=0")
+            #expect((empty.json[list] as? [Any])?.isEmpty == true, "\(path): \(empty.text)")
+            let cursor = try #require(empty.json["next_cursor"] as? String, "\(path): \(empty.text)")
+            let first = try s.call("GET", "\(path)?limit=1&cursor=\(cursor)")
+            let whole = try s.call("GET", "\(path)?limit=1")
+            #expect(first.status == 200, "\(path): \(first.text)")
+            let names = [first, whole].map { (($0.json[list] as? [[String: Any]])?.first?[member] as? String) ?? "-" }
+            #expect(names[0] == names[1] && names[0] != "-", "\(path): \(names)")
+        }
+        // Resuming after a cursor, a page of nothing answers that cursor again.
+        let page = try s.call("GET", "/v1/pools/p?limit=1").json
+        let after = try #require(page["next_cursor"] as? String)
+        #expect(try s.call("GET", "/v1/pools/p?limit=0&cursor=\(after)").json["next_cursor"] as? String == after)
+    }
+
     @Test func fieldMessagesSayWhatToDo() throws {
         let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
         let slash = try s.call("GET", "/v1/queues/")
@@ -76,11 +109,15 @@ import Testing
         #expect(try s.call("PATCH", "/v1/pipelines/p", #"{"source": {"url": "file:///x"}}"#).status == 400)
     }
 
-    @Test func aFilterCanCompareWithNull() throws {
+    @Test func aFilterSaysHowToCompareWithNull() throws {
         let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
-        let filter = #"{"when": {"field": "/city", "equals": null}, "action": "drop"}"#
-        let put = try s.call("PUT", "/v1/pipelines/p/filters/no-city", filter)
-        #expect(put.status == 201 || put.status == 200, "\(put.text)")
+        let refused = try s.call(
+            "PUT", "/v1/pipelines/p/filters/no-city", #"{"when": {"field": "/city", "equals": null}, "action": "drop"}"#
+        )
+        #expect(refused.status == 400 && refused.json["field"] as? String == "when.equals", "\(refused.text)")
+        #expect((refused.json["detail"] as? String)?.contains(#""in": [null]"#) == true, "\(refused.text)")
+        let filter = #"{"when": {"field": "/city", "in": [null]}, "action": "drop"}"#
+        #expect(try s.call("PUT", "/v1/pipelines/p/filters/no-city", filter).status == 201)
         #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": {"city": null}}"#).status == 201)
         #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": {"city": "Paris"}}"#).status == 201)
         let taken = try s.call("POST", "/v1/pipelines/p/take?max=10").json["items"] as? [[String: Any]]

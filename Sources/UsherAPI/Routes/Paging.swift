@@ -25,10 +25,20 @@ enum Paging {
     /// else 400 naming it.
     static func cursor<C>(_ query: Query, _ parse: (String) -> C?) throws(APIError) -> C? {
         guard let raw = query["cursor"] else { return nil }
-        guard let position = PageCursor.open(raw), let cursor = parse(position) else {
-            throw APIError.badRequest("cursor must be a next_cursor this server answered", field: "cursor")
-        }
+        guard let position = PageCursor.open(raw) else { throw foreignCursor }
+        // The start (`limit=0` on a first page answers it).
+        if position.isEmpty { return nil }
+        guard let cursor = parse(position) else { throw foreignCursor }
         return cursor
+    }
+
+    private static let foreignCursor = APIError.badRequest(
+        "cursor must be a next_cursor this server answered", field: "cursor")
+
+    /// Where a page that lists nothing (`limit=0`) resumes: the request's
+    /// own cursor's position, or the start ("").
+    static func resume(_ call: Call) -> String {
+        call.request.query.first { $0.name == "cursor" }.flatMap { PageCursor.open($0.value) } ?? ""
     }
 
     /// At least a visitor's encoded size, without walking its payload twice:
@@ -48,16 +58,18 @@ enum Paging {
 
     /// Cuts a list of `items` at `maxBytes` (after `envelope` bytes), `size`
     /// being an element's encoded size; answers `next_cursor`: the cursor
-    /// after the last element kept when the page was cut or `more` follow.
+    /// after the last element kept when the page was cut or `more` follow
+    /// (`resume` when it kept none).
     static func cut<T>(
-        _ items: inout [T], cursors: [String], more: Bool, envelope: Int, maxBytes: Int, size: (T) -> Int
+        _ items: inout [T], cursors: [String], more: Bool, resume: String, envelope: Int, maxBytes: Int,
+        size: (T) -> Int
     ) -> String? {
         let n = fitting(items.lazy.map(size), envelope: envelope, maxBytes: maxBytes)
         if n < items.count {
             items.removeLast(items.count - n)
             return cursors[n - 1]
         }
-        return more ? cursors.last : nil
+        return more ? cursors.last ?? resume : nil
     }
 
     /// A page as an answer: encoded whole when it fits in `maxBytes` (the
@@ -65,11 +77,11 @@ enum Paging {
     /// bytes run out and `nextCursor` set there, each element measured.
     static func reply<Page, Item, Body: Encodable>(
         _ page: Page, list: WritableKeyPath<Page, [Item]>, nextCursor: WritableKeyPath<Page, String?>,
-        cursors: [String], more: Bool, maxBytes: Int, status: Int = 200,
+        cursors: [String], more: Bool, resume: String, maxBytes: Int, status: Int = 200,
         body: (Page) -> Body, itemSize: (Item) -> Int
     ) -> HTTPResponse {
         var page = page
-        page[keyPath: nextCursor] = more ? cursors.last : nil
+        page[keyPath: nextCursor] = more ? cursors.last ?? resume : nil
         let whole = Wire.bytes(body(page))
         if whole.count + cursorRoom <= maxBytes {
             return HTTPResponse(status: status, headers: Reply.jsonHeaders([]), body: whole)
@@ -77,7 +89,8 @@ enum Paging {
         var envelope = page
         envelope[keyPath: list] = []
         page[keyPath: nextCursor] = cut(
-            &page[keyPath: list], cursors: cursors, more: more, envelope: Wire.bytes(body(envelope)).count,
+            &page[keyPath: list], cursors: cursors, more: more, resume: resume,
+            envelope: Wire.bytes(body(envelope)).count,
             maxBytes: maxBytes, size: itemSize)
         return Reply.encoded(body(page), status: status)
     }
@@ -99,16 +112,16 @@ enum Paging {
     /// Cuts a queue's page at `maxBytes` and sets its `next_cursor`; the
     /// delayed visitors get the room the page leaves. A page whose upper
     /// bound fits (the usual case) is not measured.
-    static func cut(_ state: inout QueueState, maxBytes: Int) {
+    static func cut(_ state: inout QueueState, resume: String, maxBytes: Int) {
         let holdersBound = state.holding.reduce(envelopeBound(state)) { $0 + Self.bound($1) + 1 }
         let listedBound = state.waiting.reduce(holdersBound) { $0 + Self.bound($1) + 1 }
         if state.delayed.reduce(listedBound, { $0 + Self.bound($1) + 1 }) + cursorRoom <= maxBytes {
-            if state.more { state.nextCursor = state.cursors.last?.text }
+            if state.more { state.nextCursor = state.cursors.last?.text ?? resume }
             return
         }
         let delayed = state.delayed
         state.delayed = []
-        cutListed(&state, maxBytes: maxBytes)
+        cutListed(&state, resume: resume, maxBytes: maxBytes)
         if !delayed.isEmpty {
             let room = maxBytes - cursorRoom - Wire.bytes(QueueStateBody(state)).count
             state.delayed = preview(delayed, room: room) { Wire.bytes(VisitorBody($0)).count }
@@ -116,7 +129,7 @@ enum Paging {
     }
 
     /// Cuts a queue's holders and waiting visitors at `maxBytes`, measured.
-    private static func cutListed(_ state: inout QueueState, maxBytes: Int) {
+    private static func cutListed(_ state: inout QueueState, resume: String, maxBytes: Int) {
         var envelope = state
         envelope.holding = []
         envelope.waiting = []
@@ -133,7 +146,7 @@ enum Paging {
             }
             state.nextCursor = state.cursors[n - 1].text
         } else if state.more {
-            state.nextCursor = state.cursors.last?.text
+            state.nextCursor = state.cursors.last?.text ?? resume
         }
     }
 }

@@ -128,7 +128,8 @@ enum PipelineRoutes: ConfiguredKind {
     static func reply(_ state: PipelineSnapshot, _ call: Call, status: Int = 200) -> HTTPResponse {
         Paging.reply(
             state, list: \.items, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
-            maxBytes: call.app.config.maxResponseBytes, status: status, body: PipelineStateBody.init
+            resume: Paging.resume(call), maxBytes: call.app.config.maxResponseBytes, status: status,
+            body: PipelineStateBody.init
         ) { Wire.bytes(PipelineItemBody($0)).count }
     }
 
@@ -283,11 +284,12 @@ enum PipelineRoutes: ConfiguredKind {
         }
         let pipeline = try pipeline(call)
         let maxBytes = call.app.config.maxResponseBytes
+        let resume = Paging.resume(call)
         return answer(call, pipeline.readDead(limit: limit, after: cursor)) { page in
             let body = PipelineDeadBody(dead: page.dead, items: page.items, nextCursor: nil)
             return Paging.reply(
                 body, list: \.items, nextCursor: \.nextCursor, cursors: page.cursors, more: page.more,
-                maxBytes: maxBytes, body: { $0 }
+                resume: resume, maxBytes: maxBytes, body: { $0 }
             ) { Wire.bytes(PipelineItemBody($0)).count }
         }
     }

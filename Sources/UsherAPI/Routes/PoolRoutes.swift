@@ -73,7 +73,7 @@ enum PoolRoutes: ConfiguredKind {
         }
         return Paging.reply(
             state, list: \.elements, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
-            maxBytes: maxBytes, status: status, body: PoolStateBody.init
+            resume: Paging.resume(call), maxBytes: maxBytes, status: status, body: PoolStateBody.init
         ) { Wire.bytes(PoolElementBody(element: $0)).count }
     }
 

@@ -36,7 +36,7 @@ enum QueueRoutes: ConfiguredKind {
 
     static func reply(_ state: QueueState, _ call: Call, status: Int) -> HTTPResponse {
         var state = state
-        Paging.cut(&state, maxBytes: call.app.config.maxResponseBytes)
+        Paging.cut(&state, resume: Paging.resume(call), maxBytes: call.app.config.maxResponseBytes)
         return Reply.encoded(QueueStateBody(state), status: status)
     }
 

@@ -19,11 +19,12 @@ enum ResourceRoutes {
         let after = try Paging.cursor(query) { Names.isValid($0) ? $0 : nil }
         let page = call.app.registry.list(kind, after: after, limit: limit)
         let maxBytes = call.app.config.maxResponseBytes
+        let resume = Paging.resume(call)
         @Sendable func reply(_ listed: [(name: String, item: JSONValue)]) -> HTTPResponse {
             let list = ListBody(kind: kind, items: listed.map(\.item), nextCursor: nil)
             return Paging.reply(
                 list, list: \.items, nextCursor: \.nextCursor, cursors: listed.map(\.name), more: page.more,
-                maxBytes: maxBytes, body: { $0 }, itemSize: { Wire.bytes($0).count })
+                resume: resume, maxBytes: maxBytes, body: { $0 }, itemSize: { Wire.bytes($0).count })
         }
         let resources = page.resources
         let summaries = resources.map { $0.listSummary() }

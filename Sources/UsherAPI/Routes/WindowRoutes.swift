@@ -65,7 +65,8 @@ enum WindowRoutes: ConfiguredKind {
     static func reply(_ state: WindowState, _ call: Call, status: Int = 200) -> HTTPResponse {
         Paging.reply(
             state, list: \.queued, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
-            maxBytes: call.app.config.maxResponseBytes, status: status, body: WindowStateBody.init
+            resume: Paging.resume(call), maxBytes: call.app.config.maxResponseBytes, status: status,
+            body: WindowStateBody.init
         ) { Wire.bytes(WindowItemBody($0)).count }
     }
 

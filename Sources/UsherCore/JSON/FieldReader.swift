@@ -88,11 +88,9 @@ package struct FieldReader {
         return v.isNull ? nil : v
     }
 
-    /// The raw value of a member, `null` included (a value to compare with).
-    package mutating func valueOrNull(_ key: String) -> JSONValue? {
-        guard let i = index(of: key) else { return nil }
-        markUsed(i)
-        return members[i].1
+    /// True when the member is present with the value `null` (which reads as absent).
+    package func isNull(_ key: String) -> Bool {
+        index(of: key).map { members[$0].1.isNull } ?? false
     }
 
     /// True when the member is present (and not null).

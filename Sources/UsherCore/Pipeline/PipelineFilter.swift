@@ -155,10 +155,14 @@ extension PipelineFilter {
     private static func parseCondition(_ w: inout FieldReader, limits: JSONLimits) throws(FieldError) -> Condition {
         let field = try pointer(try w.string("field"), required: true, key: "field", reader: w, limits: limits)!
         var tests: [Condition.Test] = []
-        if let v = w.valueOrNull("equals") { tests.append(.equals(v)) }
-        if let v = w.valueOrNull("not_equals") { tests.append(.notEquals(v)) }
+        if let v = w.value("equals") { tests.append(.equals(v)) }
+        if let v = w.value("not_equals") { tests.append(.notEquals(v)) }
         if let vs = try w.array("in") { tests.append(.isIn(vs)) }
         if let b = try w.bool("exists") { tests.append(.exists(b)) }
+        if tests.isEmpty, let key = ["equals", "not_equals"].first(where: { w.isNull($0) }) {
+            throw FieldError(
+                field: w.fieldPath(key), message: "null means absent; compare with null through \"in\": [null]")
+        }
         guard tests.count == 1 else {
             throw FieldError(
                 field: w.path,
