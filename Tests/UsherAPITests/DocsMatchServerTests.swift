@@ -93,6 +93,18 @@ import Testing
         #expect(try s.call("GET", "/v1/pools/p?limit=0&cursor=\(after)").json["next_cursor"] as? String == after)
     }
 
+    /// One syntax for `field`, whether the strict parser or a reader names it.
+    @Test func fieldPathsNameArrayElementsInBrackets() throws {
+        let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
+        let typo = try s.call(
+            "POST", "/v1/pipelines/p/items/batch", #"{"items": [{"payload": 1}, {"payload": 2, "prioirty": 1}]}"#)
+        #expect(typo.status == 400 && typo.json["field"] as? String == "items[1].prioirty", "\(typo.text)")
+        let inexact = try s.call(
+            "POST", "/v1/pipelines/p/items/batch",
+            #"{"items": [{"payload": 1}, {"payload": {"a": [1, 18446744073709551617]}}]}"#)
+        #expect(inexact.status == 400 && inexact.json["field"] as? String == "items[1].payload.a[1]", "\(inexact.text)")
+    }
+
     @Test func fieldMessagesSayWhatToDo() throws {
         let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
         let slash = try s.call("GET", "/v1/queues/")

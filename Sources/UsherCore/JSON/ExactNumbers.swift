@@ -165,9 +165,18 @@ enum ExactNumbers {
             ?? String(decoding: raw, as: UTF8.self)
     }
 
+    /// The member path as every `field` spells it: names joined by `.`,
+    /// array indices in brackets (`items[1].payload.a[0]`).
     private static func field(_ path: Path) -> String {
-        let segments = path.compactMap { segment -> String? in segment.index.map(String.init) ?? segment.name }
-        return segments.isEmpty ? "(body)" : segments.joined(separator: ".")
+        var field = ""
+        for segment in path {
+            if let index = segment.index {
+                field += "[\(index)]"
+            } else if let name = segment.name {
+                field += field.isEmpty ? name : ".\(name)"
+            }
+        }
+        return field.isEmpty ? "(body)" : field
     }
 }
 /// A decimal number's exact value, whatever its exponent (`Decimal` stops at
