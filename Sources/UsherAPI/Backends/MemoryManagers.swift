@@ -65,8 +65,8 @@ extension LeasePool: MemoryKindManager {
         withIsolation { pool in
             let state = try? pool.state(limit: 0)
             return Summary.pool(
-                pool.name, size: state?.size ?? 0, available: state?.available ?? 0, leased: state?.leased ?? 0,
-                waiting: state?.waiting ?? 0, in: .memory)
+                pool.name, size: state?.size ?? 0, maxSize: state.map { $0.config.maxSize(size: $0.size) } ?? 0,
+                available: state?.available ?? 0, leased: state?.leased ?? 0, waiting: state?.waiting ?? 0, in: .memory)
         }
     }
 }

@@ -76,9 +76,10 @@ extension RedisPool: ConfiguredRedisManager {
         .async { [self] () async throws(APIError) -> JSONValue in
             do throws(PoolError) {
                 let counts = try await counts()
+                let config = try await readConfig().value()
                 return Summary.pool(
-                    name, size: counts.size, available: counts.available, leased: counts.leased,
-                    waiting: counts.waiting, in: .redis)
+                    name, size: counts.size, maxSize: config.maxSize(size: counts.size), available: counts.available,
+                    leased: counts.leased, waiting: counts.waiting, in: .redis)
             } catch { throw APIError(error) }
         }
     }

@@ -18,11 +18,12 @@ enum Summary {
     }
 
     static func pool(
-        _ name: String, size: Int, available: Int, leased: Int, waiting: Int, in backend: Backend
+        _ name: String, size: Int, maxSize: Int, available: Int, leased: Int, waiting: Int, in backend: Backend
     ) -> JSONValue {
         object(
             [
-                ("name", .string(name)), ("size", .int(size)), ("available", .int(available)),
+                ("name", .string(name)), ("size", .int(size)), ("max_size", .int(maxSize)),
+                ("available", .int(available)),
                 ("leased", .int(leased)), ("waiting", .int(waiting)),
             ], backend)
     }

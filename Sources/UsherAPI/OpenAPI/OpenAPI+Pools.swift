@@ -22,6 +22,7 @@ extension OpenAPIDocument {
                     ])
                 ),
             ], required: ["max_size"], "when nothing is free, create prefix1, prefix2, … up to max_size elements")
+        let maxSize = Schema.integer(nil, "the most elements the pool can have: size, or what grow lets it reach")
         let leaseFields: [(String, JSONValue)] = [
             ("holder", Schema.nullable(Schema.string())),
             ("status", Schema.enumeration(LeaseStatus.allCases.map(\.rawValue))),
@@ -68,12 +69,19 @@ extension OpenAPIDocument {
                 Schema.request(
                     configFields + [
                         (
+                            "size",
+                            Schema.integer(
+                                L.elements,
+                                "instead of elements: make this many, el-1, el-2, … (grow's prefix when given); not with elements"
+                            )
+                        ),
+                        (
                             "backend",
                             Schema.enumeration(
                                 Backend.allCases.map(\.rawValue),
                                 "where the pool lives: this process's memory, or Redis (shared by every Usher on it; needs a redis block); default default_backend"
                             )
-                        )
+                        ),
                     ], "a pool's config and backend; every field optional")
             ),
             (
@@ -107,8 +115,8 @@ extension OpenAPIDocument {
                 "PoolSummary",
                 Schema.object(
                     [
-                        ("name", Schema.name()), ("size", Schema.count), ("available", Schema.count),
-                        ("leased", Schema.count), ("waiting", Schema.count),
+                        ("name", Schema.name()), ("size", Schema.count), ("max_size", maxSize),
+                        ("available", Schema.count), ("leased", Schema.count), ("waiting", Schema.count),
                         ("backend", Schema.enumeration(["redis"], "present for a pool kept in Redis")),
                     ], optional: ["backend"])
             ),
@@ -150,6 +158,7 @@ extension OpenAPIDocument {
                     ("name", Schema.name()),
                     ("config", Schema.ref("PoolConfig")),
                     ("size", Schema.count),
+                    ("max_size", maxSize),
                     ("available", Schema.count),
                     ("leased", Schema.count),
                     ("waiting", Schema.count),

@@ -131,6 +131,7 @@ struct PoolStateBody: Encodable {
 
     enum CodingKeys: String, CodingKey {
         case name, config, size, available, leased, waiting, elements, counts
+        case maxSize = "max_size"
         case nextExpiryAt = "next_expiry_at"
         case waitingLeases = "waiting_leases"
         case nextCursor = "next_cursor"
@@ -154,6 +155,7 @@ struct PoolStateBody: Encodable {
         try container.encode(state.name, forKey: .name)
         try writeConfig(state.config, to: &container)
         try container.encode(state.size, forKey: .size)
+        try container.encode(state.config.maxSize(size: state.size), forKey: .maxSize)
         try container.encode(state.available, forKey: .available)
         try container.encode(state.leased, forKey: .leased)
         try container.encode(state.waiting, forKey: .waiting)

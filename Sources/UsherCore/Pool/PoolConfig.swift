@@ -18,8 +18,10 @@ package struct PoolGrow: Sendable, Equatable {
     package var maxSize: Int
     /// `prefix` (`"el-"`): grown ids are the prefix and a counter.
     package var prefix: String
+    /// The prefix without `grow` given, also of the elements `size` makes.
+    static let defaultPrefix = "el-"
 
-    package init(maxSize: Int, prefix: String = "el-") {
+    package init(maxSize: Int, prefix: String = defaultPrefix) {
         self.maxSize = maxSize
         self.prefix = prefix
     }
@@ -29,7 +31,7 @@ package struct PoolGrow: Sendable, Equatable {
         guard let maxSize = try reader.int("max_size", in: PoolConfig.Limits.elements) else {
             throw FieldError(field: reader.fieldPath("max_size"), message: "required")
         }
-        let prefix = try reader.string("prefix") ?? "el-"
+        let prefix = try reader.string("prefix") ?? defaultPrefix
         guard prefix.utf8.count <= 100, Names.isValid(prefix + "1") else {
             throw FieldError(
                 field: reader.fieldPath("prefix"),
@@ -93,8 +95,23 @@ package struct PoolConfig: Sendable, Equatable {
         if let list = try reader.array("elements") {
             config.elements = try parseElements(list, field: reader.fieldPath("elements"))
         }
+        let size = try reader.int("size", in: Limits.elements)
         let patch = try PoolPatch.parse(&reader, allowingElements: true)
-        return patch.applied(to: config)
+        config = patch.applied(to: config)
+        if let size {
+            guard config.elements.isEmpty else {
+                throw FieldError(field: reader.fieldPath("size"), message: "give elements or size, not both")
+            }
+            // Named as grown ones are, so that growing goes on from them.
+            let prefix = config.grow?.prefix ?? PoolGrow.defaultPrefix
+            config.elements = (0..<size).map { PoolElementSpec(id: "\(prefix)\($0 + 1)") }
+        }
+        return config
+    }
+
+    /// The most elements a pool of `size` can have: `size`, or what `grow` lets it reach.
+    package func maxSize(size: Int) -> Int {
+        grow.map { max(size, $0.maxSize) } ?? size
     }
 
     /// The queue engine's config for a pool of `size` elements: one slot per
