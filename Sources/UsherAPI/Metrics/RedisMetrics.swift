@@ -97,8 +97,9 @@ final class RedisScrape: Sendable {
                     defer { state.waiters = [:] }
                     return state.waiters
                 }
-                for waiter in waiters.values { waiter.resume(returning: true) }
+                // Cleared before the scrapes resume: one that comes right after asks again.
                 ended(self)
+                for waiter in waiters.values { waiter.resume(returning: true) }
             }
         }
 
