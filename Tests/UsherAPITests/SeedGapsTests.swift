@@ -40,4 +40,26 @@ import Testing
         let listed = try await s.call("GET", "/v1/pools").json["pools"] as? [[String: Any]]
         #expect(listed?.first?["max_size"] as? Int == 4 && listed?.first?["size"] as? Int == 0)
     }
+
+    /// No payload is dropped unless the config asks: two print jobs with one
+    /// `key` both wait, two alerts with one `key` both queue; `opposites`
+    /// alone still cancel by key.
+    @Test(arguments: both) func nothingMergesUnlessAsked(_ backend: TestBackend) async throws {
+        let s = try await BackendApp(backend)
+        #expect(try await s.call("PUT", "/v1/queues/print", s.put(#"{"capacity": 1}"#)).status == 201)
+        for id in ["h", "j1", "j2"] {
+            let r = try await s.call(
+                "POST", "/v1/queues/print/visitors", #"{"id": "\#(id)", "key": "doc", "payload": "\#(id)"}"#)
+            #expect(r.status == 201 && r.json["status"] as? String != "merged", "\(r.text)")
+        }
+        #expect(try await s.call("PUT", "/v1/windows/alerts", s.put("{}")).status == 201)
+        for id in ["berlin", "paris", "rome"] {
+            let r = try await s.call("POST", "/v1/windows/alerts/show", #"{"id": "\#(id)", "key": "city"}"#)
+            #expect(r.status == 201, "\(r.text)")
+        }
+        #expect(
+            try await s.call("PUT", "/v1/queues/votes", s.put(#"{"opposites": [["like", "unlike"]]}"#)).status == 201)
+        let config = try await s.call("GET", "/v1/queues/votes").json["config"] as? [String: Any]
+        #expect(config?["dedup"] as? String == "key")
+    }
 }

@@ -17,7 +17,7 @@ import Testing
         #expect((created.json["config"] as? [String: Any])?["max_waiting"] as? Int == 1000)
         #expect(created.json["showing"] is NSNull && (created.json["queued"] as? [Any])?.isEmpty == true)
         #expect(
-            try await s.call("PUT", "/v1/windows/alerts", s.put(#"{"display_seconds": 5, "dedup": "key"}"#)).status
+            try await s.call("PUT", "/v1/windows/alerts", s.put(#"{"display_seconds": 5, "dedup": "off"}"#)).status
                 == 200)
         #expect(
             try await s.call("PUT", "/v1/windows/alerts", s.put(#"{"display_seconds": 6}"#)).code == "already_exists")
@@ -37,7 +37,7 @@ import Testing
     }
 
     @Test(arguments: both) func showDismissAndState(_ backend: TestBackend) async throws {
-        let s = try await BackendLiveServer(backend, #"{"windows": {"alerts": {}}}"#)
+        let s = try await BackendLiveServer(backend, #"{"windows": {"alerts": {"dedup": "key"}}}"#)
         let c = s.keepAlive()
         let a = try await c.request(
             "POST", "/v1/windows/alerts/show",

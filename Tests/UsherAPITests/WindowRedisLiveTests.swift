@@ -127,6 +127,6 @@ import Testing
         #expect(try await a.call("PATCH", "/v1/windows/w", #"{"dedup": "maybe"}"#).status == 400)
         let state = try await b.call("GET", "/v1/windows/w")
         #expect((state.json["counts"] as? [String: Any])?["received_total"] as? Int == 1)
-        #expect((state.json["config"] as? [String: Any])?["dedup"] as? String == "key")
+        #expect((state.json["config"] as? [String: Any])?["dedup"] as? String == "off")
     }
 }

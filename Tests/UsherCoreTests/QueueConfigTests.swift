@@ -31,7 +31,7 @@ import Testing
     @Test func anEmptyConfigTakesEveryDefault() throws {
         #expect(try config("{}") == QueueConfig())
         #expect(
-            QueueConfig() == QueueConfig(capacity: 1, maxWaiting: 10000, holdSeconds: 30, dedup: .key, history: 1000))
+            QueueConfig() == QueueConfig(capacity: 1, maxWaiting: 10000, holdSeconds: 30, dedup: .off, history: 1000))
     }
 
     @Test func everyFieldIsRead() throws {
@@ -95,7 +95,7 @@ import Testing
     }
 
     @Test func viewsCarryWhatTheirStatusHas() throws {
-        var e = F.engine(QueueConfig(holdSeconds: 10))
+        var e = F.engine(QueueConfig(holdSeconds: 10, dedup: .key))
         let a = try e.enqueue(VisitorRequest(id: "a", payload: .object([("n", .int(1))])), now: F.at(0)).view
         #expect(a.status == .granted && a.grantedAt == F.at(0) && a.expiresAt == F.at(10))
         #expect(a.fence == 1_767_225_600_000_000 && a.position == nil && a.finishedAt == nil)

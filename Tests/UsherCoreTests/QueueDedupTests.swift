@@ -144,7 +144,7 @@ import Testing
     }
 
     @Test func delaysEndingTogetherDedupAgainstEachOther() throws {
-        var e = F.engine(QueueConfig(capacity: 0))
+        var e = F.engine(QueueConfig(capacity: 0, dedup: .key))
         try e.add("d1", key: "k", delay: 3)
         try e.add("d2", key: "k", delay: 3)
         #expect(try e.status("d2", at: 3) == .merged)

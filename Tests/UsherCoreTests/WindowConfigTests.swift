@@ -13,7 +13,7 @@ import Testing
 
     @Test func defaultsAndJSON() throws {
         let c = try parse("{}")
-        #expect(c == WindowConfig(maxWaiting: 1000, displaySeconds: 0, dedup: .key))
+        #expect(c == WindowConfig(maxWaiting: 1000, displaySeconds: 0, dedup: .off))
         #expect(
             try parse(#"{"display_seconds": 2.5, "dedup": "off"}"#) == WindowConfig(displaySeconds: 2.5, dedup: .off))
     }

@@ -130,7 +130,7 @@ import Testing
     }
 
     @Test func aDuplicateKeyMergesIntoTheQueuedItemNotTheShownOne() throws {
-        let w = window()
+        let w = window(WindowConfig(dedup: .key))
         try show(w, ShowRequest(id: "a", key: "city"))
         // The shown item is not queued: a new one with its key queues.
         let b = try show(w, ShowRequest(id: "b", key: "city", title: "Berlin"))
@@ -152,12 +152,12 @@ import Testing
     }
 
     @Test func maxWaitingRefusesMoreQueuedItems() throws {
-        let w = window(WindowConfig(maxWaiting: 1))
+        let w = window(WindowConfig(maxWaiting: 1, dedup: .key))
         try show(w, ShowRequest(id: "a"))
         try show(w, ShowRequest(id: "b"))
         #expect(throws: WindowError.full(retryAfterSeconds: 1)) { try show(w, ShowRequest(id: "c")) }
         // A duplicate of a queued key needs no room.
-        let w2 = window(WindowConfig(maxWaiting: 1))
+        let w2 = window(WindowConfig(maxWaiting: 1, dedup: .key))
         try show(w2, ShowRequest(id: "a"))
         try show(w2, ShowRequest(id: "b", key: "k"))
         #expect(try show(w2, ShowRequest(id: "c", key: "k")).status == .merged)

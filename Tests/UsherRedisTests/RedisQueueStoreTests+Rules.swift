@@ -138,7 +138,7 @@ extension RedisQueueStoreTests {
         #expect(merged.status == .merged && merged.mergedInto == "a" && merged.finishedAt == Self.time(5))
         #expect(try await q.store.visitor(id: "o").cancelledWith == "w")
         #expect(try await q.waitingIDs() == ["a"])
-        let together = try await Line(QueueConfig(capacity: 0))
+        let together = try await Line(QueueConfig(capacity: 0, dedup: .key))
         try await together.add("d1", key: "k", delay: 3)
         try await together.add("d2", key: "k", delay: 3)
         try await together.add("d3", delay: 3)

@@ -147,7 +147,7 @@ import Testing
         _ = try await q.enqueue(VisitorRequest(id: "a"))
         _ = try await q.enqueue(VisitorRequest(id: "b"))
         _ = try await q.complete(id: "a")
-        _ = try await q.apply(QueuePatch(capacity: 3, dedup: .off))
+        _ = try await q.apply(QueuePatch(capacity: 3, dedup: .key))
         #expect(try await q.delete())
         #expect(try await q.delete() == false)
         try await Self.waitUntil { notices.items.count == 5 }

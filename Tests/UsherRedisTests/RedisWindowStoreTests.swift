@@ -86,7 +86,7 @@ import Testing
         _ = try await w.show(ShowRequest(id: "a"))
         _ = try await w.show(ShowRequest(id: "b"))
         _ = try await w.dismiss()
-        _ = try await w.apply(WindowPatch(maxWaiting: 5, dedup: .off))
+        _ = try await w.apply(WindowPatch(maxWaiting: 5, dedup: .key))
         #expect(try await w.delete())
         try await RedisQueueStoreTests.waitUntil { notices.items.count == 5 }
         let got = notices.items

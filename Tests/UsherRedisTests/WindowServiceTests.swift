@@ -159,7 +159,7 @@ import Testing
     @Test(arguments: both) func aDuplicateKeyMergesIntoTheQueuedItemNotTheShownOne(_ backend: TestBackend)
         async throws
     {
-        try await W.with(backend) { w in
+        try await W.with(backend, WindowConfig(dedup: .key)) { w in
             try await w.show(ShowRequest(id: "a", key: "city"))
             #expect(try await w.show(ShowRequest(id: "b", key: "city", title: "Berlin")).status == .queued)
             let c = try await w.show(ShowRequest(id: "c", key: "city", title: "Paris"))
@@ -194,7 +194,7 @@ import Testing
     }
 
     @Test(arguments: both) func countsAddUpAndPagesFollowTheirCursors(_ backend: TestBackend) async throws {
-        try await W.with(backend, WindowConfig(displaySeconds: 1)) { w in
+        try await W.with(backend, WindowConfig(displaySeconds: 1, dedup: .key)) { w in
             for i in 0..<6 { try await w.show(ShowRequest(id: "i\(i)", key: i % 2 == 0 ? "k\(i)" : "same")) }
             try await w.show(ShowRequest(id: "late", delaySeconds: 10))
             let first = try await w.state(limit: 2)
@@ -287,7 +287,7 @@ import Testing
     }
 
     @Test(arguments: both) func eventsTellEveryChangeInTheWindowsWords(_ backend: TestBackend) async throws {
-        try await W.with(backend, WindowConfig(displaySeconds: 1)) { w in
+        try await W.with(backend, WindowConfig(displaySeconds: 1, dedup: .key)) { w in
             let seen = w.recordEvents()
             try await w.show(ShowRequest(id: "a", key: "k"))
             try await w.show(ShowRequest(id: "b", key: "k"))

@@ -8,7 +8,8 @@ extension OpenAPIDocument {
         typealias L = QueueConfig.Limits
         let dedup = Schema.enumeration(
             DedupMode.allCases.map(\.rawValue),
-            "key: against every waiting visitor with the same key; adjacent: only the latest arrival; off: neither")
+            "key: against every waiting visitor with the same key; adjacent: only the latest arrival; off: neither; default off (key when opposites are given)"
+        )
         let pair = Schema.array(Schema.key(), "two different actions that cancel each other")
         let configFields: [(String, JSONValue)] = [
             (

@@ -7,7 +7,7 @@ extension OpenAPIDocument {
     static var windowSchemas: [(String, JSONValue)] {
         typealias L = QueueConfig.Limits
         let dedup = Schema.enumeration(
-            DedupMode.allCases.map(\.rawValue), "how a new item merges into a queued one with its key")
+            DedupMode.allCases.map(\.rawValue), "how a new item merges into a queued one with its key; default off")
         let item = Schema.ref("WindowItem")
         let configFields: [(String, JSONValue)] = [
             (

@@ -1,10 +1,11 @@
 /// How a queue merges duplicates and cancels opposite pairs (docs/api.md, "Order, dedup and opposites").
 package enum DedupMode: String, Sendable, Equatable, CaseIterable {
-    /// Against every waiting visitor with the same key (the default).
+    /// Against every waiting visitor with the same key.
     case key
     /// Only against the most recent arrival still waiting in the whole queue.
     case adjacent
-    /// Neither merging nor cancelling.
+    /// Neither merging nor cancelling (the default: no payload is dropped
+    /// unless the config asks for it).
     case off
 }
 
@@ -16,7 +17,7 @@ package struct QueueConfig: Sendable, Equatable {
     package var maxWaiting: Int
     /// `hold_seconds` (30): a holder not completed by then expires; 0 = no limit.
     package var holdSeconds: Double
-    /// `dedup` (`key`): see `DedupMode`.
+    /// `dedup` (`off`; `key` when `opposites` are given): see `DedupMode`.
     package var dedup: DedupMode
     /// `opposites` (`[]`): pairs of actions that cancel each other.
     package var opposites: [[String]]
@@ -38,13 +39,13 @@ package struct QueueConfig: Sendable, Equatable {
     /// A config; every argument defaults to the documented default.
     package init(
         capacity: Int = 1, maxWaiting: Int = 10_000, holdSeconds: Double = 30,
-        dedup: DedupMode = .key, opposites: [[String]] = [], history: Int = 1000,
+        dedup: DedupMode? = nil, opposites: [[String]] = [], history: Int = 1000,
         idleSeconds: Double = defaultIdleSeconds, claimSeconds: Double = defaultClaimSeconds
     ) {
         self.capacity = capacity
         self.maxWaiting = maxWaiting
         self.holdSeconds = holdSeconds
-        self.dedup = dedup
+        self.dedup = dedup ?? Self.defaultDedup(opposites: opposites)
         self.opposites = opposites
         self.history = history
         self.idleSeconds = idleSeconds
@@ -68,8 +69,15 @@ package struct QueueConfig: Sendable, Equatable {
     /// Reads a config object; missing fields take their defaults. The caller
     /// calls `reader.finish()` to reject unknown fields.
     package static func parse(_ reader: inout FieldReader) throws(FieldError) -> QueueConfig {
-        let patch = try QueuePatch.parse(&reader)
+        var patch = try QueuePatch.parse(&reader)
+        if patch.dedup == nil, let opposites = patch.opposites { patch.dedup = defaultDedup(opposites: opposites) }
         return patch.applied(to: QueueConfig())
+    }
+
+    /// `dedup` when a config does not say: `off`, so that no payload is
+    /// dropped unless asked; `key` when it names `opposites` (they cancel by key).
+    static func defaultDedup(opposites: [[String]]) -> DedupMode {
+        opposites.isEmpty ? .off : .key
     }
 }
 

@@ -6,11 +6,11 @@ package struct WindowConfig: Sendable, Equatable {
     /// `display_seconds` (0): how long an item stays shown before it is
     /// dismissed by itself; 0 = until dismissed. An item's own value overrides it.
     package var displaySeconds: Double
-    /// `dedup` (`key`): a new item whose `key` matches a queued one merges into it.
+    /// `dedup` (`off`): with `key`, a new item whose `key` matches a queued one merges into it.
     package var dedup: DedupMode
 
     /// A config; every argument defaults to the documented default.
-    package init(maxWaiting: Int = 1000, displaySeconds: Double = 0, dedup: DedupMode = .key) {
+    package init(maxWaiting: Int = 1000, displaySeconds: Double = 0, dedup: DedupMode = .off) {
         self.maxWaiting = maxWaiting
         self.displaySeconds = displaySeconds
         self.dedup = dedup
