@@ -131,7 +131,7 @@
         el('tbody', {}, rows))));
   }
   // "1 handover", "2 handovers".
-  function counted(n, noun) { return n + ' ' + noun + (n === 1 ? '' : 's'); }
+  function nounCount(n, noun) { return n + ' ' + noun + (n === 1 ? '' : 's'); }
   function more(shown, total, what) {
     return total > shown ? el('p', {class: 'more'}, '+ ' + (total - shown) + ' more ' + what) : null;
   }
@@ -212,7 +212,7 @@
         lease ? el('span', {class: 'holder'}, lease.holder !== null ? lease.holder : lease.id) : null,
         lease ? el('span', {class: 'tile-exp'}, lease.expires_at ? ['expires in ', until(lease.expires_at)] : 'no expiry') : null,
         !lease && e.last_holder ? el('span', {class: 'tile-last', 'data-stat': 'last_holder'}, 'last: ' + e.last_holder) : null,
-        e.lease_transitions ? el('span', {class: 'tile-moves', 'data-stat': 'lease_transitions', title: 'times the element changed holder'}, counted(e.lease_transitions, 'handover')) : null,
+        e.lease_transitions ? el('span', {class: 'tile-moves', 'data-stat': 'lease_transitions', title: 'times the element changed holder'}, nounCount(e.lease_transitions, 'handover')) : null,
         e.data !== null ? el('code', {class: 'payload'}, compact(e.data, 40)) : null);
     });
     const waiting = (p.waiting_leases || []).slice(0, WAITING_ROWS).map((l, i) => el('tr', {'data-id': l.id},
