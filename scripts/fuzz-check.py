@@ -656,8 +656,10 @@ def judge(rendered, ex, alive, token_run, hang_seconds):
             return "framing", f"invalid chunk size ({framing[1]}) answered {status} (RFC 9112 7.1: 400)"
         if rendered.cl_te and later:
             return "framing", "connection kept open after Content-Length with Transfer-Encoding (RFC 9112 6.1: close it)"
+    # "host:missing" counts only when no other host mutation (origin-same, ...) put a Host back.
+    head = rendered.data.split(b"\r\n\r\n", 1)[0].lower()
     strict = sorted(t for t in rendered.tags if t in STRICT_TAGS or (
-        t == "host:missing" and rendered.version == b"HTTP/1.1"))
+        t == "host:missing" and rendered.version == b"HTTP/1.1" and b"\r\nhost:" not in head))
     if strict and 200 <= status < 300:
         return "strict", f"{strict[0]} answered {status} (RFC 9110/9112: 400)"
     if "many-query:over" in rendered.tags and 200 <= status < 300:
