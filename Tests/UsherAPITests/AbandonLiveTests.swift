@@ -11,7 +11,7 @@ import Testing
 /// is cancelled `abandoned`; one that keeps polling keeps its place.
 /// Each test runs once on a memory queue and once on a Redis-backed one.
 @Suite(.serialized) struct AbandonLiveTests {
-    static let both: [TestBackend] = [.memory, .redis]
+    static let both = TestBackend.both
 
     private static let config =
         #"{"queues": {"printer": {"capacity": 1, "hold_seconds": 60, "idle_seconds": 2, "claim_seconds": 0.5}}}"#

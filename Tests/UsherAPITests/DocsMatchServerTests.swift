@@ -8,11 +8,7 @@ import Testing
 /// What `docs/api.md` and `docs/pipelines.md` say of paging, cursors and
 /// field messages, held against the server (each once answered otherwise).
 @Suite struct DocsMatchServerTests {
-    static let both: [TestBackend] = [.memory, .redis]
-
-    private static func ids(_ list: Any?) -> [String] {
-        ((list as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
-    }
+    static let both = TestBackend.both
 
     @Test(arguments: both) func holdersCountTowardsAQueuePagesLimit(_ backend: TestBackend) async throws {
         let s = try await BackendApp(backend)
@@ -25,7 +21,7 @@ import Testing
         var pages = 0
         while pages < 10 {
             let page = try await s.call("GET", path).json
-            let listed = Self.ids(page["holding"]) + Self.ids(page["waiting"])
+            let listed = ids(page["holding"]) + ids(page["waiting"])
             #expect(listed.count <= 2, "\(listed)")
             seen += listed
             pages += 1
@@ -37,7 +33,7 @@ import Testing
 
         // One holder and a limit of 1: the holder alone, then the line.
         let first = try await s.call("GET", "/v1/queues/pg?limit=1").json
-        #expect(Self.ids(first["holding"]) == ["h1"] && Self.ids(first["waiting"]).isEmpty)
+        #expect(ids(first["holding"]) == ["h1"] && ids(first["waiting"]).isEmpty)
     }
 
     @Test func cursorsThisServerDidNotMakeAre400() throws {

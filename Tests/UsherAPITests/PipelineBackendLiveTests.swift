@@ -8,7 +8,7 @@ import Testing
 /// The pipeline routes live, each test once with memory pipelines and once
 /// with pipelines kept in a redis-server of the test's own (`BackendLiveServer`).
 @Suite(.serialized, .timeLimit(.minutes(2))) struct PipelineBackendLiveTests {
-    static let both: [TestBackend] = [.memory, .redis]
+    static let both = TestBackend.both
 
     @Test(arguments: both) func lifecycle(_ backend: TestBackend) async throws {
         let s = try await BackendApp(backend)

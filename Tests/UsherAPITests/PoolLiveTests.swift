@@ -10,7 +10,7 @@ import Testing
 /// with memory pools and once with pools kept in a redis-server of the
 /// test's own (`BackendLiveServer`).
 @Suite(.serialized) struct PoolLiveTests {
-    static let both: [TestBackend] = [.memory, .redis]
+    static let both = TestBackend.both
 
     /// Waits (at most 5 s) until `n` fetchers wait in the pool's line. Parked
     /// is not yet in line: a wait joins the line on a task after its

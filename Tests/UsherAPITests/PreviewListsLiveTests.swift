@@ -9,9 +9,6 @@ import Testing
 /// visitors (`delayed`) and a pool's first waiting fetches (`waiting_leases`),
 /// bounded by `limit` and by `max_response_bytes`, on the first page only.
 @Suite struct PreviewListsLiveTests {
-    private static func ids(_ list: Any?) -> [String] {
-        ((list as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
-    }
 
     @Test func aQueueListsItsDelayedVisitorsInTheOrderTheyEnterTheLine() throws {
         let s = try AppTester(#"{"queues": {"q": {"capacity": 1}}}"#)
@@ -25,24 +22,24 @@ import Testing
         }
 
         let state = try s.call("GET", "/v1/queues/q").json
-        #expect(Self.ids(state["delayed"]) == ["soon", "middle", "late"])
-        #expect(Self.ids(state["waiting"]) == ["waits", "waits-too"])
+        #expect(ids(state["delayed"]) == ["soon", "middle", "late"])
+        #expect(ids(state["waiting"]) == ["waits", "waits-too"])
         let first = try #require((state["delayed"] as? [[String: Any]])?.first)
         #expect(first["status"] as? String == "delayed" && first["position"] == nil && first["queue"] as? String == "q")
         #expect((state["counts"] as? [String: Any])?["delayed"] as? Int == 3)
 
         // A cancelled delayed visitor leaves its place (its timer entry stays, stale).
         #expect(try s.call("DELETE", "/v1/queues/q/visitors/soon").status == 200)
-        #expect(Self.ids(try s.call("GET", "/v1/queues/q").json["delayed"]) == ["middle", "late"])
+        #expect(ids(try s.call("GET", "/v1/queues/q").json["delayed"]) == ["middle", "late"])
 
         // Bounded by `limit`, and on the first page only.
         let page = try s.call("GET", "/v1/queues/q?limit=1").json
-        #expect(Self.ids(page["delayed"]) == ["middle"])
+        #expect(ids(page["delayed"]) == ["middle"])
         let cursor = try #require(page["next_cursor"] as? String)
         let next = try s.call("GET", "/v1/queues/q?limit=1&cursor=\(cursor)").json
-        #expect(Self.ids(next["waiting"]) == ["waits"])
-        #expect(Self.ids(next["delayed"]) == [] && next["delayed"] is [Any])
-        #expect(Self.ids(try s.call("GET", "/v1/queues/q?limit=0").json["delayed"]) == [])
+        #expect(ids(next["waiting"]) == ["waits"])
+        #expect(ids(next["delayed"]) == [] && next["delayed"] is [Any])
+        #expect(ids(try s.call("GET", "/v1/queues/q?limit=0").json["delayed"]) == [])
     }
 
     @Test func delayedVisitorsGetTheRoomTheHoldersAndTheLineLeave() throws {
@@ -54,7 +51,7 @@ import Testing
         }
         let r = try s.call("GET", "/v1/queues/q")
         #expect(r.status == 200 && r.body.count <= 65536)
-        #expect(Self.ids(r.json["delayed"]) == ["d1", "d2", "d3"])
+        #expect(ids(r.json["delayed"]) == ["d1", "d2", "d3"])
         #expect((r.json["counts"] as? [String: Any])?["delayed"] as? Int == 5)
     }
 
@@ -74,18 +71,18 @@ import Testing
 
         let state = try s.call("GET", "/v1/pools/p").json
         #expect(state["waiting"] as? Int == 2)
-        #expect(Self.ids(state["waiting_leases"]) == ["w1", "w2"])
+        #expect(ids(state["waiting_leases"]) == ["w1", "w2"])
         let first = try #require((state["waiting_leases"] as? [[String: Any]])?.first)
         #expect(first["status"] as? String == "waiting" && first["holder"] as? String == "ci-7")
         #expect(first["element"] is NSNull && first["leased_at"] is NSNull)
-        #expect(Self.ids(try s.call("GET", "/v1/pools/p?limit=1").json["waiting_leases"]) == ["w1"])
-        #expect(Self.ids(try s.call("GET", "/v1/pools/p?limit=0").json["waiting_leases"]) == [])
+        #expect(ids(try s.call("GET", "/v1/pools/p?limit=1").json["waiting_leases"]) == ["w1"])
+        #expect(ids(try s.call("GET", "/v1/pools/p?limit=0").json["waiting_leases"]) == [])
 
         _ = try s.call("POST", "/v1/pools/p/recycle", #"{"lease": "held"}"#)
         #expect(try #require(one()).status == 200)
-        #expect(Self.ids(try s.call("GET", "/v1/pools/p").json["waiting_leases"]) == ["w2"])
+        #expect(ids(try s.call("GET", "/v1/pools/p").json["waiting_leases"]) == ["w2"])
         _ = try s.call("POST", "/v1/pools/p/recycle", #"{"lease": "w1"}"#)
         #expect(try #require(two()).status == 200)
-        #expect(Self.ids(try s.call("GET", "/v1/pools/p").json["waiting_leases"]) == [])
+        #expect(ids(try s.call("GET", "/v1/pools/p").json["waiting_leases"]) == [])
     }
 }

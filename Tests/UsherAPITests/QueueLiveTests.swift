@@ -10,7 +10,7 @@ extension OneAtATime {
     /// The queue routes live, each test once with memory queues and once with
     /// queues kept in a redis-server of the test's own (`BackendLiveServer`).
     @Suite(.serialized) struct QueueLiveTests {
-        static let both: [TestBackend] = [.memory, .redis]
+        static let both = TestBackend.both
 
         @Test func healthAndReadiness() throws {
             let s = try AppTester()

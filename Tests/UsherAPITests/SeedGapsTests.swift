@@ -7,11 +7,7 @@ import Testing
 
 /// What the seed articles do that Usher once could not, on both backends.
 @Suite struct SeedGapsTests {
-    static let both: [TestBackend] = [.memory, .redis]
-
-    private static func ids(_ list: Any?) -> [String] {
-        ((list as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
-    }
+    static let both = TestBackend.both
 
     /// Seed 001 makes a pool of N by an initializer: `{"size": N}` names them
     /// as grown elements are; the same body again is the same pool.
@@ -19,14 +15,14 @@ import Testing
         let s = try await BackendApp(backend)
         let made = try await s.call("PUT", "/v1/pools/x", s.put(#"{"size": 3}"#))
         #expect(made.status == 201, "\(made.text)")
-        #expect(Self.ids(made.json["elements"]) == ["el-1", "el-2", "el-3"])
+        #expect(ids(made.json["elements"]) == ["el-1", "el-2", "el-3"])
         #expect(made.json["size"] as? Int == 3 && made.json["max_size"] as? Int == 3)
         #expect(try await s.call("PUT", "/v1/pools/x", s.put(#"{"size": 3}"#)).status == 200)
         #expect(try await s.call("PUT", "/v1/pools/x", s.put(#"{"size": 4}"#)).status == 409)
 
         let prefixed = try await s.call(
             "PUT", "/v1/pools/g", s.put(#"{"size": 1, "grow": {"max_size": 2, "prefix": "gpu-"}}"#))
-        #expect(Self.ids(prefixed.json["elements"]) == ["gpu-1"])
+        #expect(ids(prefixed.json["elements"]) == ["gpu-1"])
         let both = try await s.call("PUT", "/v1/pools/y", s.put(#"{"size": 2, "elements": ["a"]}"#))
         #expect(both.status == 400 && both.json["field"] as? String == "size", "\(both.text)")
         #expect(try await s.call("GET", "/v1/pools/y").status == 404)

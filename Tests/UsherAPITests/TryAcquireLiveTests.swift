@@ -9,7 +9,7 @@ import Testing
 /// nothing behind (issue 16), over real sockets.
 /// Each test runs once on a memory queue and once on a Redis-backed one.
 @Suite(.serialized) struct TryAcquireLiveTests {
-    static let both: [TestBackend] = [.memory, .redis]
+    static let both = TestBackend.both
 
     private static let config = #"{"queues": {"lock": {"capacity": 1, "hold_seconds": 60}}}"#
 

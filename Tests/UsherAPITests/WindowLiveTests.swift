@@ -8,7 +8,7 @@ import Testing
 /// with memory windows and once with windows kept in a redis-server of the
 /// test's own (`BackendLiveServer`).
 @Suite(.serialized) struct WindowLiveTests {
-    static let both: [TestBackend] = [.memory, .redis]
+    static let both = TestBackend.both
 
     @Test(arguments: both) func lifecycle(_ backend: TestBackend) async throws {
         let s = try await BackendApp(backend)

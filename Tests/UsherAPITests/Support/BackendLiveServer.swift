@@ -13,6 +13,14 @@ enum TestBackend: String, CustomStringConvertible, Sendable {
     case redis
 
     var description: String { rawValue }
+
+    /// Both backends: the arguments of a test that runs once on each.
+    static let both: [TestBackend] = [.memory, .redis]
+}
+
+/// The `id`s of a JSON list of objects, in order (an answer's page).
+func ids(_ list: Any?) -> [String] {
+    ((list as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
 }
 
 /// A live server whose queues, windows, pools and pipelines are kept on
