@@ -170,4 +170,83 @@ import Testing
         _ = try e.remove(id: "a", now: F.at(3))
         #expect(try e.add("e", key: "k", at: 3).status == .waiting)
     }
+
+    // MARK: dedup_keep latest
+
+    func keepingLatest(_ dedup: DedupMode = .key) throws -> QueueEngine {
+        var e = F.engine(QueueConfig(dedup: dedup, dedupKeep: .latest, opposites: [["like", "unlike"]]))
+        try e.add("holder")
+        return e
+    }
+
+    @Test func withKeepLatestTheNewcomerTakesTheWaitingDuplicatesPlace() throws {
+        var e = try keepingLatest()
+        try e.add("a", key: "city", priority: 2)
+        try e.add("b", key: "other")
+        let dup = try e.enqueue(VisitorRequest(id: "c", key: "city", priority: 0), now: F.at(1))
+        #expect(dup.created && dup.view.status == .waiting && dup.view.position == 1)
+        #expect(dup.view.priority == 2)  // the place, priority included
+        let old = try e.visitor(id: "a", now: F.at(1))
+        #expect(old.status == .merged && old.mergedInto == "c" && old.reason == "replaced")
+        #expect(old.finishedAt == F.at(1))
+        #expect(e.waitingIDs(at: 1) == ["c", "b"])
+        #expect(e.counts.mergedTotal == 1 && e.counts.waiting == 2 && e.balanced)
+        _ = try e.complete(id: "holder", now: F.at(2))
+        #expect(try e.status("c", at: 2) == .granted)
+    }
+
+    @Test func aReplacementStandsInEveryChainOfTheOneItReplaced() throws {
+        var e = try keepingLatest()
+        try e.add("a1", key: "k", action: "like")
+        try e.add("s", key: "k", action: "share")
+        try e.add("a2", key: "k", action: "like")  // replaces a1, still before s
+        #expect(e.waitingIDs() == ["a2", "s"])
+        // The key's most recent waiter is still s: unlike does not meet a2.
+        #expect(try e.add("u", key: "k", action: "unlike").status == .waiting)
+        // The pair chain now ends at a2: the next like replaces it.
+        try e.add("a3", key: "k", action: "like", at: 1)
+        #expect(try e.visitor(id: "a2", now: F.at(1)).mergedInto == "a3")
+        #expect(e.waitingIDs(at: 1) == ["a3", "s", "u"])
+        _ = try e.remove(id: "u", now: F.at(1))
+        _ = try e.remove(id: "s", now: F.at(1))
+        // a3 is now the key's most recent waiter: an unlike cancels it.
+        #expect(try e.add("x", key: "k", action: "unlike", at: 2).cancelledWith == "a3")
+        #expect(e.counts.waiting == 0 && e.balanced)
+    }
+
+    @Test func withKeepLatestAdjacentReplacesTheLastArrival() throws {
+        var e = try keepingLatest(.adjacent)
+        try e.add("a", key: "k")
+        try e.add("b", key: "k")
+        #expect(try e.visitor(id: "a", now: F.at(0)).mergedInto == "b")
+        try e.add("c", key: "j")
+        #expect(try e.add("d", key: "k").status == .waiting)  // c came last
+        #expect(try e.add("e", key: "k").status == .waiting)
+        #expect(try e.visitor(id: "d", now: F.at(0)).reason == "replaced")
+        #expect(e.waitingIDs() == ["b", "c", "e"])
+        #expect(e.balanced)
+    }
+
+    @Test func withKeepLatestADelayEndingReplacesTheWaitingTwin() throws {
+        var e = try keepingLatest()
+        try e.add("a", key: "k")
+        try e.add("b")
+        try e.add("d", key: "k", delay: 5)
+        e.advance(to: F.at(5))
+        #expect(Set(e.drainChanges()) == ["a", "d"])
+        #expect(try e.visitor(id: "a", now: F.at(5)).mergedInto == "d")
+        #expect(e.waitingIDs(at: 5) == ["d", "b"])
+        // The line's oldest entry is still the replaced one's.
+        #expect(e.oldestWaitingSince == F.at(0))
+    }
+
+    @Test func switchingKeepToLatestAppliesToTheNextDuplicate() throws {
+        var e = try busy()
+        try e.add("a", key: "k")
+        #expect(try e.add("b", key: "k").mergedInto == "a")
+        e.apply(QueuePatch(dedupKeep: .latest), now: F.at(1))
+        try e.add("c", key: "k", at: 1)
+        #expect(try e.visitor(id: "a", now: F.at(1)).mergedInto == "c")
+        #expect(e.waitingIDs(at: 1) == ["c"])
+    }
 }

@@ -13,7 +13,8 @@ import Testing
         var seed: UInt64
         var dedup: DedupMode
         var history: Int
-        var description: String { "seed \(seed), \(dedup), history \(history)" }
+        var keep = DedupKeep.first
+        var description: String { "seed \(seed), \(dedup), history \(history), keep \(keep)" }
     }
 
     static let scenarios: [Scenario] = [
@@ -23,13 +24,15 @@ import Testing
         Scenario(seed: 14, dedup: .key, history: 5),
         Scenario(seed: 15, dedup: .adjacent, history: 0),
         Scenario(seed: 16, dedup: .key, history: 40),
+        Scenario(seed: 17, dedup: .key, history: 150, keep: .latest),
+        Scenario(seed: 18, dedup: .adjacent, history: 40, keep: .latest),
     ]
 
     @Test(arguments: scenarios)
     func engineMatchesTheModel(_ s: Scenario) throws {
         var rng = SeededGenerator(seed: s.seed)
         let config = QueueConfig(
-            capacity: 2, maxWaiting: 25, holdSeconds: 6, dedup: s.dedup,
+            capacity: 2, maxWaiting: 25, holdSeconds: 6, dedup: s.dedup, dedupKeep: s.keep,
             opposites: [["like", "unlike"]], history: s.history, idleSeconds: 0, claimSeconds: 0)
         var engine = F.engine(config)
         var model = QueueModel(config: config, createdAt: F.t0.micros)
@@ -90,6 +93,9 @@ import Testing
             case 82..<86:
                 var patch = QueuePatch(capacity: Int.random(in: 0...3, using: &rng))
                 if Int.random(in: 0..<3, using: &rng) == 0 { patch.dedup = modes.randomElement(using: &rng)! }
+                if Int.random(in: 0..<6, using: &rng) == 0 {
+                    patch.dedupKeep = DedupKeep.allCases.randomElement(using: &rng)!
+                }
                 what = "patch \(patch)"
                 model.apply(patch, now: now)
                 engine.apply(patch, now: t)
@@ -255,6 +261,7 @@ struct QueueModel {
     enum Outcome {
         case join
         case merge(String)
+        case replace(String)
         case cancel(String)
     }
 
@@ -267,7 +274,7 @@ struct QueueModel {
         }
         if config.dedup == .key {
             if let d = waiting.filter({ $0.key == key && $0.action == action }).max(by: { $0.seq < $1.seq }) {
-                return .merge(d.id)
+                return config.dedupKeep == .first ? .merge(d.id) : .replace(d.id)
             }
             if let last = waiting.filter({ $0.key == key }).max(by: { $0.seq < $1.seq }), opposite(last.action, action)
             {
@@ -276,7 +283,7 @@ struct QueueModel {
             return .join
         }
         guard let last = waiting.max(by: { $0.seq < $1.seq }), last.key == key else { return .join }
-        if last.action == action { return .merge(last.id) }
+        if last.action == action { return config.dedupKeep == .first ? .merge(last.id) : .replace(last.id) }
         return opposite(last.action, action) ? .cancel(last.id) : .join
     }
 
@@ -291,6 +298,12 @@ struct QueueModel {
         case .merge(let into):
             visitors[id]!.mergedInto = into
             settle(id, as: .merged, at: t)
+        case .replace(let old):
+            visitors[id]!.status = .waiting
+            visitors[id]!.seq = visitors[old]!.seq
+            visitors[id]!.priority = visitors[old]!.priority
+            visitors[old]!.mergedInto = id
+            settle(old, as: .merged, at: t)
         case .cancel(let other):
             visitors[id]!.cancelledWith = other
             visitors[other]!.cancelledWith = id

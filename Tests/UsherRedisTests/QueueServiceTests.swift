@@ -166,6 +166,27 @@ import Testing
         }
     }
 
+    @Test(arguments: both) func withKeepLatestTheNewerDuplicateTakesTheOlderOnesPlace(_ backend: TestBackend)
+        async throws
+    {
+        try await Q.with(backend, QueueConfig(dedup: .key, dedupKeep: .latest, opposites: [["like", "unlike"]])) { q in
+            try await q.enqueue("h")
+            try await q.enqueue("a", key: "k", action: "like", priority: 1)
+            try await q.enqueue("b", key: "other")
+            q.clock.advance(by: 1)
+            let c = try await q.enqueueOutcome(VisitorRequest(id: "c", key: "k", action: "like"))
+            #expect(c.created && c.view.status == .waiting && c.view.position == 1 && c.view.priority == 1)
+            let a = try await q.visitor("a")
+            #expect(a.status == .merged && a.mergedInto == "c" && a.reason == "replaced")
+            #expect(a.finishedAt == q.at(1))
+            #expect(try await q.state().waiting.map(\.id) == ["c", "b"])
+            // The replacement is the key's most recent waiter: an opposite meets it.
+            #expect(try await q.enqueue("u", key: "k", action: "unlike").cancelledWith == "c")
+            let counts = try await q.counts()
+            #expect(counts.mergedTotal == 1 && counts.cancelledTotal == 2 && counts.waiting == 1)
+        }
+    }
+
     @Test(arguments: both) func adjacentComparesOnlyWithTheMostRecentArrivalStillWaiting(_ backend: TestBackend)
         async throws
     {

@@ -10,10 +10,12 @@ import Testing
 /// Fences differ in value (memory counts from the creation time, Redis takes
 /// max(last + 1, now)), so only their order is compared.
 extension RedisQueueStoreTests {
-    @Test(arguments: [(UInt64(1), DedupMode.key), (2, .adjacent), (3, .off), (4, .key)])
-    func answersLikeTheMemoryEngine(seed: UInt64, dedup: DedupMode) async throws {
+    @Test(arguments: [
+        (UInt64(1), DedupMode.key, DedupKeep.first), (2, .adjacent, .latest), (3, .off, .first), (4, .key, .latest),
+    ])
+    func answersLikeTheMemoryEngine(seed: UInt64, dedup: DedupMode, keep: DedupKeep) async throws {
         let server = try await RedisServer()
-        var run = try await DifferentialRun(server: server, seed: seed, dedup: dedup)
+        var run = try await DifferentialRun(server: server, seed: seed, dedup: dedup, keep: keep)
         try await run.play(operations: 2500)
         try await run.finish()
         // The run went through every kind of ending (so the comparisons covered them).
@@ -53,7 +55,7 @@ struct DifferentialRun {
     var expectedChanges: [[VisitorView]] = []
     var operations = 0
 
-    init(server: RedisServer, seed: UInt64, dedup: DedupMode) async throws {
+    init(server: RedisServer, seed: UInt64, dedup: DedupMode, keep: DedupKeep) async throws {
         let notices = self.notices
         subscriber = try RedisSubscriber(
             endpoint: server.endpoint, connectTimeoutSeconds: 1, channels: ["usher:notices"]
@@ -65,7 +67,8 @@ struct DifferentialRun {
         try await RedisQueueStoreTests.waitUntil { await RedisQueueStoreTests.subscribers(server) == 1 }
         rng = SplitMix(state: seed)
         let config = QueueConfig(
-            capacity: 2, maxWaiting: 6, holdSeconds: 8, dedup: dedup, opposites: [["like", "unlike"]], history: 5,
+            capacity: 2, maxWaiting: 6, holdSeconds: 8, dedup: dedup, dedupKeep: keep, opposites: [["like", "unlike"]],
+            history: 5,
             idleSeconds: 6, claimSeconds: 4)
         store = RedisQueueStoreTests.store(server, clock)
         engine = QueueEngine(name: "q", config: config, createdAt: clock.now())
@@ -165,7 +168,9 @@ struct DifferentialRun {
             case 76..<78:
                 let patch = QueuePatch(
                     capacity: chance(50) ? Int(rng.next() % 4) : nil, maxWaiting: chance(20) ? 3 : nil,
-                    holdSeconds: chance(30) ? pick([5, 8, 0]) : nil, history: chance(30) ? Int(rng.next() % 7) : nil,
+                    holdSeconds: chance(30) ? pick([5, 8, 0]) : nil,
+                    dedupKeep: chance(10) ? pick(DedupKeep.allCases) : nil,
+                    history: chance(30) ? Int(rng.next() % 7) : nil,
                     idleSeconds: chance(15) ? pick([0, 3, 6]) : nil, claimSeconds: chance(15) ? pick([0, 2, 4]) : nil)
                 let memory = engine.apply(patch, now: now)
                 #expect(try await store.apply(patch) == memory)

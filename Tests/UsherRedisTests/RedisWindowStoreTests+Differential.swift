@@ -11,10 +11,12 @@ import Testing
 /// the same answers and notices. Fences differ in value, so only their order
 /// is compared.
 extension RedisWindowStoreTests {
-    @Test(arguments: [(UInt64(1), DedupMode.key), (2, .adjacent), (3, .off), (4, .key)])
-    func answersLikeTheMemoryWindow(seed: UInt64, dedup: DedupMode) async throws {
+    @Test(arguments: [
+        (UInt64(1), DedupMode.key, DedupKeep.first), (2, .adjacent, .latest), (3, .off, .first), (4, .key, .latest),
+    ])
+    func answersLikeTheMemoryWindow(seed: UInt64, dedup: DedupMode, keep: DedupKeep) async throws {
         let server = try await RedisServer()
-        var run = try await WindowDifferentialRun(server: server, seed: seed, dedup: dedup)
+        var run = try await WindowDifferentialRun(server: server, seed: seed, dedup: dedup, keep: keep)
         try await run.play(operations: 2000)
         try await run.finish()
         // The run went through every kind of ending (so the comparisons covered them).
@@ -40,10 +42,10 @@ struct WindowDifferentialRun {
     var expectedChanges: [[WindowItem]] = []
     var operations = 0
 
-    init(server: RedisServer, seed: UInt64, dedup: DedupMode) async throws {
+    init(server: RedisServer, seed: UInt64, dedup: DedupMode, keep: DedupKeep) async throws {
         (notices, subscriber) = try await RedisWindowStoreTests.listen(server)
         rng = SplitMix(state: seed)
-        config = WindowConfig(maxWaiting: 5, displaySeconds: 4, dedup: dedup)
+        config = WindowConfig(maxWaiting: 5, displaySeconds: 4, dedup: dedup, dedupKeep: keep)
         store = RedisWindowStoreTests.store(server, clock)
         engine = QueueEngine(
             name: "w", config: config.queueConfig, createdAt: clock.now(), holdPolicy: .ownOverrides)
@@ -122,7 +124,8 @@ struct WindowDifferentialRun {
                 let patch = WindowPatch(
                     maxWaiting: chance(30) ? Int(rng.next() % 6) : nil,
                     displaySeconds: chance(50) ? pick([2, 4, 0]) : nil,
-                    dedup: chance(20) ? pick([.key, .adjacent, .off]) : nil)
+                    dedup: chance(20) ? pick([.key, .adjacent, .off]) : nil,
+                    dedupKeep: chance(10) ? pick(DedupKeep.allCases) : nil)
                 _ = engine.apply(patch.queuePatch, now: now)
                 config = patch.applied(to: config)
                 #expect(try await store.apply(patch) == config)

@@ -171,6 +171,25 @@ import Testing
         }
     }
 
+    @Test(arguments: both) func withKeepLatestTheNewerItemIsShownInTheQueuedOnesPlace(_ backend: TestBackend)
+        async throws
+    {
+        try await W.with(backend, WindowConfig(dedup: .key, dedupKeep: .latest)) { w in
+            try await w.show(ShowRequest(id: "a", key: "order"))
+            try await w.show(ShowRequest(id: "city-1", key: "city", title: "Berlin"))
+            try await w.show(ShowRequest(id: "b", key: "order"))  // replaces nothing: a is shown
+            let paris = try await w.show(ShowRequest(id: "city-2", key: "city", title: "Paris"))
+            #expect(paris.status == .queued && paris.position == 1)
+            #expect(try await w.queued() == ["city-2", "b"])
+            _ = try await w.dismiss("a")
+            #expect(try await w.showing() == "city-2")
+            #expect(try await w.item("city-2").title == "Paris")
+            let berlin = try await w.item("city-1")
+            #expect(berlin.status == .merged && berlin.mergedInto == "city-2" && berlin.reason == "replaced")
+            #expect(try await w.counts().mergedTotal == 1)
+        }
+    }
+
     @Test(arguments: both) func dedupOffNeverMergesAndMaxWaitingRefuses(_ backend: TestBackend) async throws {
         try await W.with(backend, WindowConfig(maxWaiting: 2, dedup: .off)) { w in
             for id in ["a", "b", "c"] { try await w.show(ShowRequest(id: id, key: "k")) }

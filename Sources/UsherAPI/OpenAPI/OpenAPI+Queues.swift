@@ -4,6 +4,12 @@ import UsherCore
 // and the routes of `QueueRoutes`.
 
 extension OpenAPIDocument {
+    /// `dedup_keep`, the same on queues and windows.
+    static let dedupKeepSchema = Schema.enumeration(
+        DedupKeep.allCases.map(\.rawValue),
+        "which of two duplicates stays: first (the one waiting; the newcomer is merged into it) or latest (the newcomer, in the waiting one's place; that one is merged, reason replaced); default first"
+    )
+
     static var queueSchemas: [(String, JSONValue)] {
         typealias L = QueueConfig.Limits
         let dedup = Schema.enumeration(
@@ -26,6 +32,7 @@ extension OpenAPIDocument {
                 Schema.seconds(L.seconds, "a holder not completed by then expires; 0 = no limit; default 30")
             ),
             ("dedup", dedup),
+            ("dedup_keep", dedupKeepSchema),
             (
                 "opposites",
                 Schema.array(pairSchema(pair), "pairs of actions that cancel, e.g. [[\"like\",\"unlike\"]]; default []")
@@ -69,7 +76,8 @@ extension OpenAPIDocument {
                 Schema.object(
                     [
                         ("capacity", Schema.count), ("max_waiting", Schema.count), ("hold_seconds", Schema.secondsOut),
-                        ("dedup", dedup), ("opposites", Schema.array(pairSchema(Schema.array(Schema.string())))),
+                        ("dedup", dedup), ("dedup_keep", dedupKeepSchema),
+                        ("opposites", Schema.array(pairSchema(Schema.array(Schema.string())))),
                         ("history", Schema.count), ("idle_seconds", Schema.secondsOut),
                         ("claim_seconds", Schema.secondsOut),
                     ], "the config, every default filled in")
@@ -123,16 +131,19 @@ extension OpenAPIDocument {
                         ("expires_at", Schema.nullable(Schema.timestamp)),
                         ("finished_at", Schema.nullable(Schema.timestamp)),
                         ("fence", Schema.nullable(Schema.fence)),
-                        ("merged_into", Schema.name("merged: the waiting visitor it merged into")),
+                        (
+                            "merged_into",
+                            Schema.name("merged: the visitor it merged into (the newer one when replaced)")
+                        ),
                         ("cancelled_with", Schema.name("cancelled by an opposite: the other visitor")),
                         (
                             "reason",
                             Schema.enumeration(
                                 [
                                     "opposite", "client", "disconnected", "timeout", "abandoned", "undelivered",
-                                    "unclaimed",
+                                    "unclaimed", "replaced",
                                 ],
-                                "why it finished so: cancelled (opposite, client, disconnected, timeout, abandoned) or released (undelivered, unclaimed)"
+                                "why it finished so: cancelled (opposite, client, disconnected, timeout, abandoned), released (undelivered, unclaimed) or merged into a newer duplicate (replaced)"
                             )
                         ),
                     ], optional: ["position", "estimated_wait_seconds", "merged_into", "cancelled_with", "reason"],

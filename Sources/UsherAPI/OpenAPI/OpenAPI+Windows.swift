@@ -19,6 +19,7 @@ extension OpenAPIDocument {
                 Schema.seconds(L.seconds, "auto-dismiss after this long; 0 = until dismissed; default 0")
             ),
             ("dedup", dedup),
+            ("dedup_keep", dedupKeepSchema),
         ]
         return [
             ("WindowConfigRequest", Schema.request(configFields, "a window's config; every field optional")),
@@ -40,6 +41,7 @@ extension OpenAPIDocument {
                 Schema.object(
                     [
                         ("max_waiting", Schema.count), ("display_seconds", Schema.secondsOut), ("dedup", dedup),
+                        ("dedup_keep", dedupKeepSchema),
                     ], "the config, every default filled in")
             ),
             (
@@ -91,8 +93,12 @@ extension OpenAPIDocument {
                         ("expires_at", Schema.nullable(Schema.timestamp)),
                         ("dismissed_at", Schema.nullable(Schema.timestamp)),
                         ("fence", Schema.nullable(Schema.fence)),
-                        ("merged_into", Schema.name("merged: the queued item it merged into")),
-                    ], optional: ["position", "merged_into"], "an item; position only while queued")
+                        ("merged_into", Schema.name("merged: the item it merged into (the newer one when replaced)")),
+                        (
+                            "reason",
+                            Schema.enumeration(["replaced"], "merged into a newer duplicate (dedup_keep latest)")
+                        ),
+                    ], optional: ["position", "merged_into", "reason"], "an item; position only while queued")
             ),
             (
                 "WindowCounts",

@@ -45,7 +45,9 @@ enum WindowRoutes: ConfiguredKind {
 
     /// The patch that brings a window to `config`.
     static func patch(to config: WindowConfig) -> WindowPatch {
-        WindowPatch(maxWaiting: config.maxWaiting, displaySeconds: config.displaySeconds, dedup: config.dedup)
+        WindowPatch(
+            maxWaiting: config.maxWaiting, displaySeconds: config.displaySeconds, dedup: config.dedup,
+            dedupKeep: config.dedupKeep)
     }
 
     static func add(to router: inout Router<Route>) {

@@ -63,6 +63,7 @@ struct QueueConfigBody: Encodable {
 
     enum CodingKeys: String, CodingKey {
         case capacity, dedup, opposites, history
+        case dedupKeep = "dedup_keep"
         case maxWaiting = "max_waiting"
         case holdSeconds = "hold_seconds"
         case idleSeconds = "idle_seconds"
@@ -75,6 +76,7 @@ struct QueueConfigBody: Encodable {
         try container.encode(config.maxWaiting, forKey: .maxWaiting)
         try container.encodeSeconds(config.holdSeconds, forKey: .holdSeconds)
         try container.encode(config.dedup.rawValue, forKey: .dedup)
+        try container.encode(config.dedupKeep.rawValue, forKey: .dedupKeep)
         try container.encode(config.opposites, forKey: .opposites)
         try container.encode(config.history, forKey: .history)
         try container.encodeSeconds(config.idleSeconds, forKey: .idleSeconds)

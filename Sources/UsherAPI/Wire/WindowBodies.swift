@@ -2,13 +2,14 @@ import UsherCore
 
 /// A window item on the wire. Always present, `null` when empty: `key`,
 /// `title`, `message`, `payload`, `shown_at`, `expires_at`, `dismissed_at`,
-/// `fence`. Only while queued: `position`; only when merged: `merged_into`.
+/// `fence`. Only while queued: `position`; only when merged: `merged_into`
+/// (and `reason` `replaced` when a newer duplicate took its place).
 struct WindowItemBody: Encodable {
     let item: WindowItem
     init(_ item: WindowItem) { self.item = item }
 
     enum CodingKeys: String, CodingKey {
-        case id, window, key, title, message, payload, priority, status, position, fence
+        case id, window, key, title, message, payload, priority, status, position, fence, reason
         case queuedAt = "queued_at"
         case shownAt = "shown_at"
         case expiresAt = "expires_at"
@@ -38,6 +39,7 @@ struct WindowItemBody: Encodable {
         try container.encodeTime(item.dismissedAt, forKey: .dismissedAt)
         try container.encodeAlways(item.fence, forKey: .fence)
         try container.encodeIfPresent(item.mergedInto, forKey: .mergedInto)
+        try container.encodeIfPresent(item.reason, forKey: .reason)
     }
 
     /// An item always present: `null` when there is none.
@@ -62,6 +64,7 @@ struct WindowStateBody: Encodable {
 
     enum ConfigKeys: String, CodingKey {
         case dedup
+        case dedupKeep = "dedup_keep"
         case maxWaiting = "max_waiting"
         case displaySeconds = "display_seconds"
     }
@@ -73,6 +76,7 @@ struct WindowStateBody: Encodable {
         try config.encode(state.config.maxWaiting, forKey: .maxWaiting)
         try config.encodeSeconds(state.config.displaySeconds, forKey: .displaySeconds)
         try config.encode(state.config.dedup.rawValue, forKey: .dedup)
+        try config.encode(state.config.dedupKeep.rawValue, forKey: .dedupKeep)
         try WindowItemBody.write(state.showing, forKey: .showing, to: &container)
         var queued = container.nestedUnkeyedContainer(forKey: .queued)
         for item in state.queued {

@@ -9,6 +9,15 @@ package enum DedupMode: String, Sendable, Equatable, CaseIterable {
     case off
 }
 
+/// Which of two duplicates stays in line (`dedup_keep`).
+package enum DedupKeep: String, Sendable, Equatable, CaseIterable {
+    /// The one already waiting; the newcomer is merged into it (the default).
+    case first
+    /// The newcomer, in the waiting one's place; that one is merged into it
+    /// (reason `replaced`).
+    case latest
+}
+
 /// A queue's configuration. Every field has a default, so `{}` is a valid config.
 package struct QueueConfig: Sendable, Equatable {
     /// `capacity` (1): slots; 0 closes the resource (nobody is granted, visitors still wait).
@@ -19,6 +28,8 @@ package struct QueueConfig: Sendable, Equatable {
     package var holdSeconds: Double
     /// `dedup` (`off`; `key` when `opposites` are given): see `DedupMode`.
     package var dedup: DedupMode
+    /// `dedup_keep` (`first`): see `DedupKeep`.
+    package var dedupKeep: DedupKeep
     /// `opposites` (`[]`): pairs of actions that cancel each other.
     package var opposites: [[String]]
     /// `history` (1000): finished visitors kept visible, and their client ids remembered.
@@ -39,13 +50,14 @@ package struct QueueConfig: Sendable, Equatable {
     /// A config; every argument defaults to the documented default.
     package init(
         capacity: Int = 1, maxWaiting: Int = 10_000, holdSeconds: Double = 30,
-        dedup: DedupMode? = nil, opposites: [[String]] = [], history: Int = 1000,
+        dedup: DedupMode? = nil, dedupKeep: DedupKeep = .first, opposites: [[String]] = [], history: Int = 1000,
         idleSeconds: Double = defaultIdleSeconds, claimSeconds: Double = defaultClaimSeconds
     ) {
         self.capacity = capacity
         self.maxWaiting = maxWaiting
         self.holdSeconds = holdSeconds
         self.dedup = dedup ?? Self.defaultDedup(opposites: opposites)
+        self.dedupKeep = dedupKeep
         self.opposites = opposites
         self.history = history
         self.idleSeconds = idleSeconds
@@ -90,6 +102,7 @@ extension QueueConfig {
         changes.compare("max_waiting", before.maxWaiting, after.maxWaiting, JSONValue.int)
         changes.compare("hold_seconds", before.holdSeconds, after.holdSeconds, ConfigChanges.seconds)
         changes.compare("dedup", before.dedup, after.dedup) { .string($0.rawValue) }
+        changes.compare("dedup_keep", before.dedupKeep, after.dedupKeep) { .string($0.rawValue) }
         changes.compare("opposites", before.opposites, after.opposites) { pairs in
             .array(pairs.map { .array($0.map(JSONValue.string)) })
         }
@@ -110,6 +123,8 @@ package struct QueuePatch: Sendable, Equatable {
     package var holdSeconds: Double?
     /// `dedup`: applies to visitors entering the line from now on.
     package var dedup: DedupMode?
+    /// `dedup_keep`: applies to duplicates met from now on.
+    package var dedupKeep: DedupKeep?
     /// `opposites`: replaces the whole list.
     package var opposites: [[String]]?
     /// `history`: lowering it forgets the oldest finished visitors.
@@ -122,13 +137,14 @@ package struct QueuePatch: Sendable, Equatable {
     /// A patch naming only the given fields.
     package init(
         capacity: Int? = nil, maxWaiting: Int? = nil, holdSeconds: Double? = nil,
-        dedup: DedupMode? = nil, opposites: [[String]]? = nil, history: Int? = nil,
+        dedup: DedupMode? = nil, dedupKeep: DedupKeep? = nil, opposites: [[String]]? = nil, history: Int? = nil,
         idleSeconds: Double? = nil, claimSeconds: Double? = nil
     ) {
         self.capacity = capacity
         self.maxWaiting = maxWaiting
         self.holdSeconds = holdSeconds
         self.dedup = dedup
+        self.dedupKeep = dedupKeep
         self.opposites = opposites
         self.history = history
         self.idleSeconds = idleSeconds
@@ -139,7 +155,7 @@ package struct QueuePatch: Sendable, Equatable {
     package init(setting config: QueueConfig) {
         self.init(
             capacity: config.capacity, maxWaiting: config.maxWaiting, holdSeconds: config.holdSeconds,
-            dedup: config.dedup, opposites: config.opposites, history: config.history,
+            dedup: config.dedup, dedupKeep: config.dedupKeep, opposites: config.opposites, history: config.history,
             idleSeconds: config.idleSeconds, claimSeconds: config.claimSeconds)
     }
 
@@ -150,12 +166,8 @@ package struct QueuePatch: Sendable, Equatable {
         p.capacity = try reader.int("capacity", in: QueueConfig.Limits.capacity)
         p.maxWaiting = try reader.int("max_waiting", in: QueueConfig.Limits.maxWaiting)
         p.holdSeconds = try reader.duration("hold_seconds")
-        if let raw = try reader.string("dedup") {
-            guard let mode = DedupMode(rawValue: raw) else {
-                throw FieldError(field: reader.fieldPath("dedup"), message: "must be \"key\", \"adjacent\" or \"off\"")
-            }
-            p.dedup = mode
-        }
+        p.dedup = try DedupMode.parse(&reader)
+        p.dedupKeep = try DedupKeep.parse(&reader)
         if let list = try reader.array("opposites") {
             p.opposites = try parseOpposites(list, field: reader.fieldPath("opposites"))
         }
@@ -172,6 +184,7 @@ package struct QueuePatch: Sendable, Equatable {
         if let maxWaiting { c.maxWaiting = maxWaiting }
         if let holdSeconds { c.holdSeconds = holdSeconds }
         if let dedup { c.dedup = dedup }
+        if let dedupKeep { c.dedupKeep = dedupKeep }
         if let opposites { c.opposites = opposites }
         if let history { c.history = history }
         if let idleSeconds { c.idleSeconds = idleSeconds }
@@ -194,5 +207,27 @@ package struct QueuePatch: Sendable, Equatable {
             pairs.append([a, b])
         }
         return pairs
+    }
+}
+
+extension DedupMode {
+    /// Reads `dedup`, nil when absent (queues and windows share it).
+    static func parse(_ reader: inout FieldReader) throws(FieldError) -> DedupMode? {
+        guard let raw = try reader.string("dedup") else { return nil }
+        guard let mode = DedupMode(rawValue: raw) else {
+            throw FieldError(field: reader.fieldPath("dedup"), message: "must be \"key\", \"adjacent\" or \"off\"")
+        }
+        return mode
+    }
+}
+
+extension DedupKeep {
+    /// Reads `dedup_keep`, nil when absent (queues and windows share it).
+    static func parse(_ reader: inout FieldReader) throws(FieldError) -> DedupKeep? {
+        guard let raw = try reader.string("dedup_keep") else { return nil }
+        guard let keep = DedupKeep(rawValue: raw) else {
+            throw FieldError(field: reader.fieldPath("dedup_keep"), message: "must be \"first\" or \"latest\"")
+        }
+        return keep
     }
 }

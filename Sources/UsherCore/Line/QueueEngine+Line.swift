@@ -7,6 +7,8 @@ extension QueueEngine {
         case enter
         /// It is merged into this waiting visitor.
         case merge(Int32)
+        /// It takes this waiting duplicate's place, which is merged into it.
+        case replace(Int32)
         /// It and this waiting visitor cancel each other.
         case cancel(Int32)
     }
@@ -94,16 +96,21 @@ extension QueueEngine {
         case .off:
             return .enter
         case .key:
-            if let t = lastWithPair[KeyAction(key: key, action: action)] { return .merge(t) }
+            if let t = lastWithPair[KeyAction(key: key, action: action)] { return duplicate(t) }
             if let t = lastWithKey[key], isOpposite(action, records[Int(t)].action) { return .cancel(t) }
             return .enter
         case .adjacent:
             let t = lastArrival
             guard t != VisitorRecord.none, records[Int(t)].key == key else { return .enter }
-            if records[Int(t)].action == action { return .merge(t) }
+            if records[Int(t)].action == action { return duplicate(t) }
             if isOpposite(action, records[Int(t)].action) { return .cancel(t) }
             return .enter
         }
+    }
+
+    /// Meeting the waiting duplicate `t`: `dedup_keep` says which one stays.
+    private func duplicate(_ t: Int32) -> Dedup {
+        config.dedupKeep == .first ? .merge(t) : .replace(t)
     }
 
     /// `h` (status `waiting`, not yet in any list) enters the line at `t`,
@@ -116,6 +123,10 @@ extension QueueEngine {
         case .merge(let into):
             related[h] = records[Int(into)].id
             settle(h, as: .merged, at: t, reason: nil)
+        case .replace(let old):
+            replaceWaiting(old, with: h)
+            related[old] = records[Int(h)].id
+            settle(old, as: .merged, at: t, reason: .replaced)
         case .cancel(let other):
             related[h] = records[Int(other)].id
             related[other] = records[Int(h)].id

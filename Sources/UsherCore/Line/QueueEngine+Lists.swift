@@ -66,6 +66,47 @@ extension QueueEngine {
         counts.waiting -= 1
     }
 
+    /// `new` (same key and action, in no list) takes waiting `old`'s place in
+    /// every list: its priority, its arrival order and line entry, its chains.
+    /// `old` is left in none, with its links cleared.
+    mutating func replaceWaiting(_ old: Int32, with new: Int32) {
+        let (o, n) = (Int(old), Int(new))
+        let place = line.key(of: old)
+        line.remove(old)
+        line.insert(new, priority: place.priority, seq: place.seq)
+        let r = records[o]
+        records[n].priority = r.priority
+        records[n].deadline = r.deadline  // the line entry's time: arrival order stays sorted by it
+        records[n].linePrev = r.linePrev
+        records[n].lineNext = r.lineNext
+        records[n].keyPrev = r.keyPrev
+        records[n].keyNext = r.keyNext
+        records[n].pairPrev = r.pairPrev
+        records[n].pairNext = r.pairNext
+        if r.linePrev != VisitorRecord.none { records[Int(r.linePrev)].lineNext = new } else { firstArrival = new }
+        if r.lineNext != VisitorRecord.none { records[Int(r.lineNext)].linePrev = new } else { lastArrival = new }
+        if r.keyPrev != VisitorRecord.none { records[Int(r.keyPrev)].keyNext = new }
+        if r.pairPrev != VisitorRecord.none { records[Int(r.pairPrev)].pairNext = new }
+        if let key = r.key {
+            if r.keyNext != VisitorRecord.none {
+                records[Int(r.keyNext)].keyPrev = new
+            } else {
+                lastWithKey[key] = new
+            }
+            if r.pairNext != VisitorRecord.none {
+                records[Int(r.pairNext)].pairPrev = new
+            } else {
+                lastWithPair[KeyAction(key: key, action: r.action)] = new
+            }
+        }
+        records[o].linePrev = VisitorRecord.none
+        records[o].lineNext = VisitorRecord.none
+        records[o].keyPrev = VisitorRecord.none
+        records[o].keyNext = VisitorRecord.none
+        records[o].pairPrev = VisitorRecord.none
+        records[o].pairNext = VisitorRecord.none
+    }
+
     mutating func linkHolder(_ h: Int32) {
         records[Int(h)].linePrev = lastHolder
         if lastHolder != VisitorRecord.none {

@@ -82,6 +82,8 @@ enum FinishReason: String, Sendable {
     /// Released (a pool: recycled): granted while no client was parked on
     /// it, and not claimed within `claim_seconds`.
     case unclaimed
+    /// Merged with `dedup_keep: "latest"`: a newer duplicate took its place in line.
+    case replaced
 }
 
 /// A key with an action: the index for duplicates in `key` mode.

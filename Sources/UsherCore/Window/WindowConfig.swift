@@ -8,12 +8,17 @@ package struct WindowConfig: Sendable, Equatable {
     package var displaySeconds: Double
     /// `dedup` (`off`): with `key`, a new item whose `key` matches a queued one merges into it.
     package var dedup: DedupMode
+    /// `dedup_keep` (`first`): with `latest`, the new item takes the queued one's place instead.
+    package var dedupKeep: DedupKeep
 
     /// A config; every argument defaults to the documented default.
-    package init(maxWaiting: Int = 1000, displaySeconds: Double = 0, dedup: DedupMode = .off) {
+    package init(
+        maxWaiting: Int = 1000, displaySeconds: Double = 0, dedup: DedupMode = .off, dedupKeep: DedupKeep = .first
+    ) {
         self.maxWaiting = maxWaiting
         self.displaySeconds = displaySeconds
         self.dedup = dedup
+        self.dedupKeep = dedupKeep
     }
 
     /// Reads a config object; missing fields take their defaults. The caller
@@ -28,6 +33,7 @@ package struct WindowConfig: Sendable, Equatable {
         changes.compare("max_waiting", before.maxWaiting, after.maxWaiting, JSONValue.int)
         changes.compare("display_seconds", before.displaySeconds, after.displaySeconds, ConfigChanges.seconds)
         changes.compare("dedup", before.dedup, after.dedup) { .string($0.rawValue) }
+        changes.compare("dedup_keep", before.dedupKeep, after.dedupKeep) { .string($0.rawValue) }
         return changes
     }
 
@@ -37,7 +43,7 @@ package struct WindowConfig: Sendable, Equatable {
     var queueConfig: QueueConfig {
         QueueConfig(
             capacity: 1, maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup,
-            opposites: [], history: WindowSlot.history, idleSeconds: 0, claimSeconds: 0)
+            dedupKeep: dedupKeep, opposites: [], history: WindowSlot.history, idleSeconds: 0, claimSeconds: 0)
     }
 }
 
@@ -49,26 +55,27 @@ package struct WindowPatch: Sendable, Equatable {
     package var displaySeconds: Double?
     /// `dedup`: applies to items queued from now on.
     package var dedup: DedupMode?
+    /// `dedup_keep`: applies to duplicates met from now on.
+    package var dedupKeep: DedupKeep?
 
     /// A patch naming only the given fields.
-    package init(maxWaiting: Int? = nil, displaySeconds: Double? = nil, dedup: DedupMode? = nil) {
+    package init(
+        maxWaiting: Int? = nil, displaySeconds: Double? = nil, dedup: DedupMode? = nil, dedupKeep: DedupKeep? = nil
+    ) {
         self.maxWaiting = maxWaiting
         self.displaySeconds = displaySeconds
         self.dedup = dedup
+        self.dedupKeep = dedupKeep
     }
 
-    /// Reads `max_waiting`, `display_seconds`, `dedup`, none required. The
+    /// Reads `max_waiting`, `display_seconds`, `dedup`, `dedup_keep`, none required. The
     /// caller calls `reader.finish()`.
     package static func parse(_ reader: inout FieldReader) throws(FieldError) -> WindowPatch {
         var p = WindowPatch()
         p.maxWaiting = try reader.int("max_waiting", in: QueueConfig.Limits.maxWaiting)
         p.displaySeconds = try reader.duration("display_seconds")
-        if let raw = try reader.string("dedup") {
-            guard let mode = DedupMode(rawValue: raw) else {
-                throw FieldError(field: reader.fieldPath("dedup"), message: "must be \"key\", \"adjacent\" or \"off\"")
-            }
-            p.dedup = mode
-        }
+        p.dedup = try DedupMode.parse(&reader)
+        p.dedupKeep = try DedupKeep.parse(&reader)
         return p
     }
 
@@ -78,11 +85,12 @@ package struct WindowPatch: Sendable, Equatable {
         if let maxWaiting { c.maxWaiting = maxWaiting }
         if let displaySeconds { c.displaySeconds = displaySeconds }
         if let dedup { c.dedup = dedup }
+        if let dedupKeep { c.dedupKeep = dedupKeep }
         return c
     }
 
     /// The same change in the queue engine's terms.
     var queuePatch: QueuePatch {
-        QueuePatch(maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup)
+        QueuePatch(maxWaiting: maxWaiting, holdSeconds: displaySeconds, dedup: dedup, dedupKeep: dedupKeep)
     }
 }

@@ -68,6 +68,8 @@ package struct WindowItem: Sendable, Equatable {
     package var fence: Int64?
     /// The queued item it was merged into.
     package var mergedInto: String?
+    /// Merged: `replaced` when a newer duplicate took its place (`dedup_keep: "latest"`).
+    package var reason: String?
 
     /// The item a queue visitor of a window stands for.
     package init(_ v: VisitorView, window: String) {
@@ -87,6 +89,7 @@ package struct WindowItem: Sendable, Equatable {
         dismissedAt = v.finishedAt
         fence = v.fence
         mergedInto = v.mergedInto
+        reason = v.status == .merged ? v.reason : nil
     }
 }
 

@@ -136,6 +136,7 @@ local function load_config()
   cfg.hold_seconds = meta.hold_seconds
   cfg.hold_us = num(meta.hold_us)
   cfg.dedup = meta.dedup
+  cfg.dedup_keep = meta.dedup_keep or 'first'  -- a line made before dedup_keep keeps the first
   cfg.opposites_text = meta.opposites
   cfg.history = num(meta.history)
   -- A line made before idle and claim checks has neither.
@@ -160,7 +161,7 @@ end
 
 local function config_fields()
   return { int_text(cfg.capacity), int_text(cfg.max_waiting), cfg.hold_seconds, cfg.dedup, cfg.opposites_text,
-    int_text(cfg.history), cfg.idle_seconds, cfg.claim_seconds }
+    int_text(cfg.history), cfg.idle_seconds, cfg.claim_seconds, cfg.dedup_keep }
 end
 
 -- Changes of the current operation: ids in first-change order.
@@ -408,12 +409,18 @@ local function is_opposite(a, b)
   return false
 end
 
--- 'enter', or 'merge'/'cancel' with the waiting visitor it meets (docs/api.md, Queues).
+-- Meeting a waiting duplicate: dedup_keep says which one stays.
+local function duplicate(other)
+  if cfg.dedup_keep == 'latest' then return 'replace', other end
+  return 'merge', other
+end
+
+-- 'enter', or 'merge'/'replace'/'cancel' with the waiting visitor it meets (docs/api.md, Queues).
 local function dedup(key, action)
   if not key or cfg.dedup == 'off' then return 'enter' end
   if cfg.dedup == 'key' then
     local t = redis.call('HGET', K_LP, pair_key(key, action))
-    if t then return 'merge', rec_get(t) end
+    if t then return duplicate(rec_get(t)) end
     t = redis.call('HGET', K_LK, key)
     if t then
       local other = rec_get(t)
@@ -425,9 +432,41 @@ local function dedup(key, action)
   if not last then return 'enter' end
   local other = rec_get(last)
   if other.key ~= key then return 'enter' end
-  if other.action == action then return 'merge', other end
+  if other.action == action then return duplicate(other) end
   if is_opposite(action, other.action) then return 'cancel', other end
   return 'enter'
+end
+
+-- In a chain (`pf`/`nf` fields, last element indexed under `index_key` in
+-- `index`), `r` takes `old`'s place.
+local function take_chain_place(r, old, pf, nf, index, index_key)
+  r[pf], r[nf] = old[pf], old[nf]
+  if old[pf] then
+    local p = rec_get(old[pf])
+    p[nf] = r.id
+    rec_put(p)
+  end
+  if old[nf] then
+    local n = rec_get(old[nf])
+    n[pf] = r.id
+    rec_put(n)
+  else
+    redis.call('HSET', index, index_key, r.id)
+  end
+  old[pf], old[nf] = nil, nil
+end
+
+-- `r` (same key and action, in no list) takes waiting `old`'s place: its
+-- priority, arrival number, line entry time and chains (QueueEngine.replaceWaiting).
+local function replace_waiting(old, r)
+  r.pri, r.seq, r.dl = old.pri, old.seq, old.dl
+  redis.call('ZREM', K_WAIT, old.id)
+  redis.call('ZREM', K_ARR, old.id)
+  redis.call('ZADD', K_WAIT, wait_score(r), r.id)
+  redis.call('ZADD', K_ARR, num(r.seq), r.id)
+  take_chain_place(r, old, 'kp', 'kn', K_LK, r.key)
+  take_chain_place(r, old, 'pp', 'pn', K_LP, pair_key(r.key, r.action))
+  rec_put(r)
 end
 
 local function enter_line(r, t, outcome, other)
@@ -437,6 +476,11 @@ local function enter_line(r, t, outcome, other)
   elseif outcome == 'merge' then
     r.rel = other.id
     settle(r, 'merged', t, nil)
+  elseif outcome == 'replace' then
+    replace_waiting(other, r)
+    watch_clear(other)
+    other.rel = r.id
+    settle(other, 'merged', t, 'replaced')
   else
     r.rel = other.id
     other.rel = r.id

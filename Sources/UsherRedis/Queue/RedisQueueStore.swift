@@ -47,7 +47,8 @@ package struct RedisQueueStore: ScriptStore {
         let history: String = patch.history.map { String($0) } ?? ""
         let idle = Self.secondsArguments(patch.idleSeconds)
         let claim = Self.secondsArguments(patch.claimSeconds)
-        let arguments = [capacity, maxWaiting] + hold + [dedup, opposites, history] + idle + claim
+        let keep: String = patch.dedupKeep?.rawValue ?? ""
+        let arguments = [capacity, maxWaiting] + hold + [dedup, opposites, history] + idle + claim + [keep]
         return try await runner.run(
             ScriptCall(.patch, arguments, context: nil) { r throws(ReplyShapeError) in try Self.config(&r) })
     }
@@ -244,7 +245,7 @@ package struct RedisQueueStore: ScriptStore {
         [
             String(c.capacity), String(c.maxWaiting), secondsText(c.holdSeconds), String(micros(c.holdSeconds)),
             c.dedup.rawValue, oppositesText(c.opposites), String(c.history),
-        ] + secondsArguments(c.idleSeconds) + secondsArguments(c.claimSeconds)
+        ] + secondsArguments(c.idleSeconds) + secondsArguments(c.claimSeconds) + [c.dedupKeep.rawValue]
     }
 
     /// A `*_seconds` field as its text and its µs; two empty strings for nil (unchanged).
@@ -283,9 +284,10 @@ package struct RedisQueueStore: ScriptStore {
         let history = try r.value("history") { Int($0) }
         let idle = try r.value("idle_seconds") { Double($0) }
         let claim = try r.value("claim_seconds") { Double($0) }
+        let keep = try r.value("dedup_keep", DedupKeep.init(rawValue:))
         return QueueConfig(
-            capacity: capacity, maxWaiting: maxWaiting, holdSeconds: hold, dedup: dedup, opposites: opposites,
-            history: history, idleSeconds: idle, claimSeconds: claim)
+            capacity: capacity, maxWaiting: maxWaiting, holdSeconds: hold, dedup: dedup, dedupKeep: keep,
+            opposites: opposites, history: history, idleSeconds: idle, claimSeconds: claim)
     }
 
     /// The counts and totals as `count_fields` in `line.lua` lists them.

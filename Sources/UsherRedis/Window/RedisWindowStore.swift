@@ -26,6 +26,7 @@ package struct RedisWindowStore: ScriptStore {
         let arguments = [
             String(config.maxWaiting), RedisQueueStore.secondsText(config.displaySeconds),
             String(RedisQueueStore.micros(config.displaySeconds)), config.dedup.rawValue, String(WindowSlot.history),
+            config.dedupKeep.rawValue,
         ]
         return try await run(.create, arguments) { r throws(ReplyShapeError) in
             let created = try r.flag("created")
@@ -49,7 +50,8 @@ package struct RedisWindowStore: ScriptStore {
             ?? ["", ""]
         let maxWaiting: String = patch.maxWaiting.map { String($0) } ?? ""
         let dedup: String = patch.dedup?.rawValue ?? ""
-        return try await run(.patch, [maxWaiting] + display + [dedup]) { r throws(ReplyShapeError) in
+        let keep: String = patch.dedupKeep?.rawValue ?? ""
+        return try await run(.patch, [maxWaiting] + display + [dedup, keep]) { r throws(ReplyShapeError) in
             try Self.config(&r)
         }
     }
@@ -182,7 +184,8 @@ package struct RedisWindowStore: ScriptStore {
         WindowConfig(
             maxWaiting: try r.value("max_waiting") { Int($0) },
             displaySeconds: try r.value("display_seconds") { Double($0) },
-            dedup: try r.value("dedup", DedupMode.init(rawValue:)))
+            dedup: try r.value("dedup", DedupMode.init(rawValue:)),
+            dedupKeep: try r.value("dedup_keep", DedupKeep.init(rawValue:)))
     }
 
     /// An item (the line's view as JSON text).

@@ -11,13 +11,13 @@ LINE.own_overrides = true
 
 local A = ARGV
 
--- max_waiting, display_seconds, dedup.
+-- max_waiting, display_seconds, dedup, dedup_keep.
 local function window_config()
-  return { int_text(cfg.max_waiting), cfg.hold_seconds, cfg.dedup }
+  return { int_text(cfg.max_waiting), cfg.hold_seconds, cfg.dedup, cfg.dedup_keep }
 end
 
 if OP == 'create' then
-  -- ARGV: max_waiting, display seconds, display µs, dedup, history.
+  -- ARGV: max_waiting, display seconds, display µs, dedup, history, dedup_keep.
   if redis.call('EXISTS', K_META) == 1 then
     load_config()
     local reply = window_config()
@@ -27,9 +27,9 @@ if OP == 'create' then
   end
   redis.call('UNLINK', unpack(KEYS))  -- what an eviction of the meta key left
   redis.call('HSET', K_META, 'capacity', '1', 'max_waiting', A[5], 'hold_seconds', A[6], 'hold_us', A[7],
-    'dedup', A[8], 'opposites', '[]', 'history', A[9], 'created', int_text(NOW), 'fence', int_text(NOW - 1),
+    'dedup', A[8], 'dedup_keep', A[10], 'opposites', '[]', 'history', A[9], 'created', int_text(NOW), 'fence', int_text(NOW - 1),
     'lastid', int_text(NOW), 'seq', '0', 'dseq', '0', 'fseq', '0', 'hsum', '0')
-  return { '', '1', A[5], A[6], A[8] }
+  return { '', '1', A[5], A[6], A[8], A[10] }
 end
 
 if OP == 'delete' then
@@ -67,9 +67,9 @@ if OP == 'counts' then
 end
 
 if OP == 'patch' then
-  -- ARGV: max_waiting, display seconds, display µs, dedup ('' = unchanged).
+  -- ARGV: max_waiting, display seconds, display µs, dedup, dedup_keep ('' = unchanged).
   local before = window_config()
-  local names = { 'max_waiting', 'hold_seconds', 'hold_us', 'dedup' }
+  local names = { 'max_waiting', 'hold_seconds', 'hold_us', 'dedup', 'dedup_keep' }
   for i, field in ipairs(names) do
     if A[4 + i] ~= '' then redis.call('HSET', K_META, field, A[4 + i]) end
   end
