@@ -56,4 +56,26 @@ import Testing
         #expect(bad.status == 400 && bad.json["field"] as? String == "dedup_keep", "\(bad.text)")
         #expect(bad.text.contains(#"must be \"first\" or \"latest\""#))
     }
+
+    /// Seed 003, run once: with `history: 2`, posting `h1` again after two
+    /// others finished was granted a second time; `dedup_seconds` answers the
+    /// first `h1` (200) for that long after it finished.
+    @Test(arguments: both) func dedupSecondsRecognisesAnIdBeyondHistory(_ backend: TestBackend) async throws {
+        let s = try await BackendLiveServer(backend)
+        let made = try await s.call(
+            "PUT", "/v1/queues/once", s.put(#"{"history": 2, "hold_seconds": 0, "dedup_seconds": 300}"#))
+        #expect((made.json["config"] as? [String: Any])?["dedup_seconds"] as? Double == 300, "\(made.text)")
+        for id in ["h1", "h2", "h3", "h4"] {
+            #expect(try await s.call("POST", "/v1/queues/once/visitors", #"{"id": "\#(id)"}"#).status == 201)
+            #expect(try await s.call("POST", "/v1/queues/once/visitors/\(id)/complete").status == 200)
+        }
+        let again = try await s.call("POST", "/v1/queues/once/visitors", #"{"id": "h1"}"#)
+        #expect(again.status == 200 && again.json["status"] as? String == "completed", "\(again.text)")
+        let patched = try await s.call("PATCH", "/v1/queues/once", #"{"dedup_seconds": 0}"#)
+        #expect((patched.json["config"] as? [String: Any])?["dedup_seconds"] as? Double == 0, "\(patched.text)")
+        let fresh = try await s.call("POST", "/v1/queues/once/visitors", #"{"id": "h1"}"#)
+        #expect(fresh.status == 201 && fresh.json["status"] as? String == "granted", "\(fresh.text)")
+        let bad = try await s.call("PATCH", "/v1/queues/once", #"{"dedup_seconds": -1}"#)
+        #expect(bad.status == 400 && bad.json["field"] as? String == "dedup_seconds", "\(bad.text)")
+    }
 }

@@ -249,4 +249,41 @@ import Testing
         #expect(try e.visitor(id: "a", now: F.at(1)).mergedInto == "c")
         #expect(e.waitingIDs(at: 1) == ["c"])
     }
+
+    // MARK: dedup_seconds
+
+    @Test func dedupSecondsKeepsAFinishedIdBeyondHistoryForThatLong() throws {
+        var e = F.engine(QueueConfig(holdSeconds: 0, history: 1, dedupSeconds: 10))
+        for (i, id) in ["a", "b", "c"].enumerated() {
+            try e.add(id, at: Double(i))
+            _ = try e.complete(id: id, now: F.at(Double(i)))
+        }
+        // a finished at 0, b at 1: both beyond history 1, both within 10 s.
+        #expect(try e.enqueue(VisitorRequest(id: "a"), now: F.at(9.9)).created == false)
+        #expect(try e.status("b", at: 10.5) == .completed)
+        #expect(throws: QueueError.notFound("visitor \"a\"")) { try e.visitor(id: "a", now: F.at(10.5)) }
+        #expect(throws: QueueError.notFound("visitor \"b\"")) { try e.visitor(id: "b", now: F.at(11)) }
+        #expect(try e.status("c", at: 100) == .completed)  // history keeps it however old
+    }
+
+    @Test func aFullBudgetForgetsWhatOnlyDedupSecondsKeptBeforeRefusing() throws {
+        let cost = StorageBudget.cost("v0", nil, nil, payload: nil)
+        var e = QueueEngine(
+            name: "q", config: QueueConfig(holdSeconds: 0, history: 1, dedupSeconds: 60), createdAt: F.t0,
+            budget: StorageBudget(limit: 3 * cost))
+        for i in 0..<3 {
+            try e.add("v\(i)")
+            _ = try e.complete(id: "v\(i)", now: F.t0)
+        }
+        // v0 and v1 are kept by dedup_seconds only; v3 takes v0's bytes.
+        #expect(try e.add("v3").status == .granted)
+        #expect(throws: QueueError.notFound("visitor \"v0\"")) { try e.visitor(id: "v0", now: F.t0) }
+        #expect(try e.status("v1") == .completed && e.storage.bytes == 3 * cost)
+        _ = try e.complete(id: "v3", now: F.t0)
+        try e.add("v4")
+        try e.add("v5")  // v1, then v2 forgotten; v3 is the history
+        #expect(throws: QueueError.notFound("visitor \"v2\"")) { try e.visitor(id: "v2", now: F.t0) }
+        #expect(throws: QueueError.self) { try e.add("v6") }  // nothing left that only dedup keeps
+        #expect(try e.status("v3") == .completed)
+    }
 }

@@ -14,7 +14,10 @@ import Testing
         var dedup: DedupMode
         var history: Int
         var keep = DedupKeep.first
-        var description: String { "seed \(seed), \(dedup), history \(history), keep \(keep)" }
+        var dedupSeconds = 0.0
+        var description: String {
+            "seed \(seed), \(dedup), history \(history), keep \(keep), dedup_seconds \(dedupSeconds)"
+        }
     }
 
     static let scenarios: [Scenario] = [
@@ -26,6 +29,8 @@ import Testing
         Scenario(seed: 16, dedup: .key, history: 40),
         Scenario(seed: 17, dedup: .key, history: 150, keep: .latest),
         Scenario(seed: 18, dedup: .adjacent, history: 40, keep: .latest),
+        Scenario(seed: 19, dedup: .key, history: 3, dedupSeconds: 4),
+        Scenario(seed: 20, dedup: .off, history: 0, keep: .latest, dedupSeconds: 1.5),
     ]
 
     @Test(arguments: scenarios)
@@ -33,7 +38,8 @@ import Testing
         var rng = SeededGenerator(seed: s.seed)
         let config = QueueConfig(
             capacity: 2, maxWaiting: 25, holdSeconds: 6, dedup: s.dedup, dedupKeep: s.keep,
-            opposites: [["like", "unlike"]], history: s.history, idleSeconds: 0, claimSeconds: 0)
+            opposites: [["like", "unlike"]], history: s.history, dedupSeconds: s.dedupSeconds, idleSeconds: 0,
+            claimSeconds: 0)
         var engine = F.engine(config)
         var model = QueueModel(config: config, createdAt: F.t0.micros)
         var now = F.t0.micros
@@ -237,7 +243,8 @@ struct QueueModel {
     var queueHold: Int64 { Int64(config.holdSeconds * 1_000_000) }
 
     mutating func begin(now: Int64) {
-        while finishedOrder.count > config.history {
+        let dedupMicros = Int64(config.dedupSeconds * 1_000_000)
+        while finishedOrder.count > config.history, visitors[finishedOrder[0]]!.finishedAt! + dedupMicros <= now {
             let id = finishedOrder.removeFirst()
             visitors[id] = nil
             forgotten.insert(id)

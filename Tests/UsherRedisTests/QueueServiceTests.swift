@@ -294,6 +294,31 @@ import Testing
         }
     }
 
+    /// Seed 003: with `history: 2` a repeated id was granted again once
+    /// two others had finished; `dedup_seconds` keeps it known for as long.
+    @Test(arguments: both) func dedupSecondsKeepsIdsKnownBeyondHistory(_ backend: TestBackend) async throws {
+        try await Q.with(backend, QueueConfig(holdSeconds: 0, history: 2, dedupSeconds: 60)) { q in
+            try await q.enqueue("h1")
+            try await q.complete("h1")
+            for i in 0..<4 {
+                try await q.enqueue("v\(i)")
+                try await q.complete("v\(i)")
+            }
+            q.clock.advance(by: 59)
+            let again = try await q.enqueueOutcome(VisitorRequest(id: "h1"))
+            #expect(!again.created && again.view.status == .completed && again.view.finishedAt == q.at(0))
+            q.clock.advance(by: 1)
+            _ = try await q.state(limit: 0)
+            await #expect(throws: QueueError.notFound("visitor \"h1\"")) { try await q.visitor("h1") }
+            #expect(try await q.enqueueOutcome(VisitorRequest(id: "h1")).created)
+            // Within history, an id is known however old it is.
+            q.clock.advance(by: 600)
+            #expect(try await q.status("v3") == .completed)
+            try await q.patch(QueuePatch(dedupSeconds: 0))
+            #expect(try await q.queue.readConfig().value().dedupSeconds == 0)
+        }
+    }
+
     // MARK: Reading
 
     @Test(arguments: both) func pagesFollowTheirCursorsAndListEachVisitorOnce(_ backend: TestBackend) async throws {

@@ -68,8 +68,7 @@ struct DifferentialRun {
         rng = SplitMix(state: seed)
         let config = QueueConfig(
             capacity: 2, maxWaiting: 6, holdSeconds: 8, dedup: dedup, dedupKeep: keep, opposites: [["like", "unlike"]],
-            history: 5,
-            idleSeconds: 6, claimSeconds: 4)
+            history: 5, dedupSeconds: seed % 2 == 0 ? 3 : 0, idleSeconds: 6, claimSeconds: 4)
         store = RedisQueueStoreTests.store(server, clock)
         engine = QueueEngine(name: "q", config: config, createdAt: clock.now())
         #expect(try await store.create(config).created)
@@ -170,7 +169,7 @@ struct DifferentialRun {
                     capacity: chance(50) ? Int(rng.next() % 4) : nil, maxWaiting: chance(20) ? 3 : nil,
                     holdSeconds: chance(30) ? pick([5, 8, 0]) : nil,
                     dedupKeep: chance(10) ? pick(DedupKeep.allCases) : nil,
-                    history: chance(30) ? Int(rng.next() % 7) : nil,
+                    history: chance(30) ? Int(rng.next() % 7) : nil, dedupSeconds: chance(10) ? pick([0, 2, 5]) : nil,
                     idleSeconds: chance(15) ? pick([0, 3, 6]) : nil, claimSeconds: chance(15) ? pick([0, 2, 4]) : nil)
                 let memory = engine.apply(patch, now: now)
                 #expect(try await store.apply(patch) == memory)

@@ -39,6 +39,13 @@ extension OpenAPIDocument {
             ),
             ("history", Schema.integer(L.history, "finished visitors kept visible; default 1000")),
             (
+                "dedup_seconds",
+                Schema.seconds(
+                    L.seconds,
+                    "a finished visitor beyond history is still kept, and its id answers a repeated POST, until this long after it finished; default 0"
+                )
+            ),
+            (
                 "idle_seconds",
                 Schema.seconds(
                     L.seconds,
@@ -78,7 +85,8 @@ extension OpenAPIDocument {
                         ("capacity", Schema.count), ("max_waiting", Schema.count), ("hold_seconds", Schema.secondsOut),
                         ("dedup", dedup), ("dedup_keep", dedupKeepSchema),
                         ("opposites", Schema.array(pairSchema(Schema.array(Schema.string())))),
-                        ("history", Schema.count), ("idle_seconds", Schema.secondsOut),
+                        ("history", Schema.count), ("dedup_seconds", Schema.secondsOut),
+                        ("idle_seconds", Schema.secondsOut),
                         ("claim_seconds", Schema.secondsOut),
                     ], "the config, every default filled in")
             ),

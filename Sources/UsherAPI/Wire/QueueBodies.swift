@@ -64,6 +64,7 @@ struct QueueConfigBody: Encodable {
     enum CodingKeys: String, CodingKey {
         case capacity, dedup, opposites, history
         case dedupKeep = "dedup_keep"
+        case dedupSeconds = "dedup_seconds"
         case maxWaiting = "max_waiting"
         case holdSeconds = "hold_seconds"
         case idleSeconds = "idle_seconds"
@@ -79,6 +80,7 @@ struct QueueConfigBody: Encodable {
         try container.encode(config.dedupKeep.rawValue, forKey: .dedupKeep)
         try container.encode(config.opposites, forKey: .opposites)
         try container.encode(config.history, forKey: .history)
+        try container.encodeSeconds(config.dedupSeconds, forKey: .dedupSeconds)
         try container.encodeSeconds(config.idleSeconds, forKey: .idleSeconds)
         try container.encodeSeconds(config.claimSeconds, forKey: .claimSeconds)
     }

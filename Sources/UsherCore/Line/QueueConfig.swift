@@ -34,6 +34,9 @@ package struct QueueConfig: Sendable, Equatable {
     package var opposites: [[String]]
     /// `history` (1000): finished visitors kept visible, and their client ids remembered.
     package var history: Int
+    /// `dedup_seconds` (0): a finished visitor beyond `history` is still
+    /// kept (and its id known) until this long after it finished.
+    package var dedupSeconds: Double
     /// `idle_seconds` (30): a waiting visitor whose client was not heard of
     /// (a call naming it, a wait parked on it) for this long is cancelled,
     /// reason `abandoned`; 0 = never.
@@ -51,7 +54,8 @@ package struct QueueConfig: Sendable, Equatable {
     package init(
         capacity: Int = 1, maxWaiting: Int = 10_000, holdSeconds: Double = 30,
         dedup: DedupMode? = nil, dedupKeep: DedupKeep = .first, opposites: [[String]] = [], history: Int = 1000,
-        idleSeconds: Double = defaultIdleSeconds, claimSeconds: Double = defaultClaimSeconds
+        dedupSeconds: Double = 0, idleSeconds: Double = defaultIdleSeconds,
+        claimSeconds: Double = defaultClaimSeconds
     ) {
         self.capacity = capacity
         self.maxWaiting = maxWaiting
@@ -60,6 +64,7 @@ package struct QueueConfig: Sendable, Equatable {
         self.dedupKeep = dedupKeep
         self.opposites = opposites
         self.history = history
+        self.dedupSeconds = dedupSeconds
         self.idleSeconds = idleSeconds
         self.claimSeconds = claimSeconds
     }
@@ -107,6 +112,7 @@ extension QueueConfig {
             .array(pairs.map { .array($0.map(JSONValue.string)) })
         }
         changes.compare("history", before.history, after.history, JSONValue.int)
+        changes.compare("dedup_seconds", before.dedupSeconds, after.dedupSeconds, ConfigChanges.seconds)
         changes.compare("idle_seconds", before.idleSeconds, after.idleSeconds, ConfigChanges.seconds)
         changes.compare("claim_seconds", before.claimSeconds, after.claimSeconds, ConfigChanges.seconds)
         return changes
@@ -129,6 +135,8 @@ package struct QueuePatch: Sendable, Equatable {
     package var opposites: [[String]]?
     /// `history`: lowering it forgets the oldest finished visitors.
     package var history: Int?
+    /// `dedup_seconds`: applies to every finished visitor from now on.
+    package var dedupSeconds: Double?
     /// `idle_seconds`: applies to the checks due from now on.
     package var idleSeconds: Double?
     /// `claim_seconds`: applies to grants from now on.
@@ -138,7 +146,7 @@ package struct QueuePatch: Sendable, Equatable {
     package init(
         capacity: Int? = nil, maxWaiting: Int? = nil, holdSeconds: Double? = nil,
         dedup: DedupMode? = nil, dedupKeep: DedupKeep? = nil, opposites: [[String]]? = nil, history: Int? = nil,
-        idleSeconds: Double? = nil, claimSeconds: Double? = nil
+        dedupSeconds: Double? = nil, idleSeconds: Double? = nil, claimSeconds: Double? = nil
     ) {
         self.capacity = capacity
         self.maxWaiting = maxWaiting
@@ -147,6 +155,7 @@ package struct QueuePatch: Sendable, Equatable {
         self.dedupKeep = dedupKeep
         self.opposites = opposites
         self.history = history
+        self.dedupSeconds = dedupSeconds
         self.idleSeconds = idleSeconds
         self.claimSeconds = claimSeconds
     }
@@ -156,6 +165,7 @@ package struct QueuePatch: Sendable, Equatable {
         self.init(
             capacity: config.capacity, maxWaiting: config.maxWaiting, holdSeconds: config.holdSeconds,
             dedup: config.dedup, dedupKeep: config.dedupKeep, opposites: config.opposites, history: config.history,
+            dedupSeconds: config.dedupSeconds,
             idleSeconds: config.idleSeconds, claimSeconds: config.claimSeconds)
     }
 
@@ -172,6 +182,7 @@ package struct QueuePatch: Sendable, Equatable {
             p.opposites = try parseOpposites(list, field: reader.fieldPath("opposites"))
         }
         p.history = try reader.int("history", in: QueueConfig.Limits.history)
+        p.dedupSeconds = try reader.duration("dedup_seconds")
         p.idleSeconds = try reader.duration("idle_seconds")
         p.claimSeconds = try reader.duration("claim_seconds")
         return p
@@ -187,6 +198,7 @@ package struct QueuePatch: Sendable, Equatable {
         if let dedupKeep { c.dedupKeep = dedupKeep }
         if let opposites { c.opposites = opposites }
         if let history { c.history = history }
+        if let dedupSeconds { c.dedupSeconds = dedupSeconds }
         if let idleSeconds { c.idleSeconds = idleSeconds }
         if let claimSeconds { c.claimSeconds = claimSeconds }
         return c

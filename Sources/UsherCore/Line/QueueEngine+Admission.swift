@@ -76,7 +76,7 @@ extension QueueEngine {
     mutating func create(_ r: VisitorRequest, status: VisitorStatus, now: Timestamp) throws(QueueError) -> Int32 {
         let priced =
             StorageBudget.cost(r.id, r.key, r.action, payload: r.payload) + (r.id == nil ? IDGenerator.length : 0)
-        do throws(StorageFull) { try storage.reserve(priced) } catch { throw .storageFull(error) }
+        try reserve(priced)
         let h = vacant.popLast() ?? Int32(records.count)
         let id: String
         if let given = r.id {
@@ -102,6 +102,21 @@ extension QueueEngine {
         return h
     }
 
+    /// Takes `bytes` from the budget; when it is short, first forgets the
+    /// finished visitors kept beyond `history` only by `dedup_seconds`
+    /// (the oldest; none that this operation finished).
+    private mutating func reserve(_ bytes: Int) throws(QueueError) {
+        while true {
+            do throws(StorageFull) {
+                return try storage.reserve(bytes)
+            } catch {
+                guard keptByDedup > 0, let h = finished.popFirst() else { throw .storageFull(error) }
+                keptByDedup -= 1
+                evict(h)
+            }
+        }
+    }
+
     /// What record `h` is charged: its id, key, action and payload.
     func storedBytes(_ h: Int32) -> Int {
         let r = records[Int(h)]
@@ -122,6 +137,7 @@ extension QueueEngine {
         holdMicros = Self.micros(config.holdSeconds)
         idleMicros = Self.micros(config.idleSeconds)
         claimMicros = Self.micros(config.claimSeconds)
+        dedupMicros = Self.micros(config.dedupSeconds)
         oppositesOf = [:]
         for pair in config.opposites where pair.count == 2 {
             oppositesOf[pair[0], default: []].append(pair[1])

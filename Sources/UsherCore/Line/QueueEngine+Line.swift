@@ -15,16 +15,22 @@ extension QueueEngine {
 
     // MARK: - Operation frame
 
-    /// Starts an operation: forgets finished visitors beyond `history` (those
-    /// finished by the previous operation stay until now, so its answers and
-    /// its waiters could still see them), then applies everything due.
+    /// Starts an operation: forgets finished visitors beyond `history` whose
+    /// `dedup_seconds` have passed (those finished by the previous operation
+    /// stay until now, so its answers and its waiters could still see them),
+    /// then applies everything due.
     mutating func begin(_ now: Timestamp) {
         operationTime = now.micros
         named = VisitorRecord.none
         changed.removeAll(keepingCapacity: changed.capacity <= 1024)
         withdrawn.removeAll()
         withdrawnViews.removeAll()
-        while finished.count > config.history, let h = finished.popFirst() { evict(h) }
+        while finished.count > config.history, let h = finished.first,
+            records[Int(h)].finishedAt + dedupMicros <= now.micros
+        {
+            evict(finished.popFirst() ?? h)
+        }
+        keptByDedup = max(0, finished.count - config.history)
         applyDue(now)
     }
 

@@ -69,6 +69,10 @@ package struct QueueEngine: Sendable {
     var holdMicros: Int64 = 0
     var idleMicros: Int64 = 0
     var claimMicros: Int64 = 0
+    var dedupMicros: Int64 = 0
+    /// Finished visitors at the front of `finished` that only `dedup_seconds`
+    /// keeps, as the current operation began.
+    var keptByDedup = 0
     /// The next record's `watchOrder`: counts up from `watchOrders.lowerBound`,
     /// a range no delay order or fence reaches.
     var nextWatchOrder = Self.watchOrders.lowerBound

@@ -99,6 +99,9 @@ struct HandleFIFO: Sendable {
 
     var count: Int { items.count - head }
 
+    /// The oldest handle, if any.
+    var first: Int32? { head < items.count ? items[head] : nil }
+
     mutating func append(_ h: Int32) { items.append(h) }
 
     mutating func popFirst() -> Int32? {

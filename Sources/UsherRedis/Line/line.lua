@@ -137,6 +137,8 @@ local function load_config()
   cfg.hold_us = num(meta.hold_us)
   cfg.dedup = meta.dedup
   cfg.dedup_keep = meta.dedup_keep or 'first'  -- a line made before dedup_keep keeps the first
+  cfg.dedup_seconds = meta.dedup_seconds or '0'
+  cfg.dedup_us = num(meta.dedup_us or '0')
   cfg.opposites_text = meta.opposites
   cfg.history = num(meta.history)
   -- A line made before idle and claim checks has neither.
@@ -161,7 +163,7 @@ end
 
 local function config_fields()
   return { int_text(cfg.capacity), int_text(cfg.max_waiting), cfg.hold_seconds, cfg.dedup, cfg.opposites_text,
-    int_text(cfg.history), cfg.idle_seconds, cfg.claim_seconds, cfg.dedup_keep }
+    int_text(cfg.history), cfg.idle_seconds, cfg.claim_seconds, cfg.dedup_keep, cfg.dedup_seconds }
 end
 
 -- Changes of the current operation: ids in first-change order.
@@ -541,11 +543,24 @@ local function first_score(key)
   return nil
 end
 
--- Forgets finished visitors beyond `history`, then applies every delay end
--- and hold expiry due by NOW, one instant at a time, granting after each.
+-- The oldest `excess` finished ids, less those `dedup_seconds` still keeps
+-- (from the first one finished too recently on: finish order is time order).
+local function forgettable(excess)
+  if cfg.dedup_us == 0 then return excess end
+  for i = 0, excess - 1 do
+    local id = redis.call('ZRANGE', K_FIN, i, i)[1]
+    if num(rec_get(id).fat) + cfg.dedup_us > NOW then return i end
+  end
+  return excess
+end
+
+-- Forgets finished visitors beyond `history` whose `dedup_seconds` have
+-- passed, then applies every delay end and hold expiry due by NOW, one
+-- instant at a time, granting after each.
 local function begin()
   if not cfg.capacity then load_config() end
   local excess = redis.call('ZCARD', K_FIN) - cfg.history
+  if excess > 0 then excess = forgettable(excess) end
   if excess > 0 then
     local popped = redis.call('ZPOPMIN', K_FIN, excess)
     local ids = {}

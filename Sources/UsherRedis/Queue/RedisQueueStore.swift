@@ -48,7 +48,9 @@ package struct RedisQueueStore: ScriptStore {
         let idle = Self.secondsArguments(patch.idleSeconds)
         let claim = Self.secondsArguments(patch.claimSeconds)
         let keep: String = patch.dedupKeep?.rawValue ?? ""
-        let arguments = [capacity, maxWaiting] + hold + [dedup, opposites, history] + idle + claim + [keep]
+        let arguments =
+            [capacity, maxWaiting] + hold + [dedup, opposites, history] + idle + claim + [keep]
+            + Self.secondsArguments(patch.dedupSeconds)
         return try await runner.run(
             ScriptCall(.patch, arguments, context: nil) { r throws(ReplyShapeError) in try Self.config(&r) })
     }
@@ -246,6 +248,7 @@ package struct RedisQueueStore: ScriptStore {
             String(c.capacity), String(c.maxWaiting), secondsText(c.holdSeconds), String(micros(c.holdSeconds)),
             c.dedup.rawValue, oppositesText(c.opposites), String(c.history),
         ] + secondsArguments(c.idleSeconds) + secondsArguments(c.claimSeconds) + [c.dedupKeep.rawValue]
+            + secondsArguments(c.dedupSeconds)
     }
 
     /// A `*_seconds` field as its text and its µs; two empty strings for nil (unchanged).
@@ -285,9 +288,11 @@ package struct RedisQueueStore: ScriptStore {
         let idle = try r.value("idle_seconds") { Double($0) }
         let claim = try r.value("claim_seconds") { Double($0) }
         let keep = try r.value("dedup_keep", DedupKeep.init(rawValue:))
+        let dedupSeconds = try r.value("dedup_seconds") { Double($0) }
         return QueueConfig(
             capacity: capacity, maxWaiting: maxWaiting, holdSeconds: hold, dedup: dedup, dedupKeep: keep,
-            opposites: opposites, history: history, idleSeconds: idle, claimSeconds: claim)
+            opposites: opposites, history: history, dedupSeconds: dedupSeconds, idleSeconds: idle,
+            claimSeconds: claim)
     }
 
     /// The counts and totals as `count_fields` in `line.lua` lists them.

@@ -16,9 +16,10 @@ if OP == 'create' then
   redis.call('UNLINK', unpack(KEYS))  -- what an eviction of the meta key left
   redis.call('HSET', K_META, 'capacity', A[5], 'max_waiting', A[6], 'hold_seconds', A[7], 'hold_us', A[8],
     'dedup', A[9], 'opposites', A[10], 'history', A[11], 'idle_seconds', A[12], 'idle_us', A[13],
-    'claim_seconds', A[14], 'claim_us', A[15], 'dedup_keep', A[16], 'created', int_text(NOW), 'fence', int_text(NOW - 1),
+    'claim_seconds', A[14], 'claim_us', A[15], 'dedup_keep', A[16], 'dedup_seconds', A[17],
+    'dedup_us', A[18], 'created', int_text(NOW), 'fence', int_text(NOW - 1),
     'lastid', int_text(NOW), 'seq', '0', 'dseq', '0', 'fseq', '0', 'wseq', '0', 'hsum', '0')
-  return { '', '1', A[5], A[6], A[7], A[9], A[10], A[11], A[12], A[14], A[16] }
+  return { '', '1', A[5], A[6], A[7], A[9], A[10], A[11], A[12], A[14], A[16], A[17] }
 end
 
 if OP == 'delete' then
@@ -54,11 +55,11 @@ end
 
 if OP == 'patch' then
   -- ARGV: capacity, max_waiting, hold_seconds, hold_us, dedup, opposites, history, idle_seconds,
-  -- idle_us, claim_seconds, claim_us, dedup_keep ('' = unchanged).
+  -- idle_us, claim_seconds, claim_us, dedup_keep, dedup_seconds, dedup_us ('' = unchanged).
   local before = config_fields()
   local was_idle = cfg.idle_us
   local names = { 'capacity', 'max_waiting', 'hold_seconds', 'hold_us', 'dedup', 'opposites', 'history',
-    'idle_seconds', 'idle_us', 'claim_seconds', 'claim_us', 'dedup_keep' }
+    'idle_seconds', 'idle_us', 'claim_seconds', 'claim_us', 'dedup_keep', 'dedup_seconds', 'dedup_us' }
   for i, field in ipairs(names) do
     if A[4 + i] ~= '' then redis.call('HSET', K_META, field, A[4 + i]) end
   end
