@@ -131,7 +131,7 @@ import Testing
     @Test func aQueueConfigShowsEveryDefault() {
         #expect(
             Self.text(QueueConfigBody(config: QueueConfig()))
-                == #"{"capacity":1,"claim_seconds":10,"dedup":"off","history":1000,"hold_seconds":30,"idle_seconds":30,"max_waiting":10000,"opposites":[]}"#
+                == #"{"capacity":1,"claim_seconds":10,"dedup":"off","dedup_keep":"first","dedup_seconds":0,"history":1000,"hold_seconds":30,"idle_seconds":30,"max_waiting":10000,"opposites":[]}"#
         )
     }
 

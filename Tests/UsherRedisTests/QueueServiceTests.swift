@@ -360,6 +360,28 @@ import Testing
         }
     }
 
+    /// A queue without a hold limit: the mean of finished holds says when a
+    /// slot frees only while no holder has held longer; past that, and with
+    /// nothing finished yet, the estimate is null with its reason, never ~0.
+    @Test(arguments: both) func anEstimateThatCannotBeMadeIsNullWithItsReason(_ backend: TestBackend) async throws {
+        try await Q.with(backend, QueueConfig(capacity: 1, holdSeconds: 0, idleSeconds: 0, claimSeconds: 0)) { q in
+            try await q.enqueue("first")
+            let none = try await q.enqueue("early")
+            #expect(none.estimatedWaitSeconds == nil && none.estimatedWaitReason == .noHoldLimit)
+            q.clock.advance(by: 0.5)
+            try await q.complete("first")  // the mean of finished holds: 0.5 s
+            #expect(try await q.status("early") == .granted)
+            q.clock.advance(by: 0.25)
+            let soon = try await q.enqueue("next")
+            #expect(soon.estimatedWaitSeconds == 0.5 && soon.estimatedWaitReason == nil)
+            q.clock.advance(by: 120)  // early has held for two minutes
+            let late = try await q.visitor("next")
+            #expect(late.estimatedWaitSeconds == nil && late.estimatedWaitReason == .noHoldLimit)
+            try await q.patch(QueuePatch(capacity: 0))
+            #expect(try await q.visitor("next").estimatedWaitReason == .closed)
+        }
+    }
+
     // MARK: Try-acquire and undelivered grants
 
     @Test(arguments: both) func aTryWithoutAWaitIsGrantedOrCancelledAtOnce(_ backend: TestBackend) async throws {

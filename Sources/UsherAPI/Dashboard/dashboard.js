@@ -147,6 +147,12 @@
 
   // ---- queues --------------------------------------------------------------
 
+  // Why a waiting visitor has no estimate (estimated_wait_reason).
+  const WAIT_UNKNOWN = {
+    closed: 'capacity 0: nobody is granted',
+    no_hold_limit: 'holders have no expiry and have held longer than usual',
+  };
+
   function renderQueue(q) {
     const c = q.counts, cfg = q.config;
     const holders = q.holding.map((v) => el('tr', {'data-id': v.id},
@@ -154,7 +160,9 @@
       el('td', {class: 'num'}, since(v.granted_at)), el('td', {class: 'num'}, until(v.expires_at, 'no limit'))));
     const waiting = q.waiting.slice(0, WAITING_ROWS).map((v) => el('tr', {'data-id': v.id},
       el('td', {class: 'num'}, v.position), el('td', {}, withPayload(v.id, v.payload)), el('td', {}, keyAction(v)),
-      el('td', {class: 'num'}, v.estimated_wait_seconds === null ? '—' : '~' + duration(v.estimated_wait_seconds)),
+      v.estimated_wait_seconds === null
+        ? el('td', {class: 'num', title: WAIT_UNKNOWN[v.estimated_wait_reason] || ''}, '—')
+        : el('td', {class: 'num'}, '~' + duration(v.estimated_wait_seconds)),
       el('td', {class: 'num'}, since(v.enqueued_at))));
     const delayed = (q.delayed || []).slice(0, WAITING_ROWS).map((v) => el('tr', {'data-id': v.id},
       el('td', {}, withPayload(v.id, v.payload)), el('td', {}, keyAction(v)), el('td', {class: 'num'}, v.priority),

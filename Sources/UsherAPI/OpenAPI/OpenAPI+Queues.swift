@@ -134,6 +134,13 @@ extension OpenAPIDocument {
                         ("status", Schema.enumeration(VisitorStatus.allCases.map(\.rawValue))),
                         ("position", Schema.integer(1...Int.max, "1-based place in grant order; only while waiting")),
                         ("estimated_wait_seconds", Schema.nullable(Schema.secondsOut)),
+                        (
+                            "estimated_wait_reason",
+                            Schema.enumeration(
+                                WaitUnknown.allCases.map(\.rawValue),
+                                "only while waiting without an estimate: closed (capacity 0) or no_hold_limit (a slot frees when a holder without an expiry finishes, and no finished hold, or none as long as the current one, says when)"
+                            )
+                        ),
                         ("enqueued_at", Schema.timestamp),
                         ("granted_at", Schema.nullable(Schema.timestamp)),
                         ("expires_at", Schema.nullable(Schema.timestamp)),
@@ -154,7 +161,11 @@ extension OpenAPIDocument {
                                 "why it finished so: cancelled (opposite, client, disconnected, timeout, abandoned), released (undelivered, unclaimed) or merged into a newer duplicate (replaced)"
                             )
                         ),
-                    ], optional: ["position", "estimated_wait_seconds", "merged_into", "cancelled_with", "reason"],
+                    ],
+                    optional: [
+                        "position", "estimated_wait_seconds", "estimated_wait_reason", "merged_into", "cancelled_with",
+                        "reason",
+                    ],
                     "a visitor; position and estimated_wait_seconds only while waiting")
             ),
             (

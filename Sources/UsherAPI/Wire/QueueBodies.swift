@@ -2,7 +2,8 @@ import UsherCore
 
 /// A visitor on the wire. Always present, `null` when empty: `key`, `action`,
 /// `payload`, `granted_at`, `expires_at`, `finished_at`, `fence`. Only while
-/// waiting: `position` and `estimated_wait_seconds` (`null` when unknowable).
+/// waiting: `position` and `estimated_wait_seconds` (`null` when unknowable,
+/// with `estimated_wait_reason` saying why).
 /// Only where they apply: `merged_into`, `cancelled_with`, `reason`.
 struct VisitorBody: Encodable {
     let view: VisitorView
@@ -11,6 +12,7 @@ struct VisitorBody: Encodable {
     enum CodingKeys: String, CodingKey {
         case id, queue, key, action, payload, priority, status, position, fence, reason
         case estimatedWaitSeconds = "estimated_wait_seconds"
+        case estimatedWaitReason = "estimated_wait_reason"
         case enqueuedAt = "enqueued_at"
         case grantedAt = "granted_at"
         case expiresAt = "expires_at"
@@ -39,6 +41,7 @@ struct VisitorBody: Encodable {
                 try container.encodeSeconds(wait, forKey: .estimatedWaitSeconds)
             } else {
                 try container.encodeNil(forKey: .estimatedWaitSeconds)
+                try container.encodeIfPresent(view.estimatedWaitReason?.rawValue, forKey: .estimatedWaitReason)
             }
         }
         try container.encodeTime(view.enqueuedAt, forKey: .enqueuedAt)

@@ -14,7 +14,10 @@ extension QueueEngine {
             priority: Int(r.priority), status: r.status, enqueuedAt: Timestamp(micros: r.enqueuedAt))
         if r.status == .waiting, let position {
             v.position = position
-            v.estimatedWaitSeconds = estimatedWait(position: position)
+            switch estimatedWait(position: position) {
+            case .seconds(let seconds): v.estimatedWaitSeconds = seconds
+            case .unknown(let reason): v.estimatedWaitReason = reason
+            }
         }
         if r.grantedAt != VisitorRecord.noTime {
             v.grantedAt = Timestamp(micros: r.grantedAt)
@@ -48,30 +51,38 @@ extension QueueEngine {
     /// `estimated_wait_seconds`). Position p waits for the j-th slot to free
     /// in round r (p − 1 = r × capacity + j − 1): the j-th earliest holder
     /// expiry when every holder has one (holders beyond a lowered capacity
-    /// free no slot), else j × mean ÷ capacity; plus one mean hold per round.
-    /// The mean is over the last 100 finished holds, or `hold_seconds` before
-    /// any. Nil when nobody can be granted (capacity 0) or there is nothing to
-    /// go on. Rounded to milliseconds. O(log holders).
-    func estimatedWait(position: Int) -> Double? {
+    /// free no slot), else j × mean ÷ capacity while no holder has held
+    /// longer than the mean; plus one mean hold per round. The mean is over
+    /// the last 100 finished holds, or `hold_seconds` before any. Rounded to
+    /// milliseconds. O(log holders).
+    func estimatedWait(position: Int) -> WaitEstimate {
         let capacity = config.capacity
-        guard capacity > 0, position > 0 else { return nil }
+        guard capacity > 0, position > 0 else { return .unknown(.closed) }
         let mean = holds.mean ?? (holdMicros > 0 ? Double(holdMicros) : nil)
+        // The longest current hold: the first holder's, in grant order.
+        let longest = firstHolder == VisitorRecord.none ? 0 : operationTime - records[Int(firstHolder)].grantedAt
         let round = (position - 1) / capacity
         let slot = (position - 1) % capacity + 1
         let k = slot + max(0, counts.holding - capacity)
         let first: Double
         if holderExpiries.count == counts.holding && k <= counts.holding {
             first = Double(max(0, holderExpiries.deadline(rank: k) - operationTime))
-        } else if let mean {
+        } else if let mean, Double(longest) <= mean {
             first = Double(slot) * mean / Double(capacity)
         } else {
-            return nil
+            return .unknown(.noHoldLimit)
         }
         var micros = first
         if round > 0 {
-            guard let mean else { return nil }
+            guard let mean else { return .unknown(.noHoldLimit) }
             micros += Double(round) * mean
         }
-        return (micros / 1000).rounded() / 1000
+        return .seconds((micros / 1000).rounded() / 1000)
     }
+}
+
+/// A waiting visitor's estimate, or why there is none.
+enum WaitEstimate: Equatable {
+    case seconds(Double)
+    case unknown(WaitUnknown)
 }

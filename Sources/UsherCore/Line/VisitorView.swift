@@ -7,7 +7,8 @@
 /// `merged_into`, `cancelled_with` and `reason` only where they apply
 /// (`merged`; `cancelled` by an opposite; `cancelled`, or `released` with
 /// `undelivered`). A waiting visitor's
-/// `estimated_wait_seconds` is `null` when it cannot be estimated.
+/// `estimated_wait_seconds` is `null` when it cannot be estimated, and
+/// `estimated_wait_reason` then says why.
 package struct VisitorView: Sendable, Equatable {
     /// The visitor's id (client-supplied or generated: `IDGenerator`).
     package var id: String
@@ -27,6 +28,8 @@ package struct VisitorView: Sendable, Equatable {
     package var position: Int?
     /// While waiting: position × recent mean hold ÷ capacity; nil when unknowable.
     package var estimatedWaitSeconds: Double?
+    /// While waiting without an estimate: why there is none.
+    package var estimatedWaitReason: WaitUnknown?
     /// When it was posted (for a delayed visitor, before its delay).
     package var enqueuedAt: Timestamp
     /// When it was granted a slot.
@@ -75,6 +78,16 @@ package struct VisitorView: Sendable, Equatable {
         self.cancelledWith = cancelledWith
         self.reason = reason
     }
+}
+
+/// Why a waiting visitor has no `estimated_wait_seconds`.
+package enum WaitUnknown: String, Sendable, Equatable, CaseIterable {
+    /// Capacity 0: nobody is granted until it is raised.
+    case closed
+    /// A slot frees when a holder without an expiry finishes, and the holds
+    /// that finished say nothing of when: none has finished yet, or a current
+    /// holder has already held longer than their mean.
+    case noHoldLimit = "no_hold_limit"
 }
 
 /// Live counts and lifetime totals of one queue.

@@ -630,10 +630,18 @@ end
 
 -- Views -----------------------------------------------------------------
 
--- The estimate's µs as QueueEngine.estimatedWait computes it before rounding, or nil.
+-- When the first holder in grant order was granted (NOW when none holds).
+local function first_holder_grant()
+  local id = redis.call('ZRANGE', K_HOLD, 0, 0)[1]
+  if not id then return NOW end
+  return num(rec_get(id).gat)
+end
+
+-- The estimate's µs as QueueEngine.estimatedWait computes it before
+-- rounding, or nil and why there is none (WaitUnknown).
 local function estimated_wait(position)
   local capacity = cfg.capacity
-  if capacity <= 0 or position <= 0 then return nil end
+  if capacity <= 0 or position <= 0 then return nil, 'closed' end
   local mean = mean_hold()
   if not mean and cfg.hold_us > 0 then mean = cfg.hold_us end
   local round = math.floor((position - 1) / capacity)
@@ -644,14 +652,14 @@ local function estimated_wait(position)
   if redis.call('ZCARD', K_EXP) == holding and k <= holding then
     local at = redis.call('ZRANGE', K_EXP, k - 1, k - 1, 'WITHSCORES')
     first = math.max(0, num(at[2]) - NOW)
-  elseif mean then
+  elseif mean and NOW - first_holder_grant() <= mean then
     first = slot * mean / capacity
   else
-    return nil
+    return nil, 'no_hold_limit'
   end
   local micros = first
   if round > 0 then
-    if not mean then return nil end
+    if not mean then return nil, 'no_hold_limit' end
     micros = micros + round * mean
   end
   return micros
@@ -669,8 +677,8 @@ local function view(r, position)
     position = position or (redis.call('ZRANK', K_WAIT, r.id) + 1)
     v.position = int_text(position)
     v.seq = r.seq
-    local wait = estimated_wait(position)
-    if wait then v.wait_micros = string.format('%.17g', wait) end
+    local wait, unknown = estimated_wait(position)
+    if wait then v.wait_micros = string.format('%.17g', wait) else v.wait_reason = unknown end
   end
   if r.gat then
     v.granted_at = r.gat

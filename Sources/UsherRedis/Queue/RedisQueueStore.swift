@@ -343,6 +343,7 @@ package struct RedisQueueStore: ScriptStore {
         }
         v.position = text("position").flatMap { Int($0) }
         v.estimatedWaitSeconds = text("wait_micros").flatMap { Double($0) }.map { ($0 / 1000).rounded() / 1000 }
+        v.estimatedWaitReason = text("wait_reason").flatMap(WaitUnknown.init(rawValue:))
         v.grantedAt = time("granted_at")
         v.expiresAt = time("expires_at")
         v.finishedAt = time("finished_at")
