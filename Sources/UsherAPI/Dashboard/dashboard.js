@@ -9,6 +9,8 @@
   const DEBOUNCE_MS = 120;     // events for one resource within this re-fetch once
   const WAITING_ROWS = 10;     // first waiting visitors / queued items shown
   const ITEM_ROWS = 5;         // pipeline items and machine history shown
+  const POOL_TILES = 1000;     // a pool's elements shown
+  const MAX_CARDS = 1000;      // resources of one kind shown
   const TOKEN_KEY = 'usher.token';
 
   const KINDS = [
@@ -452,7 +454,8 @@
     const seq = (seqs.get(key) || 0) + 1;
     seqs.set(key, seq);
     const k = byKind[kind];
-    const state = await api('/v1/' + k.plural + '/' + encodeURIComponent(name) + (kind === 'machine' ? '?include=definition' : ''));
+    const query = kind === 'machine' ? '?include=definition' : kind === 'pool' ? '?limit=' + POOL_TILES : '';
+    const state = await api('/v1/' + k.plural + '/' + encodeURIComponent(name) + query);
     if (seqs.get(key) !== seq) return; // a newer answer is on its way
     if (!state) {
       const gone = cardFor(kind, name, false);
@@ -481,7 +484,7 @@
     for (const key of touched) {
       if (key.startsWith(k.kind + '/')) { forced.add(key.slice(k.kind.length + 1)); touched.delete(key); }
     }
-    const list = await api('/v1/' + k.plural);
+    const list = await api('/v1/' + k.plural + '?limit=' + MAX_CARDS);
     const items = list ? list[k.plural] : [];
     const before = summaries[k.kind] || new Map(), now = new Map(), work = [];
     for (const s of items) {

@@ -240,7 +240,7 @@ extension OpenAPIDocument {
                             + Response.creationConflicts),
                     Operation(
                         "GET", "getPool", "The pool's elements, leases and counts",
-                        query: [Parameter.limit(L.elements, default: 1000, "elements"), Parameter.cursor],
+                        query: [Parameter.limit(L.elements, default: 100, "elements"), Parameter.cursor],
                         responses: [Response.json(200, "the state", state)]),
                     Operation(
                         "PATCH", "patchPool",

@@ -373,7 +373,7 @@ enum OpenAPIDocument {
     static func listOperation(_ kind: ResourceKind, id: String, summary: String) -> Operation {
         Operation(
             "GET", id, "Every \(kind.noun) with a summary, sorted by name, a page at a time",
-            query: [Parameter.limit(0...1_000_000, default: 1000, kind.rawValue), Parameter.cursor],
+            query: [Parameter.limit(0...1_000_000, default: 100, kind.rawValue), Parameter.cursor],
             responses: [
                 Response.json(
                     200, "the \(kind.rawValue)",

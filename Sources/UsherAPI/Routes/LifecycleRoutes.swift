@@ -15,8 +15,7 @@ protocol ConfiguredKind: BackedKind {
     associatedtype Cursor: Sendable
     associatedtype Failure: Error
 
-    /// The page size without `?limit=`, and the sizes allowed.
-    static var defaultLimit: Int { get }
+    /// The page sizes allowed (`Paging.defaultLimit` without `?limit=`).
     static var limitRange: ClosedRange<Int> { get }
 
     /// Reads a `PUT` body (unknown members are refused by the caller).
@@ -87,7 +86,7 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
             guard let manager = Kind.manager(from: made.manager) else {
                 return .ready(.failure(.alreadyExists(Kind.kind.noun, name)))
             }
-            return Kind.readState(of: manager, limit: Kind.defaultLimit, after: nil).mapError(Kind.apiError)
+            return Kind.readState(of: manager, limit: Paging.defaultLimit, after: nil).mapError(Kind.apiError)
                 .map { (state: $0, created: made.created) }
         }
         return call.answer(pending) { Kind.reply($0.state, call, status: $0.created ? 201 : 200) }
@@ -107,7 +106,7 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
 
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         let query = try call.query(allowing: ["limit", "cursor"])
-        let limit = try query.int("limit", in: Kind.limitRange) ?? Kind.defaultLimit
+        let limit = try query.int("limit", in: Kind.limitRange) ?? Paging.defaultLimit
         let cursor = try Paging.cursor(query, Kind.cursor)
         let manager = try manager(call)
         return answer(call, Kind.readState(of: manager, limit: limit, after: cursor)) {
@@ -120,7 +119,7 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
         let manager = try manager(call)
         let patch = try call.readBody { body throws(FieldError) in try Kind.parsePatch(&body) }
         let pending = Kind.applyPatch(patch, to: manager).flatMap { _ in
-            Kind.readState(of: manager, limit: Kind.defaultLimit, after: nil)
+            Kind.readState(of: manager, limit: Paging.defaultLimit, after: nil)
         }
         return answer(call, pending) { Kind.reply($0, call, status: 200) }
     }

@@ -4,6 +4,9 @@ import UsherCore
 /// `max_response_bytes` applied to the lists in answers: a page ends early
 /// when the next element would not fit, and `next_cursor` says where to go on.
 enum Paging {
+    /// `limit` when a request gives none: the same for every state page and list.
+    static let defaultLimit = 100
+
     /// Room kept for `next_cursor` itself (a resource name is up to 128 bytes).
     static let cursorRoom = 192
 

@@ -11,7 +11,6 @@ enum PipelineRoutes: ConfiguredKind {
     typealias State = PipelineSnapshot
     typealias Config = PipelineConfig
     static let kind = ResourceKind.pipelines
-    static let defaultLimit = 100
     static let limitRange = listLimit
     typealias Failure = PipelineError
 

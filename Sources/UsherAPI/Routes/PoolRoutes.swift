@@ -7,7 +7,6 @@ import UsherCore
 enum PoolRoutes: ConfiguredKind {
     typealias Config = PoolConfig
     static let kind = ResourceKind.pools
-    static let defaultLimit = 1000
     static let limitRange = 0...PoolConfig.Limits.elements.upperBound
 
     static func parseConfig(_ body: inout FieldReader, settings: UsherConfig) throws(FieldError) -> PoolConfig {

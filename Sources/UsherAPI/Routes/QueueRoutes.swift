@@ -6,7 +6,6 @@ import UsherCore
 enum QueueRoutes: ConfiguredKind {
     typealias Config = QueueConfig
     static let kind = ResourceKind.queues
-    static let defaultLimit = 100
     static let limitRange = 0...10_000
 
     static func parseConfig(_ body: inout FieldReader, settings: UsherConfig) throws(FieldError) -> QueueConfig {

@@ -12,10 +12,10 @@ protocol ResourceAPI: Sendable {
 /// The lifecycle routes every kind shares.
 enum ResourceRoutes {
     /// `GET /v1/{kind}[?limit=N&cursor=C]`: the resources of the kind with
-    /// their summaries, by name, `limit` (default 1000) after the name `cursor`.
+    /// their summaries, by name, `limit` (default `Paging.defaultLimit`) after the name `cursor`.
     static func list(_ call: Call, _ kind: ResourceKind) throws(APIError) -> HTTPHandlerResult {
         let query = try call.query(allowing: ["limit", "cursor"])
-        let limit = try query.int("limit", in: 0...1_000_000) ?? 1000
+        let limit = try query.int("limit", in: 0...1_000_000) ?? Paging.defaultLimit
         let after = try Paging.cursor(query) { Names.isValid($0) ? $0 : nil }
         let page = call.app.registry.list(kind, after: after, limit: limit)
         let maxBytes = call.app.config.maxResponseBytes

@@ -6,7 +6,6 @@ import UsherCore
 enum WindowRoutes: ConfiguredKind {
     typealias Config = WindowConfig
     static let kind = ResourceKind.windows
-    static let defaultLimit = 100
     static let limitRange = 0...10_000
 
     static func parseConfig(_ body: inout FieldReader, settings: UsherConfig) throws(FieldError) -> WindowConfig {
