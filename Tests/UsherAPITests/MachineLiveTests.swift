@@ -25,8 +25,8 @@ import Testing
 
         let prepared = try c.request("POST", "/v1/machines/player/events/prepare")
         #expect(prepared.status == 200)
-        #expect(prepared.json["state"] as? String == "Ready")
-        #expect(prepared.json["previous_state"] as? String == "NotReady")
+        #expect(prepared.json["to"] as? String == "Ready")
+        #expect(prepared.json["from"] as? String == "NotReady")
         #expect(prepared.json["version"] as? Int == version + 1)
 
         let invalid = try c.request("POST", "/v1/machines/player/events/teardown")
@@ -46,7 +46,7 @@ import Testing
             "POST", "/v1/machines/player/events/start", body: #"{"data": {"track": 3}}"#,
             headers: ["If-Match": "\(version + 1)"])
         #expect(fresh.status == 200)
-        #expect(fresh.json["state"] as? String == "Running")
+        #expect(fresh.json["to"] as? String == "Running")
 
         let history = try #require(try c.request("GET", "/v1/machines/player").json["history"] as? [[String: Any]])
         #expect(history.map { $0["event"] as? String } == ["prepare", "start"])

@@ -45,7 +45,7 @@ extension OneAtATime {
 
             let fired = try await b.send("POST", "/v1/machines/m/events/open")
             #expect(fired.status == 200)
-            #expect(fired.json["state"] as? String == "opened")
+            #expect(fired.json["to"] as? String == "opened")
             #expect((fired.json["version"] as? Int ?? 0) > version)
             let seen = try await a.send("GET", "/v1/machines/m")
             #expect(seen.json["state"] as? String == "opened")
@@ -101,7 +101,7 @@ extension OneAtATime {
             #expect(try await b.send("POST", "/v1/machines/m/events/open").code == "transaction_open")
             let committed = try await b.send("POST", "/v1/machines/m/transactions/\(id)/commit")
             #expect(committed.status == 200)
-            #expect(committed.json["state"] as? String == "opened")
+            #expect(committed.json["to"] as? String == "opened")
             #expect(try await a.send("POST", "/v1/machines/m/transactions/\(id)/abort").code == "transaction_ended")
             let history = try #require(try await a.send("GET", "/v1/machines/m").json["history"] as? [[String: Any]])
             #expect(history.last?["transaction"] as? String == id)

@@ -52,8 +52,8 @@ import Testing
 
         let committed = try c.request("POST", "\(Self.base)/transactions/\(id)/commit")
         #expect(committed.status == 200)
-        #expect(committed.json["state"] as? String == "Ready")
-        #expect(committed.json["previous_state"] as? String == "NotReady")
+        #expect(committed.json["to"] as? String == "Ready")
+        #expect(committed.json["from"] as? String == "NotReady")
         #expect(committed.json["event"] as? String == "prepare")
         #expect(committed.json["version"] as? Int == v0 + 2)
         #expect(committed.json["fence"] as? Int == v0 + 2)

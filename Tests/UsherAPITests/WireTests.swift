@@ -62,7 +62,8 @@ import Testing
         let result = TransitionResult(try engine.fire("go", expectedVersion: nil, data: nil, at: Timestamp(micros: 20)))
         #expect(
             Self.text(TransitionResultBody(result: result))
-                == #"{"event":"go","fence":11,"previous_state":"a","state":"b","version":11}"#)
+                == #"{"at":"1970-01-01T00:00:00.000Z","cause":"event","event":"go","fence":11,"from":"a","to":"b","version":11}"#
+        )
     }
 
     @Test func pipelineFiltersPrintBackSorted() throws {

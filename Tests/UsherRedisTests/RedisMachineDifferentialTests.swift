@@ -168,10 +168,7 @@ struct Matcher {
         let translated: Result<T, MachineError>
         switch (r, m) {
         case (.success(let rv as TransitionResult), .success(let mv as TransitionResult)):
-            let t = MachineTransition(
-                event: rv.event, from: rv.previousState, to: rv.state, version: try version(rv.version, as: mv.version),
-                at: Timestamp(micros: 0), cause: .event, data: nil)
-            translated = .success(TransitionResult(t) as! T)
+            translated = .success(TransitionResult(try translate(rv.transition, as: mv.transition)) as! T)
         case (.success(let rv as MachineTransaction), .success(let mv as MachineTransaction)):
             translated = .success(try translate(rv, as: mv) as! T)
         case (.failure(.versionMismatch(let rc)), .failure(.versionMismatch(let mc))):

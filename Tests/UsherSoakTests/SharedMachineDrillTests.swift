@@ -141,7 +141,7 @@ struct SharedMachineDrillTests {
         let path = "/v1/machines/\(Self.machine)"
         // The declared machine moved on, so that coming back shows.
         let moved = try cluster.ushers[0].call("POST", "/v1/machines/\(declared)/events/go", "{}")
-        #expect(moved.status == 200 && moved.json["state"] as? String == "B", "\(moved.text)")
+        #expect(moved.status == 200 && moved.json["to"] as? String == "B", "\(moved.text)")
         let race = MachineRace(ports: cluster.ushers.map(\.port), machine: Self.machine, events: Self.events)
         let started = Date()
         async let running: Void = race.run(workers: 9, seconds: 8)
@@ -352,8 +352,8 @@ final class MachineRace: Sendable {
                 } else if let fired, status == 200 {
                     let win = MachineWin(
                         ifMatch: version, version: fired.json["version"] as? Int ?? -1,
-                        from: fired.json["previous_state"] as? String ?? "?", event: event,
-                        to: fired.json["state"] as? String ?? "?", usher: usher)
+                        from: fired.json["from"] as? String ?? "?", event: event,
+                        to: fired.json["to"] as? String ?? "?", usher: usher)
                     won.withLock { $0.append(win) }
                 }
             }

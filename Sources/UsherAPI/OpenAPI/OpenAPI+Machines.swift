@@ -25,6 +25,22 @@ extension OpenAPIDocument {
                 ),
                 ("event", Schema.name("allowed from that state")),
             ], required: ["state", "after_seconds", "event"])
+        let transitionFields: [(String, JSONValue)] = [
+            ("event", Schema.name()),
+            ("from", Schema.name()),
+            ("to", Schema.name()),
+            ("version", Schema.fence),
+            ("at", Schema.timestamp),
+            (
+                "cause",
+                Schema.enumeration(
+                    ["event", "timeout", "aborted", "expired"],
+                    "aborted, expired: a transaction that ended without a transition (from == to)")
+            ),
+            ("data", Schema.any("the client's data, when it sent some")),
+            ("transaction", Schema.string("the transaction the entry ended")),
+            ("attempted", Schema.name("aborted, expired: the state the transaction would have entered")),
+        ]
         return [
             (
                 "DefinitionRequest",
@@ -105,26 +121,7 @@ extension OpenAPIDocument {
                         ("backend", Schema.enumeration(["redis"], "present for a machine kept in Redis")),
                     ], optional: ["backend"])
             ),
-            (
-                "Transition",
-                Schema.object(
-                    [
-                        ("event", Schema.name()),
-                        ("from", Schema.name()),
-                        ("to", Schema.name()),
-                        ("version", Schema.fence),
-                        ("at", Schema.timestamp),
-                        (
-                            "cause",
-                            Schema.enumeration(
-                                ["event", "timeout", "aborted", "expired"],
-                                "aborted, expired: a transaction that ended without a transition (from == to)")
-                        ),
-                        ("data", Schema.any("the client's data, when it sent some")),
-                        ("transaction", Schema.string("the transaction the entry ended")),
-                        ("attempted", Schema.name("aborted, expired: the state the transaction would have entered")),
-                    ], optional: ["data", "transaction", "attempted"])
-            ),
+            ("Transition", Schema.object(transitionFields, optional: ["data", "transaction", "attempted"])),
             (
                 "Transaction",
                 Schema.object(
@@ -160,13 +157,9 @@ extension OpenAPIDocument {
             ),
             (
                 "TransitionResult",
-                Schema.object([
-                    ("state", Schema.name()),
-                    ("previous_state", Schema.name()),
-                    ("event", Schema.name()),
-                    ("version", Schema.fence),
-                    ("fence", Schema.fence),
-                ])
+                Schema.object(
+                    transitionFields + [("fence", Schema.fence)], optional: ["data", "transaction", "attempted"],
+                    "the history entry the event recorded, and its fence (= version)")
             ),
         ]
     }

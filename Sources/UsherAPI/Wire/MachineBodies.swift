@@ -76,10 +76,16 @@ struct MachineDefinitionBody: Encodable {
 struct MachineTransitionBody: Encodable {
     let transition: MachineTransition
 
-    enum CodingKeys: String, CodingKey { case event, from, to, version, at, cause, data, transaction, attempted }
+    /// `fence` only in the answer to an event (`TransitionResultBody`).
+    enum CodingKeys: String, CodingKey { case event, from, to, version, at, cause, data, transaction, attempted, fence }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        try Self.write(transition, to: &container)
+    }
+
+    /// The members, into an object being written.
+    static func write(_ transition: MachineTransition, to container: inout KeyedEncodingContainer<CodingKeys>) throws {
         try container.encode(transition.event, forKey: .event)
         try container.encode(transition.from, forKey: .from)
         try container.encode(transition.to, forKey: .to)
@@ -118,22 +124,15 @@ struct TransactionBody: Encodable {
     }
 }
 
-/// The answer to an event: state, `previous_state`, event, version, and
-/// `fence` (equal to `version`: a transition is a grant).
+/// The answer to an event: the history entry it recorded (event, from, to,
+/// version, at, cause, data, transaction), and `fence` (equal to `version`:
+/// a transition is a grant).
 struct TransitionResultBody: Encodable {
     let result: TransitionResult
 
-    enum CodingKeys: String, CodingKey {
-        case state, event, version, fence
-        case previousState = "previous_state"
-    }
-
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(result.state, forKey: .state)
-        try container.encode(result.previousState, forKey: .previousState)
-        try container.encode(result.event, forKey: .event)
-        try container.encode(result.version, forKey: .version)
+        var container = encoder.container(keyedBy: MachineTransitionBody.CodingKeys.self)
+        try MachineTransitionBody.write(result.transition, to: &container)
         try container.encode(result.version, forKey: .fence)
     }
 }

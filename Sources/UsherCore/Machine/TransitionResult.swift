@@ -1,19 +1,18 @@
-/// The answer to a fired event.
+/// The answer to a fired event: the history entry the transition recorded.
 package struct TransitionResult: Sendable, Equatable {
-    /// The state the machine is in now.
-    package let state: String
-    /// The state it left.
-    package let previousState: String
-    /// The event that was applied.
-    package let event: String
-    /// The machine's version after the transition (also its fence).
-    package let version: Int64
+    /// The entry, as the machine's history shows it.
+    package let transition: MachineTransition
 
-    /// Built from the history entry the transition recorded.
     package init(_ transition: MachineTransition) {
-        state = transition.to
-        previousState = transition.from
-        event = transition.event
-        version = transition.version
+        self.transition = transition
     }
+
+    /// The state the machine is in now.
+    package var state: String { transition.to }
+    /// The state it left.
+    package var previousState: String { transition.from }
+    /// The event that was applied.
+    package var event: String { transition.event }
+    /// The machine's version after the transition (also its fence).
+    package var version: Int64 { transition.version }
 }
