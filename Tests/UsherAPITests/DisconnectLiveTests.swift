@@ -76,7 +76,7 @@ extension OneAtATime {
             #expect(server.server.suspendedRequests == 1)
             fetcher.disconnect()
             let withdrawn = try within2s {
-                let waiting = try server.call("GET", "/v1/pools/gpus").json["waiting"] as? Int
+                let waiting = try server.call("GET", "/v1/pools/gpus").counts["waiting"] as? Int
                 return server.server.suspendedRequests == 0 && waiting == 0
             }
             #expect(withdrawn != nil)

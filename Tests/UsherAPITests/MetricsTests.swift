@@ -243,13 +243,15 @@ import Testing
         #expect(value("usher_window_queued", "windows", "alerts") == 1)
         #expect(value("usher_resource_events_total", "windows", "alerts", ["event": "received"]) == 2)
 
-        let pool = try c.request("GET", "/v1/pools/gpus").json
-        for field in ["size", "available", "leased", "waiting"] {
-            #expect(value("usher_pool_\(field)", "pools", "gpus") == Double(pool[field] as? Int ?? -1), "\(field)")
+        let pool = try c.request("GET", "/v1/pools/gpus")
+        #expect(value("usher_pool_size", "pools", "gpus") == Double(pool.json["size"] as? Int ?? -1))
+        for field in ["available", "leased", "waiting"] {
+            #expect(
+                value("usher_pool_\(field)", "pools", "gpus") == Double(pool.counts[field] as? Int ?? -1), "\(field)")
         }
         #expect(value("usher_pool_leased", "pools", "gpus") == 1)
 
-        let pipeline = try c.request("GET", "/v1/pipelines/gifts").json
+        let pipeline = try c.request("GET", "/v1/pipelines/gifts").counts
         for field in ["ready", "in_flight", "delayed", "dead"] {
             #expect(
                 value("usher_pipeline_\(field)", "pipelines", "gifts") == Double(pipeline[field] as? Int ?? -1),

@@ -36,7 +36,7 @@ import Testing
             #expect(try await s.call("POST", "/v1/pipelines/p/items", #"{"payload": \#(i)}"#).status == 201)
         }
         let first = try await s.call("GET", "/v1/pipelines/p?limit=2")
-        #expect((first.json["items"] as? [[String: Any]])?.count == 2 && first.json["ready"] as? Int == 3)
+        #expect((first.json["items"] as? [[String: Any]])?.count == 2 && first.counts["ready"] as? Int == 3)
         let cursor = try #require(first.json["next_cursor"] as? String)
         let rest = try await s.call("GET", "/v1/pipelines/p?limit=2&cursor=\(cursor)")
         #expect((rest.json["items"] as? [[String: Any]])?.map { $0["payload"] as? Int } == [2])
@@ -128,7 +128,7 @@ import Testing
         // Redelivered by the timer, with no request in between.
         let again = try await s.call("POST", "/v1/pipelines/p/take?wait=2")
         #expect((again.json["items"] as? [[String: Any]])?.first?["deliveries"] as? Int == 2)
-        #expect(await poll(3) { (try? await s.call("GET", "/v1/pipelines/p").json["dead"] as? Int) == 1 })
+        #expect(await poll(3) { (try? await s.call("GET", "/v1/pipelines/p").counts["dead"] as? Int) == 1 })
         let dead = try await s.call("GET", "/v1/pipelines/p/dead")
         #expect((dead.json["items"] as? [[String: Any]])?.first?["status"] as? String == "dead")
         let redriven = try await s.call("POST", "/v1/pipelines/p/dead/redrive")

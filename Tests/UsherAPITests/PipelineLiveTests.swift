@@ -56,7 +56,6 @@ private final class ScriptedSource: HTTPHandler {
 extension TestHTTPClient.Response {
     /// `items` of a take, a state or the dead list.
     fileprivate var items: [[String: Any]] { json["items"] as? [[String: Any]] ?? [] }
-    fileprivate var counts: [String: Any] { json["counts"] as? [String: Any] ?? [:] }
     fileprivate var source: [String: Any] { json["source"] as? [String: Any] ?? [:] }
 }
 
@@ -113,7 +112,7 @@ extension OneAtATime {
             }
             let limited = try s.call("GET", "/v1/pipelines/p?limit=2")
             #expect(limited.items.count == 2)
-            #expect(limited.json["ready"] as? Int == 3)
+            #expect(limited.counts["ready"] as? Int == 3)
 
             let patched = try s.call("PATCH", "/v1/pipelines/p", #"{"capacity": 20, "ack_seconds": 0.5}"#)
             #expect(patched.status == 200)
@@ -336,8 +335,8 @@ extension OneAtATime {
             #expect(try c.request("GET", "/v1/pipelines/p/items/d").json["status"] as? String == "cancelled")
 
             let state = try c.request("GET", "/v1/pipelines/p")
-            #expect(state.json["in_flight"] as? Int == 1)
-            #expect(state.json["ready"] as? Int == 0)
+            #expect(state.counts["in_flight"] as? Int == 1)
+            #expect(state.counts["ready"] as? Int == 0)
             #expect(state.counts["pushed_total"] as? Int == 4)
             #expect(state.counts["consumed_total"] as? Int == 2)
             #expect(state.counts["delivered_total"] as? Int == 5)
@@ -369,7 +368,7 @@ extension OneAtATime {
                 "POST", "/v1/pipelines/p/items/batch", #"{"items": [{"payload": 3}, {"payload": 4}]}"#)
             #expect(tooMany.status == 429)
             #expect(tooMany.code == "pipeline_full")
-            #expect(try state(s).json["ready"] as? Int == 2)
+            #expect(try state(s).counts["ready"] as? Int == 2)
             // A retried batch needs no room: 200 with the same ids.
             let retried = try s.call("POST", "/v1/pipelines/p/items/batch", #"{"items": [{"id": "x", "payload": 1}]}"#)
             #expect(retried.status == 200)
@@ -405,14 +404,14 @@ extension OneAtATime {
         @Test func aPushWakesAWaitingConsumer() throws {
             let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
             let consumer = Background { try s.call("POST", "/v1/pipelines/p/take?wait=10") }
-            #expect(try eventually { try state(s).json["waiting_consumers"] as? Int == 1 })
+            #expect(try eventually { try state(s).counts["waiting_consumers"] as? Int == 1 })
             let started = Date()
             #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"id": "w", "payload": "wake"}"#).status == 201)
             let r = try consumer.response()
             #expect(r.status == 200)
             #expect(r.items.first?["id"] as? String == "w")
             #expect(Date().timeIntervalSince(started) < 2)
-            #expect(try state(s).json["in_flight"] as? Int == 1)
+            #expect(try state(s).counts["in_flight"] as? Int == 1)
         }
 
         @Test func aFullPipelineHoldsProducersUntilAConsume() throws {
@@ -421,21 +420,21 @@ extension OneAtATime {
             let first = Background {
                 try s.call("POST", "/v1/pipelines/p/items?wait=10", #"{"id": "b", "payload": 2}"#)
             }
-            #expect(try eventually { try state(s).json["waiting_producers"] as? Int == 1 })
+            #expect(try eventually { try state(s).counts["waiting_producers"] as? Int == 1 })
             let second = Background {
                 try s.call("POST", "/v1/pipelines/p/items?wait=10", #"{"id": "c", "payload": 3}"#)
             }
-            #expect(try eventually { try state(s).json["waiting_producers"] as? Int == 2 })
+            #expect(try eventually { try state(s).counts["waiting_producers"] as? Int == 2 })
             // Taking does not make room (the item is still in the pipeline); consuming does.
             #expect(try s.call("POST", "/v1/pipelines/p/take").items.first?["id"] as? String == "a")
             usleep(50_000)
-            #expect(try state(s).json["waiting_producers"] as? Int == 2)
+            #expect(try state(s).counts["waiting_producers"] as? Int == 2)
             #expect(try s.call("POST", "/v1/pipelines/p/items/a/consume").status == 200)
             // Producers get room first come, first served.
             let r = try first.response()
             #expect(r.status == 201)
             #expect(r.json["id"] as? String == "b")
-            #expect(try state(s).json["waiting_producers"] as? Int == 1)
+            #expect(try state(s).counts["waiting_producers"] as? Int == 1)
             _ = try s.call("POST", "/v1/pipelines/p/take")
             #expect(try s.call("POST", "/v1/pipelines/p/items/b/consume").status == 200)
             #expect(try second.response().json["id"] as? String == "c")
@@ -444,10 +443,10 @@ extension OneAtATime {
         @Test func waitersOfADeletedPipelineGet410() throws {
             let s = try AppTester(#"{"pipelines": {"p": {"capacity": 1}, "q": {"capacity": 1}}}"#)
             let consumer = Background { try s.call("POST", "/v1/pipelines/p/take?wait=10") }
-            #expect(try eventually { try state(s).json["waiting_consumers"] as? Int == 1 })
+            #expect(try eventually { try state(s).counts["waiting_consumers"] as? Int == 1 })
             _ = try s.call("POST", "/v1/pipelines/q/items", #"{"payload": 1}"#)
             let producer = Background { try s.call("POST", "/v1/pipelines/q/items?wait=10", #"{"payload": 2}"#) }
-            #expect(try eventually { try state(s, "q").json["waiting_producers"] as? Int == 1 })
+            #expect(try eventually { try state(s, "q").counts["waiting_producers"] as? Int == 1 })
             #expect(try s.call("DELETE", "/v1/pipelines/p").status == 204)
             #expect(try s.call("DELETE", "/v1/pipelines/q").status == 204)
             for r in [try consumer.response(), try producer.response()] {
@@ -459,7 +458,7 @@ extension OneAtATime {
         @Test func shutdownAnswersParkedTakes503() throws {
             let s = try AppTester(#"{"pipelines": {"p": {}}}"#)
             let consumer = Background { try s.call("POST", "/v1/pipelines/p/take?wait=30") }
-            #expect(try eventually { try state(s).json["waiting_consumers"] as? Int == 1 })
+            #expect(try eventually { try state(s).counts["waiting_consumers"] as? Int == 1 })
             #expect(s.shutdown())
             let r = try consumer.response()
             #expect(r.status == 503)
@@ -571,7 +570,7 @@ extension OneAtATime {
                   "source": {"kind": "file", "path": "gifts.ndjson", "low_water": 3}}}}
                 """#)
             // Only up to low_water is read ahead, never the whole file.
-            #expect(try await poll { try await state(s).json["ready"] as? Int == 3 })
+            #expect(try await poll { try await state(s).counts["ready"] as? Int == 3 })
             try await Task.sleep(for: .milliseconds(50))
             #expect(try await state(s).source["pulled_total"] as? Int == 3)
             var seen: [Int] = []
@@ -768,8 +767,8 @@ extension OneAtATime {
             #expect(state.counts["pushed_total"] as? Int == total)
             #expect(state.counts["consumed_total"] as? Int == total)
             #expect(state.counts["delivered_total"] as? Int == total)
-            #expect(state.json["ready"] as? Int == 0)
-            #expect(state.json["in_flight"] as? Int == 0)
+            #expect(state.counts["ready"] as? Int == 0)
+            #expect(state.counts["in_flight"] as? Int == 0)
         }
 
         @Test func everyItemIsConsumedAtLeastOnceWhenSomeConsumersDoNotAck() throws {
@@ -827,7 +826,7 @@ extension OneAtATime {
             #expect((state.counts["redelivered_total"] as? Int ?? 0) >= dropped.load(ordering: .relaxed))
             #expect(state.counts["consumed_total"] as? Int == total)
             #expect(state.counts["dead_total"] as? Int == 0)
-            #expect(state.json["in_flight"] as? Int == 0)
+            #expect(state.counts["in_flight"] as? Int == 0)
         }
     }
 }

@@ -16,11 +16,11 @@ import Testing
     /// is not yet in line: a wait joins the line on a task after its
     /// connection is parked.
     static func untilWaiting(_ s: any BackendUnderTest, _ pool: String, _ n: Int) async {
-        _ = await poll(5) { (try? await s.call("GET", "/v1/pools/\(pool)"))?.json["waiting"] as? Int == n }
+        _ = await poll(5) { (try? await s.call("GET", "/v1/pools/\(pool)"))?.counts["waiting"] as? Int == n }
     }
 
     static func untilWaiting(_ s: any UsherUnderTest, _ pool: String, _ n: Int) {
-        _ = pollBlocking(2, every: 2) { (try? s.call("GET", "/v1/pools/\(pool)"))?.json["waiting"] as? Int == n }
+        _ = pollBlocking(2, every: 2) { (try? s.call("GET", "/v1/pools/\(pool)"))?.counts["waiting"] as? Int == n }
     }
 
     static let gpus = #"{"pools": {"gpus": {"elements": ["gpu-0", {"id": "gpu-1", "data": {"mem": 24}}]}}}"#
@@ -30,7 +30,7 @@ import Testing
         let created = try await s.call(
             "PUT", "/v1/pools/seats", s.put(#"{"elements": ["s1", "s2"], "lease_seconds": 30}"#))
         #expect(created.status == 201)
-        #expect(created.json["size"] as? Int == 2 && created.json["available"] as? Int == 2)
+        #expect(created.json["size"] as? Int == 2 && created.counts["available"] as? Int == 2)
         #expect((created.json["elements"] as? [[String: Any]])?.map { $0["status"] as? String } == ["free", "free"])
         let same = s.put(#"{"elements": ["s1", "s2"], "lease_seconds": 30, "max_waiting": 1000}"#)
         #expect(try await s.call("PUT", "/v1/pools/seats", same).status == 200)
@@ -71,8 +71,8 @@ import Testing
 
         let state = try await s.call("GET", "/v1/pools/gpus")
         #expect(
-            state.json["leased"] as? Int == 2 && state.json["available"] as? Int == 0
-                && state.json["waiting"] as? Int == 0)
+            state.counts["leased"] as? Int == 2 && state.counts["available"] as? Int == 0
+                && state.counts["waiting"] as? Int == 0)
         let elements = try #require(state.json["elements"] as? [[String: Any]])
         #expect(elements.map { $0["id"] as? String } == ["gpu-0", "gpu-1"])
         #expect((elements[1]["lease"] as? [String: Any])?["id"] as? String == "job-2")
@@ -177,7 +177,7 @@ import Testing
         let started = Date()
         let waiting = s.start("POST", "/v1/pools/gpus/fetch?wait=10", #"{"id": "w", "holder": "late"}"#)
         await Self.untilWaiting(s, "gpus", 1)
-        #expect((try await s.call("GET", "/v1/pools/gpus")).json["waiting"] as? Int == 1)
+        #expect((try await s.call("GET", "/v1/pools/gpus")).counts["waiting"] as? Int == 1)
         #expect(try await s.call("POST", "/v1/pools/gpus/recycle", #"{"element": "gpu-1"}"#).status == 200)
         let r = try await waiting.value
         #expect(r.status == 200)
@@ -193,7 +193,7 @@ import Testing
         let r = try await s.call("POST", "/v1/pools/p/fetch?wait=0.3")
         #expect(r.status == 409 && r.code == "pool_exhausted" && r.json["next_expiry_at"] is String)
         #expect(Date().timeIntervalSince(started) >= 0.25)
-        #expect((try await s.call("GET", "/v1/pools/p")).json["waiting"] as? Int == 0)
+        #expect((try await s.call("GET", "/v1/pools/p")).counts["waiting"] as? Int == 0)
     }
 
     @Test(arguments: both) func moreWaitingFetchersThanMaxWaitingIs429(_ backend: TestBackend) async throws {
@@ -295,6 +295,6 @@ import Testing
         let counts = try #require(state.json["counts"] as? [String: Any])
         #expect(counts["fetched_total"] as? Int == threads * rounds)
         #expect(counts["recycled_total"] as? Int == threads * rounds)
-        #expect(state.json["leased"] as? Int == 0 && state.json["waiting"] as? Int == 0)
+        #expect(state.counts["leased"] as? Int == 0 && state.counts["waiting"] as? Int == 0)
     }
 }

@@ -51,7 +51,7 @@ extension OneAtATime {
             #expect(try await a.send("POST", "/v1/pools/gpus/recycle", #"{"lease": "j1"}"#).status == 200)
             #expect(try await b.send("POST", "/v1/pools/gpus/recycle", #"{"lease": "j1"}"#).code == "not_leased")
             let state = try await b.send("GET", "/v1/pools/gpus")
-            #expect(state.json["leased"] as? Int == 1 && state.json["available"] as? Int == 1)
+            #expect(state.counts["leased"] as? Int == 1 && state.counts["available"] as? Int == 1)
             let list = try await a.send("GET", "/v1/pools")
             let listed = try #require((list.json["pools"] as? [[String: Any]])?.first)
             #expect(listed["name"] as? String == "gpus" && listed["backend"] as? String == "redis")
@@ -69,7 +69,7 @@ extension OneAtATime {
             async let waitingFetch = a.send("POST", "/v1/pools/p/fetch?wait=5", #"{"id": "next", "holder": "a"}"#)
             async let leaseWait = b.send("GET", "/v1/pools/p/leases/held?wait=5")
             #expect(await poll(5) { a.server.suspendedRequests == 1 && b.server.suspendedRequests == 1 })
-            #expect(await poll(5) { (try? await b.send("GET", "/v1/pools/p"))?.json["waiting"] as? Int == 1 })
+            #expect(await poll(5) { (try? await b.send("GET", "/v1/pools/p"))?.counts["waiting"] as? Int == 1 })
             #expect(try await b.send("POST", "/v1/pools/p/recycle", #"{"element": "e"}"#).status == 200)
             let fetched = try await waitingFetch
             #expect(fetched.status == 200 && Self.lease(fetched)?["id"] as? String == "next")
@@ -79,7 +79,7 @@ extension OneAtATime {
             let started = Date()
             let late = try await b.send("POST", "/v1/pools/p/fetch?wait=0.3", #"{"id": "late"}"#)
             #expect(late.status == 409 && late.code == "pool_exhausted" && Date().timeIntervalSince(started) >= 0.25)
-            #expect(try await a.send("GET", "/v1/pools/p").json["waiting"] as? Int == 0)
+            #expect(try await a.send("GET", "/v1/pools/p").counts["waiting"] as? Int == 0)
             #expect(try await a.send("GET", "/v1/pools/p/leases/late").status == 404)
         }
 
@@ -168,15 +168,15 @@ extension OneAtATime.PoolRedisLiveTests {
         _ = try await a.send("PUT", "/v1/pools/p", #"{"elements": ["e"], "backend": "redis"}"#)
         _ = try await a.send("POST", "/v1/pools/p/fetch", #"{"id": "held"}"#)
         async let parked = a.send("POST", "/v1/pools/p/fetch?wait=0.5", #"{"id": "w"}"#)
-        #expect(await poll(5) { (try? await b.send("GET", "/v1/pools/p"))?.json["waiting"] as? Int == 1 })
+        #expect(await poll(5) { (try? await b.send("GET", "/v1/pools/p"))?.counts["waiting"] as? Int == 1 })
         redis.signal(SIGSTOP)
         let answer = try await parked
         redis.signal(SIGCONT)
         #expect(answer.code == "backend_unavailable", "\(answer.text)")
-        #expect(try await poll(5) { try await b.send("GET", "/v1/pools/p").json["waiting"] as? Int == 0 })
+        #expect(try await poll(5) { try await b.send("GET", "/v1/pools/p").counts["waiting"] as? Int == 0 })
         #expect(try await b.send("POST", "/v1/pools/p/recycle", #"{"lease": "held"}"#).status == 200)
         #expect(try await b.send("GET", "/v1/pools/p/leases/w").status == 404)
-        #expect(try await b.send("GET", "/v1/pools/p").json["available"] as? Int == 1)
+        #expect(try await b.send("GET", "/v1/pools/p").counts["available"] as? Int == 1)
     }
 
     /// A fetch with a wait sent while Redis is paused answers 503 (its first
@@ -192,11 +192,11 @@ extension OneAtATime.PoolRedisLiveTests {
         let answer = try await a.send("POST", "/v1/pools/p/fetch?wait=5", #"{"id": "late"}"#)
         redis.signal(SIGCONT)
         #expect(answer.code == "backend_unavailable", "\(answer.text)")
-        #expect(try await poll(5) { try await b.send("GET", "/v1/pools/p").json["waiting"] as? Int == 0 })
+        #expect(try await poll(5) { try await b.send("GET", "/v1/pools/p").counts["waiting"] as? Int == 0 })
         #expect(try await b.send("POST", "/v1/pools/p/recycle", #"{"lease": "held"}"#).status == 200)
         let late = try await b.send("GET", "/v1/pools/p/leases/late")
         #expect(late.status == 404 || Self.lease(late)?["status"] as? String == "recycled", "\(late.text)")
-        #expect(try await b.send("GET", "/v1/pools/p").json["available"] as? Int == 1)
+        #expect(try await b.send("GET", "/v1/pools/p").counts["available"] as? Int == 1)
     }
 }
 

@@ -113,7 +113,7 @@ extension OneAtATime {
             _ = try server.call("POST", "/v1/pipelines/slow/items", #"{"id":"long","payload":{}}"#)
             let worker = try workspace.start("./worker slow sh -c 'echo working; exec sleep 30'")
             #expect(worker.waitForLines(1, timeout: 5))
-            #expect(server.json("pipelines/slow")["in_flight"] as? Int == 1)
+            #expect((server.json("pipelines/slow")["counts"] as? [String: Any])?["in_flight"] as? Int == 1)
             worker.signal(SIGTERM)
             #expect(worker.finish(timeout: 5) == 143)
             let item = server.json("pipelines/slow/items/long")

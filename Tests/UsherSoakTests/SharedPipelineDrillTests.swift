@@ -37,9 +37,9 @@ struct SharedPipelineDrillTests {
         throws -> PipelineHistoryChecker.Report
     {
         let state = try cluster.ushers[1].call("GET", "/v1/pipelines/\(Self.pipeline)?limit=0").json
-        var left: [String: Int] = [:]
-        for part in ["ready", "delayed", "in_flight", "dead"] { left[part] = state[part] as? Int ?? -1 }
         let counts = (state["counts"] as? [String: Any] ?? [:]).compactMapValues { $0 as? Int }
+        var left: [String: Int] = [:]
+        for part in ["ready", "delayed", "in_flight", "dead"] { left[part] = counts[part] ?? -1 }
         let report = PipelineHistoryChecker().check(load.history(left: left, counts: counts, lostBefore: lostBefore))
         #expect(report.violations.isEmpty, "\(label): \(report.violations.prefix(10))")
         #expect(cluster.deaths().isEmpty, "\(cluster.deaths())")
@@ -245,7 +245,8 @@ final class SharedPipelineLoad: Sendable {
             guard let state = try? TestHTTPClient(port: port, timeoutSeconds: 5).request("GET", path).json else {
                 return false
             }
-            return ["ready", "delayed", "in_flight"].allSatisfy { state[$0] as? Int == 0 }
+            let counts = state["counts"] as? [String: Any] ?? [:]
+            return ["ready", "delayed", "in_flight"].allSatisfy { counts[$0] as? Int == 0 }
         }
         if !empty { failed.withLock { $0 += 1 } }
         drained.withLock { $0 = true }

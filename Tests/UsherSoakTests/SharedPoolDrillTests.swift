@@ -47,7 +47,8 @@ struct SharedPoolDrillTests {
         // Every lease ends: the last ones expire within a second.
         let settled = await poll(10) {
             let state = try? cluster.ushers[1].call("GET", "/v1/pools/\(Self.pool)?limit=0")
-            return state?.json["leased"] as? Int == 0 && state?.json["waiting"] as? Int == 0
+            return (state?.json["counts"] as? [String: Any])?["leased"] as? Int == 0
+                && (state?.json["counts"] as? [String: Any])?["waiting"] as? Int == 0
         }
         #expect(settled, "leases or waiters left")
         let (outcomes, missing, failures) = await load.finalStates()
@@ -79,7 +80,8 @@ struct SharedPoolDrillTests {
         // Leases end by their expiry within a second; undelivered ones are recycled once Redis answers.
         let settled = await poll(10) {
             let state = try? cluster.ushers[1].call("GET", path)
-            return state?.json["leased"] as? Int == 0 && state?.json["waiting"] as? Int == 0
+            return (state?.json["counts"] as? [String: Any])?["leased"] as? Int == 0
+                && (state?.json["counts"] as? [String: Any])?["waiting"] as? Int == 0
         }
         #expect(settled, "\(label): leases or waiters left")
         let (outcomes, missing, failures) = await load.finalStates()

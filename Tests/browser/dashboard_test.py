@@ -256,7 +256,7 @@ def loading(driver, page, s):
     driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": states})
     driver.get(s.url + "/")
     page.wait("the lists were read", lambda: page.js("performance.getEntriesByType('resource')"
-                                                      ".some((e) => e.name.endsWith('/v1/machines'))"), timeout=10)
+                                                      ".some((e) => /\\/v1\\/machines(\\?|$)/.test(e.name))"), timeout=10)
     time.sleep(0.5)  # the page has had the lists and the failed states
     shown = page.js("Array.from(document.querySelectorAll('section.kind')).map((s) => [s.id, "
                     "!s.querySelector('.loading').hidden, !s.querySelector('.empty').hidden, "

@@ -214,6 +214,7 @@
   // ---- pools ---------------------------------------------------------------
 
   function renderPool(p) {
+    const c = p.counts;
     const tiles = p.elements.map((e) => {
       const lease = e.lease;
       return el('li', {class: 'tile ' + (lease ? 'leased' : 'free'), 'data-element': e.id, 'data-status': e.status},
@@ -232,13 +233,13 @@
     return [
       head(p.name, 'lease ' + (cfg.lease_seconds ? cfg.lease_seconds + ' s' : 'no expiry')
         + (cfg.grow ? ' · grows to ' + cfg.grow.max_size : '')),
-      stats([['size', p.size, 'size'], ['free', p.available, 'available', p.available === 0 && p.size > 0 ? 'full' : ''],
-        ['leased', p.leased, 'leased'], ['waiting', p.waiting, 'waiting']]),
+      stats([['size', p.size, 'size'], ['free', c.available, 'available', c.available === 0 && p.size > 0 ? 'full' : ''],
+        ['leased', c.leased, 'leased'], ['waiting', c.waiting, 'waiting']]),
       tiles.length ? el('ul', {class: 'tiles'}, tiles) : el('p', {class: 'none'}, 'No elements yet.'),
       more(tiles.length, p.size, 'elements'),
       // Only while fetches wait: the line, first in line first.
-      p.waiting ? table('Waiting for an element', ['#', 'lease', 'holder'], waiting, 'none', {class: 'waiting'}) : null,
-      p.waiting ? more(waiting.length, p.waiting, 'waiting') : null,
+      c.waiting ? table('Waiting for an element', ['#', 'lease', 'holder'], waiting, 'none', {class: 'waiting'}) : null,
+      c.waiting ? more(waiting.length, c.waiting, 'waiting') : null,
       totals(p.counts, ['fetched_total', 'recycled_total', 'expired_total', 'revoked_total', 'grown_total']),
     ];
   }
@@ -270,8 +271,9 @@
     return el('div', {class: 'meter', role: 'img', 'aria-label': label}, fill);
   }
   function renderPipeline(p) {
+    const c = p.counts;
     const filters = [...p.filters].sort((a, b) => b.priority - a.priority || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    const used = p.ready + p.in_flight + p.delayed;
+    const used = c.ready + c.in_flight + c.delayed;
     const pct = p.capacity ? Math.min(100, Math.round((used / p.capacity) * 100)) : 0;
     const items = (p.items || []).slice(0, ITEM_ROWS).map((i) => el('tr', {'data-id': i.id},
       el('td', {}, withPayload(i.id, i.payload)), el('td', {}, i.status), el('td', {class: 'num'}, i.priority),
@@ -279,17 +281,17 @@
     const cfg = p.config;
     return [
       head(p.name, (p.paused ? 'paused · ' : '') + 'capacity ' + p.capacity + ' · ' + cfg.max_in_flight + ' in flight at most · ack ' + cfg.ack_seconds + ' s'),
-      stats([['ready', p.ready, 'ready'], ['in flight', p.in_flight, 'in_flight'], ['delayed', p.delayed, 'delayed'],
-        ['dead', p.dead, 'dead', p.dead > 0 ? 'bad' : '']]),
+      stats([['ready', c.ready, 'ready'], ['in flight', c.in_flight, 'in_flight'], ['delayed', c.delayed, 'delayed'],
+        ['dead', c.dead, 'dead', c.dead > 0 ? 'bad' : '']]),
       meter(pct, used + ' of ' + p.capacity + ' used'),
-      el('p', {class: 'meter-text'}, used + ' of ' + p.capacity + ' used · consumers waiting ' + p.waiting_consumers + ' · producers waiting ' + p.waiting_producers),
+      el('p', {class: 'meter-text'}, used + ' of ' + p.capacity + ' used · consumers waiting ' + c.waiting_consumers + ' · producers waiting ' + c.waiting_producers),
       el('div', {class: 'block' + (filters.length ? '' : ' inline')}, el('h4', {}, 'Filters, in the order they run'),
         filters.length ? el('ol', {class: 'filters'}, filters.map((f) => el('li', {'data-filter': f.name},
           el('span', {class: 'prio'}, f.priority), el('span', {class: 'fname'}, f.name), el('span', {class: 'fdesc'}, describeFilter(f)))))
           : el('p', {class: 'none'}, 'none')),
       el('div', {class: 'block' + (p.source ? '' : ' inline')}, el('h4', {}, 'Source'), describeSource(p.source)),
       table('Items', ['id', 'status', 'priority', 'deliveries'], items, 'none', {class: 'items'}),
-      more(items.length, p.ready + p.delayed, 'items'),
+      more(items.length, c.ready + c.delayed, 'items'),
       totals(p.counts, ['pushed_total', 'delivered_total', 'consumed_total', 'filtered_total', 'redelivered_total', 'dead_total', 'extended_total']),
     ];
   }

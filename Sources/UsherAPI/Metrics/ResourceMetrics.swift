@@ -27,22 +27,15 @@ struct ResourceSample {
     /// A pool's numbers from its state (either backend).
     init(pool name: String, _ state: PoolState) {
         self.init(.pools, name)
-        gauges += [
-            ("size", state.size), ("available", state.available), ("leased", state.leased), ("waiting", state.waiting),
-        ]
-        add(.pool(state.counts))
+        gauges.append(("size", state.size))
+        add(.pool(state))
     }
 
     /// A pipeline's numbers from its state (either backend).
     init(pipeline name: String, _ state: PipelineSnapshot) {
         self.init(.pipelines, name)
-        gauges += [
-            ("capacity", state.capacity), ("ready", state.ready), ("in_flight", state.inFlight),
-            ("delayed", state.delayed),
-            ("dead", state.dead), ("waiting_consumers", state.waitingConsumers),
-            ("waiting_producers", state.waitingProducers), ("paused", state.paused ? 1 : 0),
-        ]
-        add(.pipeline(state.counts))
+        gauges += [("capacity", state.capacity), ("paused", state.paused ? 1 : 0)]
+        add(.pipeline(state))
     }
 
     /// Takes a counts object's members: `*_total` ones as events, the

@@ -258,6 +258,7 @@ extension OpenAPIDocument {
                 "PipelineCounts",
                 Schema.object(
                     [
+                        "ready", "in_flight", "delayed", "dead", "waiting_consumers", "waiting_producers",
                         "pushed_total", "delivered_total", "consumed_total", "filtered_total", "redelivered_total",
                         "dead_total", "dead_dropped_total", "cancelled_total", "extended_total", "deduplicated_total",
                     ].map { ($0, Schema.count) })
@@ -278,14 +279,8 @@ extension OpenAPIDocument {
                 Schema.object([
                     ("name", Schema.name()),
                     ("capacity", Schema.count),
-                    ("ready", Schema.count),
-                    ("in_flight", Schema.count),
-                    ("delayed", Schema.count),
-                    ("dead", Schema.count),
                     ("paused", Schema.bool),
                     ("fence", Schema.fence),
-                    ("waiting_consumers", Schema.count),
-                    ("waiting_producers", Schema.count),
                     ("filters", Schema.array(Schema.ref("FilterEntry"), "in the order they run")),
                     (
                         "items",

@@ -146,7 +146,8 @@ extension OpenAPIDocument {
                 "PoolCounts",
                 Schema.object(
                     [
-                        "fetched_total", "recycled_total", "expired_total", "revoked_total", "grown_total",
+                        "available", "leased", "waiting", "fetched_total", "recycled_total", "expired_total",
+                        "revoked_total", "grown_total",
                         "abandoned_total", "unclaimed_total",
                     ].map {
                         ($0, Schema.count)
@@ -159,9 +160,6 @@ extension OpenAPIDocument {
                     ("config", Schema.ref("PoolConfig")),
                     ("size", Schema.count),
                     ("max_size", maxSize),
-                    ("available", Schema.count),
-                    ("leased", Schema.count),
-                    ("waiting", Schema.count),
                     ("next_expiry_at", Schema.nullable(Schema.timestamp)),
                     ("elements", Schema.array(Schema.ref("PoolElement"), "the first `limit` elements in stable order")),
                     (

@@ -31,16 +31,23 @@ struct CountsBody: Encodable {
         ])
     }
 
-    static func pool(_ c: PoolCounts) -> CountsBody {
-        CountsBody(members: [
+    /// A pool's gauges (from its state) and totals.
+    static func pool(_ state: PoolState) -> CountsBody {
+        let c = state.counts
+        return CountsBody(members: [
+            ("available", state.available), ("leased", state.leased), ("waiting", state.waiting),
             ("fetched_total", c.fetchedTotal), ("recycled_total", c.recycledTotal),
             ("expired_total", c.expiredTotal), ("revoked_total", c.revokedTotal), ("grown_total", c.grownTotal),
             ("abandoned_total", c.abandonedTotal), ("unclaimed_total", c.unclaimedTotal),
         ])
     }
 
-    static func pipeline(_ c: PipelineCounts) -> CountsBody {
-        CountsBody(members: [
+    /// A pipeline's gauges (from its state) and totals.
+    static func pipeline(_ state: PipelineSnapshot) -> CountsBody {
+        let c = state.counts
+        return CountsBody(members: [
+            ("ready", state.ready), ("in_flight", state.inFlight), ("delayed", state.delayed), ("dead", state.dead),
+            ("waiting_consumers", state.waitingConsumers), ("waiting_producers", state.waitingProducers),
             ("pushed_total", c.pushedTotal), ("delivered_total", c.deliveredTotal),
             ("consumed_total", c.consumedTotal), ("filtered_total", c.filteredTotal),
             ("redelivered_total", c.redeliveredTotal), ("dead_total", c.deadTotal),

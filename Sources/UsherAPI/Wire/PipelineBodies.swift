@@ -145,18 +145,16 @@ struct PipelineFilterBody: Encodable {
     }
 }
 
-/// `GET /v1/pipelines/{p}`: name, capacity, ready, in_flight, delayed, dead,
-/// paused, fence, waiting_consumers, waiting_producers, filters (in running order),
-/// items, next_cursor, counts, source (`null` when none), config.
+/// `GET /v1/pipelines/{p}`: name, capacity, paused, fence, filters (in
+/// running order), items, next_cursor, counts (gauges `ready`, `in_flight`,
+/// `delayed`, `dead`, `waiting_consumers`, `waiting_producers` and the
+/// totals), source (`null` when none), config.
 struct PipelineStateBody: Encodable {
     let state: PipelineSnapshot
     init(_ state: PipelineSnapshot) { self.state = state }
 
     enum CodingKeys: String, CodingKey {
-        case name, capacity, ready, delayed, dead, paused, fence, filters, items, counts, source, config
-        case inFlight = "in_flight"
-        case waitingConsumers = "waiting_consumers"
-        case waitingProducers = "waiting_producers"
+        case name, capacity, paused, fence, filters, items, counts, source, config
         case nextCursor = "next_cursor"
     }
 
@@ -181,19 +179,13 @@ struct PipelineStateBody: Encodable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(state.name, forKey: .name)
         try container.encode(state.capacity, forKey: .capacity)
-        try container.encode(state.ready, forKey: .ready)
-        try container.encode(state.inFlight, forKey: .inFlight)
-        try container.encode(state.delayed, forKey: .delayed)
-        try container.encode(state.dead, forKey: .dead)
         try container.encode(state.paused, forKey: .paused)
         try container.encode(state.fence, forKey: .fence)
-        try container.encode(state.waitingConsumers, forKey: .waitingConsumers)
-        try container.encode(state.waitingProducers, forKey: .waitingProducers)
         try container.encode(
             state.filters.ordered.map { PipelineFilterBody(name: $0.name, filter: $0.filter) }, forKey: .filters)
         try container.encode(state.items.map { PipelineItemBody($0) }, forKey: .items)
         try container.encodeCursor(state.nextCursor, forKey: .nextCursor)
-        try container.encode(CountsBody.pipeline(state.counts), forKey: .counts)
+        try container.encode(CountsBody.pipeline(state), forKey: .counts)
         if let source = state.source {
             var nested = container.nestedContainer(keyedBy: SourceKeys.self, forKey: .source)
             try Self.write(source.config, to: &nested)

@@ -122,15 +122,16 @@ struct ElementRemovalBody: Encodable {
     }
 }
 
-/// `GET /v1/pools/{p}`: name, config, size, available, leased, waiting,
-/// `next_expiry_at`, elements, `waiting_leases` (the first waiting fetches,
-/// `[]` after the first page), counts, `next_cursor` (`null` when absent).
+/// `GET /v1/pools/{p}`: name, config, size, `max_size`, `next_expiry_at`,
+/// elements, `waiting_leases` (the first waiting fetches, `[]` after the
+/// first page), counts (gauges `available`, `leased`, `waiting` and the
+/// totals), `next_cursor` (`null` when absent).
 struct PoolStateBody: Encodable {
     let state: PoolState
     init(_ state: PoolState) { self.state = state }
 
     enum CodingKeys: String, CodingKey {
-        case name, config, size, available, leased, waiting, elements, counts
+        case name, config, size, elements, counts
         case maxSize = "max_size"
         case nextExpiryAt = "next_expiry_at"
         case waitingLeases = "waiting_leases"
@@ -156,9 +157,6 @@ struct PoolStateBody: Encodable {
         try writeConfig(state.config, to: &container)
         try container.encode(state.size, forKey: .size)
         try container.encode(state.config.maxSize(size: state.size), forKey: .maxSize)
-        try container.encode(state.available, forKey: .available)
-        try container.encode(state.leased, forKey: .leased)
-        try container.encode(state.waiting, forKey: .waiting)
         try container.encodeTime(state.nextExpiryAt, forKey: .nextExpiryAt)
         var elements = container.nestedUnkeyedContainer(forKey: .elements)
         for element in state.elements {
@@ -170,7 +168,7 @@ struct PoolStateBody: Encodable {
             var nested = waitingLeases.nestedContainer(keyedBy: LeaseBody.CodingKeys.self)
             try LeaseBody.write(lease, withElement: true, to: &nested)
         }
-        try container.encode(CountsBody.pool(state.counts), forKey: .counts)
+        try container.encode(CountsBody.pool(state), forKey: .counts)
         try container.encodeCursor(state.nextCursor, forKey: .nextCursor)
     }
 

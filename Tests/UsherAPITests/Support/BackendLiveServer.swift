@@ -18,6 +18,11 @@ enum TestBackend: String, CustomStringConvertible, Sendable {
     static let both: [TestBackend] = [.memory, .redis]
 }
 
+extension TestHTTPClient.Response {
+    /// A state's `counts` (gauges and totals); empty when it has none.
+    var counts: [String: Any] { json["counts"] as? [String: Any] ?? [:] }
+}
+
 /// The `id`s of a JSON list of objects, in order (an answer's page).
 func ids(_ list: Any?) -> [String] {
     ((list as? [[String: Any]]) ?? []).compactMap { $0["id"] as? String }
