@@ -105,7 +105,7 @@ import Testing
     @Test(arguments: both) func aLeaseFetchedAtOnceIsClaimedByItsOwnRequest(_ backend: TestBackend) async throws {
         let s = try await BackendApp(backend)
         _ = try await s.call("PUT", "/v1/pools/p", s.put(#"{"elements": ["e1"], "claim_seconds": 0.3}"#))
-        #expect(try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "mine"}"#).status == 200)
+        #expect(try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "mine"}"#).status == 201)
         try await Task.sleep(for: .seconds(1))
         let state = try await s.call("GET", "/v1/pools/p").json
         #expect((state["counts"] as? [String: Any])?["leased"] as? Int == 1)

@@ -71,7 +71,7 @@ extension OneAtATime {
 
         @Test func aKilledFetcherLeavesThePoolsLine() throws {
             let server = try LiveServer(Self.config)
-            #expect(try server.call("POST", "/v1/pools/gpus/fetch", "{}").status == 200)
+            #expect(try server.call("POST", "/v1/pools/gpus/fetch", "{}").status == 201)
             let fetcher = try park(server, "POST", "/v1/pools/gpus/fetch?wait=30", "{}")
             #expect(server.server.suspendedRequests == 1)
             fetcher.disconnect()

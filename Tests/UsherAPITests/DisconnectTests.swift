@@ -195,14 +195,14 @@ import Testing
         await h.eventually { await pool.waiterCount == 1 }
         _ = try h.now("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "held"}"#)
         let first = await parked.value
-        #expect(first.json["lease"]?["status"].text == "active")
+        #expect(first.json["status"].text == "active")
         let retry = try h.now("POST", "/v1/pools/gpus/fetch", [("wait", "30")], body: #"{"id": "w"}"#)
-        #expect(retry.json["lease"]?["status"].text == "active")
-        #expect(retry.json["lease"]?["fence"] == first.json["lease"]?["fence"])
+        #expect(retry.json["status"].text == "active")
+        #expect(retry.json["fence"] == first.json["fence"])
         try undo(first)
         try undo(retry)
-        let w = try h.now("GET", "/v1/pools/gpus/leases/w").json["lease"]
-        #expect(w?["status"].text == "active" && w?["reason"] == nil)
+        let w = try h.now("GET", "/v1/pools/gpus/leases/w").json
+        #expect(w["status"].text == "active" && w["reason"] == nil)
         #expect(try h.now("GET", "/v1/pools/gpus").json["counts"]?["available"] == .int(0))
     }
 
@@ -216,17 +216,17 @@ import Testing
         await h.eventually { await pool.waiterCount == 2 }
         _ = try h.now("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "held"}"#)
         let (firstAnswer, retryAnswer) = (await first.value, await retry.value)
-        #expect(firstAnswer.json["lease"]?["status"].text == "active")
-        #expect(retryAnswer.json["lease"]?["status"].text == "active")
+        #expect(firstAnswer.json["status"].text == "active")
+        #expect(retryAnswer.json["status"].text == "active")
         try undo(firstAnswer)
-        #expect(try h.now("GET", "/v1/pools/gpus/leases/w").json["lease"]?["status"].text == "active")
+        #expect(try h.now("GET", "/v1/pools/gpus/leases/w").json["status"].text == "active")
     }
 
     // MARK: - Pools
 
     @Test func aWaitingFetchLeavesTheLineWhenItsClientHangsUp() async throws {
         let h = try DisconnectHarness(#"{"pools": {"gpus": {"elements": ["g1"]}}}"#)
-        let held = try h.now("POST", "/v1/pools/gpus/fetch").json["lease"]
+        let held = try h.now("POST", "/v1/pools/gpus/fetch").json
         let parked = try h.park("POST", "/v1/pools/gpus/fetch", [("wait", "30")], body: #"{"id": "w"}"#)
         let pool = try h.pool("gpus")
         await h.eventually { await pool.waiterCount == 1 }
@@ -234,7 +234,7 @@ import Testing
         let answer = await parked.value
         #expect(answer.status == 409 && answer.undelivered == nil)
         #expect(try h.now("GET", "/v1/pools/gpus").json["counts"]?["waiting"] == .int(0))
-        guard case .string(let lease)? = held?["id"] else { throw Failure("no lease id") }
+        guard case .string(let lease)? = held["id"] else { throw Failure("no lease id") }
         _ = try h.now("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "\#(lease)"}"#)
         #expect(try h.now("GET", "/v1/pools/gpus").json["counts"]?["available"] == .int(1))
     }
@@ -247,7 +247,7 @@ import Testing
         await h.eventually { await pool.waiterCount == 1 }
         _ = try h.now("POST", "/v1/pools/gpus/recycle", body: #"{"lease": "held"}"#)
         let answer = await parked.value
-        #expect(answer.json["lease"]?["status"].text == "active")
+        #expect(answer.json["status"].text == "active")
         try undo(answer)
         let state = try h.now("GET", "/v1/pools/gpus").json
         #expect(state["counts"]?["available"] == .int(1) && state["counts"]?["recycled_total"] == .int(2))
@@ -255,7 +255,7 @@ import Testing
         // The held lease, answered at once, carries its undo too.
         #expect(held.undelivered != nil)
         let again = try h.now("POST", "/v1/pools/gpus/fetch", [("on_disconnect", "keep")])
-        #expect(again.json["lease"]?["status"].text == "active" && again.undelivered == nil)
+        #expect(again.json["status"].text == "active" && again.undelivered == nil)
     }
 
     @Test func anUndeliveredLeaseShowsItsReason() async throws {

@@ -109,10 +109,7 @@ import Testing
 
     struct Payload: Decodable { var payload: [Double] }
     struct WithData: Decodable { var data: [Double]? }
-    struct Fetched: Decodable {
-        struct Lease: Decodable { var element: WithData }
-        var lease: Lease
-    }
+    struct Fetched: Decodable { var element: WithData }
     struct Config: Decodable {
         struct Seconds: Decodable {
             var holdSeconds: Double?
@@ -186,11 +183,11 @@ import Testing
         #expect(created.status == 201, "\(created.text.prefix(300))")
         changes.check("lease_seconds", lease, try await get(Config.self, "/v1/pools/p")?.config.leaseSeconds)
         let first = Self.decode(Fetched.self, try await s.call("POST", "/v1/pools/p/fetch", "{}"))
-        changes.check("declared element data", declared, first?.lease.element.data)
+        changes.check("declared element data", declared, first?.element.data)
         let added = Self.doubles(300, &generator)
         #expect(try await s.call("PUT", "/v1/pools/p/elements/f", #"{"data": \#(Self.text(added))}"#).status == 201)
         let second = Self.decode(Fetched.self, try await s.call("POST", "/v1/pools/p/fetch", "{}"))
-        changes.check("added element data", added, second?.lease.element.data)
+        changes.check("added element data", added, second?.element.data)
 
         let ack = Self.seconds(&generator)
         let pipeline = #"{"capacity": 10, "ack_seconds": \#(ack)}"#

@@ -28,7 +28,7 @@ import Testing
         let dismissed = try s.call("POST", "/v1/windows/w/dismiss", #"{"id": "\#(item ?? "")"}"#)
         #expect((dismissed.json["dismissed"] as? [String: Any])?["id"] as? String == item)
 
-        let lease = (try s.call("POST", "/v1/pools/p/fetch", "{}").json["lease"] as? [String: Any])?["id"] as? String
+        let lease = try s.call("POST", "/v1/pools/p/fetch", "{}").json["id"] as? String
         #expect(Self.isGenerated(lease))
         #expect(try s.call("POST", "/v1/pools/p/leases/\(lease ?? "")/extend", "{}").status == 200)
 

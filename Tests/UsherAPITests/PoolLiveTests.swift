@@ -55,15 +55,15 @@ import Testing
     @Test(arguments: both) func fetchRecycleAndState(_ backend: TestBackend) async throws {
         let s = try await BackendApp(backend, Self.gpus)
         let a = try await s.call("POST", "/v1/pools/gpus/fetch", #"{"holder": "job-1"}"#)
-        #expect(a.status == 200)
-        let lease = try #require(a.json["lease"] as? [String: Any])
+        #expect(a.status == 201)
+        let lease = a.json
         #expect((lease["element"] as? [String: Any])?["id"] as? String == "gpu-0")
         #expect(lease["holder"] as? String == "job-1" && lease["fence"] is Int && lease["expires_at"] is String)
         let b = try await s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "job-2", "lease_seconds": 5}"#)
-        let bLease = try #require(b.json["lease"] as? [String: Any])
+        let bLease = b.json
         #expect(((bLease["element"] as? [String: Any])?["data"] as? [String: Any])?["mem"] as? Int == 24)
         #expect(
-            try await s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "job-2"}"#).json["lease"] as? NSDictionary
+            try await s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "job-2"}"#).json as NSDictionary
                 == bLease as NSDictionary)
         let exhausted = try await s.call("POST", "/v1/pools/gpus/fetch")
         #expect(exhausted.status == 409 && exhausted.code == "pool_exhausted")
@@ -78,7 +78,7 @@ import Testing
         #expect((elements[1]["lease"] as? [String: Any])?["id"] as? String == "job-2")
 
         let byLease = try await s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "job-2"}"#)
-        #expect(byLease.status == 200 && (byLease.json["lease"] as? [String: Any])?["status"] as? String == "recycled")
+        #expect(byLease.status == 200 && byLease.json["status"] as? String == "recycled")
         let again = try await s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "job-2"}"#)
         #expect(
             again.status == 409 && again.code == "not_leased" && again.json["current_status"] as? String == "recycled")
@@ -96,7 +96,7 @@ import Testing
         let s = try await BackendApp(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
         _ = try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "l", "lease_seconds": 10}"#)
         let extended = try await s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 50}"#)
-        #expect(extended.status == 200 && (extended.json["lease"] as? [String: Any])?["status"] as? String == "active")
+        #expect(extended.status == 200 && extended.json["status"] as? String == "active")
         let tooLong = try await s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 61}"#)
         #expect(tooLong.status == 400 && tooLong.json["field"] as? String == "lease_seconds")
         #expect(try await s.call("POST", "/v1/pools/p/leases/nope/extend").status == 404)
@@ -107,10 +107,10 @@ import Testing
     @Test(arguments: both) func extendNeverShortensALease(_ backend: TestBackend) async throws {
         let s = try await BackendApp(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
         let fetched = try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "l"}"#)
-        let expiresAt = try #require((fetched.json["lease"] as? [String: Any])?["expires_at"] as? String)
+        let expiresAt = try #require(fetched.json["expires_at"] as? String)
         let shorter = try await s.call("POST", "/v1/pools/p/leases/l/extend", #"{"lease_seconds": 1}"#)
         #expect(shorter.status == 200)
-        #expect((shorter.json["lease"] as? [String: Any])?["expires_at"] as? String == expiresAt)
+        #expect(shorter.json["expires_at"] as? String == expiresAt)
     }
 
     @Test(arguments: both) func elementsAtRunTime(_ backend: TestBackend) async throws {
@@ -142,7 +142,7 @@ import Testing
         let s = try await BackendApp(backend, #"{"pools": {"p": {"grow": {"max_size": 2, "prefix": "el-"}}}}"#)
         var ids: [String?] = []
         for _ in 0..<2 {
-            let lease = try await s.call("POST", "/v1/pools/p/fetch").json["lease"] as? [String: Any]
+            let lease = try await s.call("POST", "/v1/pools/p/fetch").json as [String: Any]?
             ids.append((lease?["element"] as? [String: Any])?["id"] as? String)
         }
         #expect(ids == ["el-1", "el-2"])
@@ -180,8 +180,8 @@ import Testing
         #expect((try await s.call("GET", "/v1/pools/gpus")).counts["waiting"] as? Int == 1)
         #expect(try await s.call("POST", "/v1/pools/gpus/recycle", #"{"element": "gpu-1"}"#).status == 200)
         let r = try await waiting.value
-        #expect(r.status == 200)
-        let lease = try #require(r.json["lease"] as? [String: Any])
+        #expect(r.status == 201)
+        let lease = r.json
         #expect(lease["id"] as? String == "w" && (lease["element"] as? [String: Any])?["id"] as? String == "gpu-1")
         #expect(Date().timeIntervalSince(started) < 5)
     }
@@ -207,14 +207,14 @@ import Testing
         #expect(try await s.call("POST", "/v1/pools/p/fetch").code == "pool_exhausted")
         _ = try await s.call("POST", "/v1/pools/p/recycle", #"{"lease": "held"}"#)
         let r = try await first.value
-        #expect(r.status == 200 && (r.json["lease"] as? [String: Any])?["id"] as? String == "first")
+        #expect(r.status == 201 && r.json["id"] as? String == "first")
     }
 
     @Test(arguments: both) func anExpiredLeaseServesAWaitingFetcher(_ backend: TestBackend) async throws {
         let s = try await BackendApp(backend, #"{"pools": {"p": {"elements": ["a"], "lease_seconds": 60}}}"#)
         _ = try await s.call("POST", "/v1/pools/p/fetch", #"{"lease_seconds": 0.2}"#)
         let r = try await s.call("POST", "/v1/pools/p/fetch?wait=5", #"{"id": "next"}"#)
-        #expect(r.status == 200 && (r.json["lease"] as? [String: Any])?["id"] as? String == "next")
+        #expect(r.status == 201 && r.json["id"] as? String == "next")
         let counts = try #require(try await s.call("GET", "/v1/pools/p").json["counts"] as? [String: Any])
         #expect(counts["expired_total"] as? Int == 1 && counts["recycled_total"] as? Int == 0)
     }
@@ -258,7 +258,7 @@ import Testing
                     do {
                         let got = try c.request(
                             "POST", "/v1/pools/p/fetch?wait=20", body: #"{"id": "\#(id)", "holder": "t\#(t)"}"#)
-                        guard got.status == 200, let lease = got.json["lease"] as? [String: Any],
+                        guard got.status == 201, let lease = got.json as [String: Any]?,
                             let element = (lease["element"] as? [String: Any])?["id"] as? String,
                             let fence = lease["fence"] as? Int
                         else {

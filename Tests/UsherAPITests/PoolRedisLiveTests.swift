@@ -22,7 +22,7 @@ extension OneAtATime {
         static let gpus =
             #"{"elements": ["g0", {"id": "g1", "data": {"mem": 24}}], "lease_seconds": 30, "backend": "redis"}"#
 
-        static func lease(_ r: TestHTTPClient.Response) -> [String: Any]? { r.json["lease"] as? [String: Any] }
+        static func lease(_ r: TestHTTPClient.Response) -> [String: Any]? { r.json as [String: Any]? }
         static func element(_ r: TestHTTPClient.Response) -> String? {
             (lease(r)?["element"] as? [String: Any])?["id"] as? String
         }
@@ -38,7 +38,7 @@ extension OneAtATime {
             #expect(try await a.send("PUT", "/v1/pools/gpus", #"{"elements": ["g0", "g1"]}"#).code == "already_exists")
 
             let first = try await b.send("POST", "/v1/pools/gpus/fetch", #"{"id": "j1", "holder": "b"}"#)
-            #expect(first.status == 200 && Self.element(first) == "g0")
+            #expect(first.status == 201 && Self.element(first) == "g0")
             let second = try await a.send("POST", "/v1/pools/gpus/fetch", #"{"id": "j2", "holder": "a"}"#)
             #expect(Self.element(second) == "g1")
             #expect(
@@ -72,7 +72,7 @@ extension OneAtATime {
             #expect(await poll(5) { (try? await b.send("GET", "/v1/pools/p"))?.counts["waiting"] as? Int == 1 })
             #expect(try await b.send("POST", "/v1/pools/p/recycle", #"{"element": "e"}"#).status == 200)
             let fetched = try await waitingFetch
-            #expect(fetched.status == 200 && Self.lease(fetched)?["id"] as? String == "next")
+            #expect(fetched.status == 201 && Self.lease(fetched)?["id"] as? String == "next")
             #expect(Self.element(fetched) == "e" && Self.lease(fetched)?["status"] as? String == "active")
             #expect(Self.lease(try await leaseWait)?["status"] as? String == "recycled")
             // A wait that nothing serves ends exhausted, and leaves the line.
@@ -91,7 +91,7 @@ extension OneAtATime {
             _ = try await a.send("POST", "/v1/pools/p/fetch", #"{"id": "short", "lease_seconds": 0.3}"#)
             // The expiry frees the element without a request; the waiter on B gets it.
             let next = try await b.send("POST", "/v1/pools/p/fetch?wait=5", #"{"id": "next"}"#)
-            #expect(next.status == 200 && Self.element(next) == "e")
+            #expect(next.status == 201 && Self.element(next) == "e")
             let short = try await a.send("GET", "/v1/pools/p/leases/short")
             #expect(Self.lease(short)?["status"] as? String == "expired")
             let streamed = try await Task.detached {
@@ -130,7 +130,7 @@ extension OneAtATime {
             let b = try LiveServer(String(declared))
             #expect(try await poll(5) { try await a.send("GET", "/v1/pools/d").status == 200 })
             #expect(try await poll(5) { try await b.send("GET", "/v1/pools/d").status == 200 })
-            #expect(try await b.send("POST", "/v1/pools/d/fetch").status == 200)
+            #expect(try await b.send("POST", "/v1/pools/d/fetch").status == 201)
             #expect(try await a.send("POST", "/v1/pools/d/fetch").code == "pool_exhausted")
         }
 
@@ -149,12 +149,12 @@ extension OneAtATime {
             #expect(refused.headers["retry-after"] != nil)
             // A wait parked before Redis went away is answered so once its wait passes.
             #expect(try await parked.code == "backend_unavailable")
-            #expect(try await a.send("POST", "/v1/pools/local/fetch").status == 200)
+            #expect(try await a.send("POST", "/v1/pools/local/fetch").status == 201)
             // Back (empty: no persistence): the pool is made again through the same server.
             try await redis.start()
             let again = #"{"elements": ["e"], "backend": "redis"}"#
             #expect(try await poll(10) { try await a.send("PUT", "/v1/pools/shared", again).status == 201 })
-            #expect(try await a.send("POST", "/v1/pools/shared/fetch").status == 200)
+            #expect(try await a.send("POST", "/v1/pools/shared/fetch").status == 201)
         }
     }
 }

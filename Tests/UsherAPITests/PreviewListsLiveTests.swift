@@ -79,10 +79,10 @@ import Testing
         #expect(ids(try s.call("GET", "/v1/pools/p?limit=0").json["waiting_leases"]) == [])
 
         _ = try s.call("POST", "/v1/pools/p/recycle", #"{"lease": "held"}"#)
-        #expect(try #require(one()).status == 200)
+        #expect(try #require(one()).status == 201)
         #expect(ids(try s.call("GET", "/v1/pools/p").json["waiting_leases"]) == ["w2"])
         _ = try s.call("POST", "/v1/pools/p/recycle", #"{"lease": "w1"}"#)
-        #expect(try #require(two()).status == 200)
+        #expect(try #require(two()).status == 201)
         #expect(ids(try s.call("GET", "/v1/pools/p").json["waiting_leases"]) == [])
     }
 }

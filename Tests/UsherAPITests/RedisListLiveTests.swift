@@ -71,7 +71,7 @@ extension OneAtATime {
                 }
             }
             #expect(try await client.request("POST", "/v1/windows/w2/show", body: #"{"id": "x"}"#).status == 201)
-            #expect(try await client.request("POST", "/v1/pools/p3/fetch", body: #"{"holder": "h"}"#).status == 200)
+            #expect(try await client.request("POST", "/v1/pools/p3/fetch", body: #"{"holder": "h"}"#).status == 201)
             #expect(try await client.request("POST", "/v1/pipelines/pl4/items", body: #"{"payload": 1}"#).status == 201)
             for (kind, prefix, _) in others {
                 let list = try await client.request("GET", "/v1/\(kind)?limit=5")

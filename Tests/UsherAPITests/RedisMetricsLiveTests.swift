@@ -47,7 +47,7 @@ extension OneAtATime {
             #expect(try await a.call("POST", "/v1/queues/q/visitors", #"{"id": "w2"}"#).status == 201)
             #expect(try await a.call("POST", "/v1/windows/w/show", #"{"id": "x"}"#).status == 201)
             #expect(try await a.call("POST", "/v1/windows/w/show", #"{"id": "y"}"#).status == 201)
-            #expect(try await a.call("POST", "/v1/pools/p/fetch", #"{"holder": "ci"}"#).status == 200)
+            #expect(try await a.call("POST", "/v1/pools/p/fetch", #"{"holder": "ci"}"#).status == 201)
             #expect(try await a.call("POST", "/v1/pipelines/pl/items", #"{"payload": 1}"#).status == 201)
             #expect(try await a.call("POST", "/v1/pipelines/pl/items", #"{"payload": 2}"#).status == 201)
             try await Task.sleep(for: .milliseconds(20))

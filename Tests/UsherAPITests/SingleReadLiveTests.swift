@@ -55,12 +55,12 @@ import Testing
         let s = try AppTester(Self.config)
         _ = try s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "l1", "holder": "alice"}"#)
         let active = try s.call("GET", "/v1/pools/gpus/leases/l1")
-        let lease = try #require(active.json["lease"] as? [String: Any])
+        let lease = active.json
         #expect(active.status == 200 && lease["status"] as? String == "active" && lease["holder"] as? String == "alice")
         #expect((lease["element"] as? [String: Any])?["id"] as? String == "gpu-0")
         _ = try s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "l1"}"#)
         let done = try s.call("GET", "/v1/pools/gpus/leases/l1?wait=5")
-        #expect((done.json["lease"] as? [String: Any])?["status"] as? String == "recycled")
+        #expect(done.json["status"] as? String == "recycled")
         let unknown = try s.call("GET", "/v1/pools/gpus/leases/zz")
         #expect(unknown.status == 404 && unknown.code == "not_found")
     }
@@ -73,13 +73,13 @@ import Testing
         }
         PoolLiveTests.untilWaiting(s, "gpus", 1)
         let waiting = try s.call("GET", "/v1/pools/gpus/leases/l2")
-        #expect((waiting.json["lease"] as? [String: Any])?["status"] as? String == "waiting")
+        #expect(waiting.json["status"] as? String == "waiting")
         let watch = s.inBackground { try s.call("GET", "/v1/pools/gpus/leases/l2?wait=10") }
         s.untilParked(2)
         _ = try s.call("POST", "/v1/pools/gpus/recycle", #"{"lease": "l1"}"#)
         let seen = try #require(watch())
-        #expect((seen.json["lease"] as? [String: Any])?["status"] as? String == "active")
-        #expect(try #require(fetch()).status == 200)
+        #expect(seen.json["status"] as? String == "active")
+        #expect(try #require(fetch()).status == 201)
 
         // A waiting fetch that gives up leaves no trace: its watcher gets 404 at once.
         let giveUp = s.inBackground {

@@ -17,14 +17,20 @@ import Testing
     @Test(arguments: Backend.allCases)
     func anExpiryServesAWaitingFetch(_ backend: Backend) async throws {
         let rig = try await Rig(backend, config: Self.one)
-        let held = try await rig.pool.fetchLease(FetchRequest(id: "a", holder: "ann")).value()
+        let fetched = try await rig.pool.fetchLease(FetchRequest(id: "a", holder: "ann")).value()
+        #expect(fetched.created)
+        let held = fetched.lease
         #expect(held.element == "e" && held.expiresAt == rig.clock.now().adding(seconds: 10))
         let deadline = rig.clock.now().adding(seconds: 30)
         let pool = rig.pool
-        let waiting = Task { try await pool.fetchLease(FetchRequest(id: "w", holder: "wes"), until: deadline).value() }
+        let waiting = Task {
+            try await pool.fetchLease(FetchRequest(id: "w", holder: "wes"), until: deadline).value()
+        }
         #expect(await poll { await rig.waiting() == 1 })
         rig.clock.advance(by: 10)
-        let served = try await waiting.value
+        let outcome = try await waiting.value
+        #expect(outcome.created)
+        let served = outcome.lease
         #expect(served.id == "w" && served.status == .active && served.element == "e")
         #expect(served.leasedAt == held.expiresAt)
         #expect(try await rig.pool.readLease("a").value().status == .expired)
@@ -36,11 +42,11 @@ import Testing
     @Test(arguments: Backend.allCases)
     func aWaitThatEndsUnservedLeavesTheLine(_ backend: Backend) async throws {
         let rig = try await Rig(backend, config: Self.one)
-        let held = try await rig.pool.fetchLease(FetchRequest(id: "a")).value()
+        let held = try await rig.pool.fetchLease(FetchRequest(id: "a")).value().lease
         let deadline = rig.clock.now().adding(seconds: 2)
         let pool = rig.pool
         let waiting = Task {
-            await pool.fetchLease(FetchRequest(id: "w"), until: deadline).result()
+            await pool.fetchLease(FetchRequest(id: "w"), until: deadline).result().map(\.lease)
         }
         #expect(await poll { await rig.waiting() == 1 })
         rig.clock.advance(by: 2)
@@ -75,9 +81,9 @@ import Testing
     func aLeaseAnsweredToARetryIsNotUndone(_ backend: Backend) async throws {
         let two = PoolConfig(elements: [PoolElementSpec(id: "e"), PoolElementSpec(id: "f")], leaseSeconds: 10)
         let rig = try await Rig(backend, config: two)
-        let a = try await rig.pool.fetchLease(FetchRequest(id: "a")).value()
-        let b = try await rig.pool.fetchLease(FetchRequest(id: "b")).value()
-        #expect(try await rig.pool.fetchLease(FetchRequest(id: "a")).value() == a)
+        let a = try await rig.pool.fetchLease(FetchRequest(id: "a")).value().lease
+        let b = try await rig.pool.fetchLease(FetchRequest(id: "b")).value().lease
+        #expect(try await rig.pool.fetchLease(FetchRequest(id: "a")).value() == FetchOutcome(lease: a, created: false))
         rig.pool.recycleUndelivered(id: "a", fence: try #require(a.fence))
         rig.pool.recycleUndelivered(id: "b", fence: try #require(b.fence))
         #expect(await poll { (try? await rig.pool.readLease("b").value())?.status == .recycled })

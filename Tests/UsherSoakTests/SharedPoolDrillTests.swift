@@ -66,7 +66,7 @@ struct SharedPoolDrillTests {
         // The mix did what it is for.
         #expect(report.byStatus["expired", default: 0] > 0 && report.byStatus["recycled", default: 0] > 0)
         #expect(outcomes.count > Int(seconds * 5) && outcomes.count < 1000)
-        #expect(load.tally("fetch wait 200") > 0 && load.tally("fetch wait 409") > 0)
+        #expect(load.tally("fetch wait 201") > 0 && load.tally("fetch wait 409") > 0)
         #expect(load.tally("gave up") > 0 && load.tally("extend 200") > 0)
     }
 
@@ -125,7 +125,7 @@ struct SharedPoolDrillTests {
         async let running: Void = load.run(workers: 9, seconds: 12, seed: seed)
         try await cluster.killSubscribersThenPause(shared: path, memory: "/v1/pools/local", what: "pool")
         await running
-        let report = try await verify(load, cluster, allowed: [200, 409, 503], label: "drill (seed \(seed))")
+        let report = try await verify(load, cluster, allowed: [200, 201, 409, 503], label: "drill (seed \(seed))")
         #expect(load.statusCounts[503, default: 0] > 0, "no 503 while Redis was paused")
         #expect(report.byStatus["expired", default: 0] > 0 && report.byStatus["recycled", default: 0] > 0)
         Self.note("pool drill: \(load.summary()); \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
@@ -154,7 +154,7 @@ struct SharedPoolDrillTests {
         let declaredLease = try await onThread {
             try cluster.ushers[2].call("POST", "/v1/pools/\(declared)/fetch", #"{"id": "after-restart"}"#)
         }
-        #expect(declaredLease.status == 200, "\(declaredLease.text)")
+        #expect(declaredLease.status == 201, "\(declaredLease.text)")
         // Made again through another process, it serves on all three.
         let recreate = try await onThread { try cluster.ushers[1].call("PUT", path, Self.poolBody) }
         #expect(recreate.status == 201, "\(recreate.text)")
@@ -166,7 +166,7 @@ struct SharedPoolDrillTests {
         #expect(serving.allSatisfy { $0 != nil }, "\(serving)")
         await running
         let report = try await verify(
-            load, cluster, allowed: [200, 404, 409, 410, 503], lostBefore: recreated.timeIntervalSince1970,
+            load, cluster, allowed: [200, 201, 404, 409, 410, 503], lostBefore: recreated.timeIntervalSince1970,
             label: "restart (seed \(seed))")
         #expect(report.byStatus.values.reduce(0, +) > 0, "no lease after the PUT")
         // Fences keep rising across the loss: the new pool's are above every old one.
@@ -269,7 +269,7 @@ final class PoolLoad: Sendable {
                     note(id) { $0.gaveUp = true }
                     continue
                 }
-                guard got.status == 200, let lease = got.json["lease"] as? [String: Any],
+                guard got.status == 201, let lease = got.json as [String: Any]?,
                     let element = (lease["element"] as? [String: Any])?["id"] as? String,
                     let fence = lease["fence"] as? Int
                 else {
@@ -308,7 +308,7 @@ final class PoolLoad: Sendable {
         let r = try? client.request("POST", "/v1/pools/\(pool)/recycle", body: body)
         answered("recycle", r)
         // By element, the 200 may name a later lease of the element (this one expired first).
-        if r?.status == 200, (r?.json["lease"] as? [String: Any])?["id"] as? String == id {
+        if r?.status == 200, r?.json["id"] as? String == id {
             note(id) { $0.recycled = true }
         }
     }
@@ -330,7 +330,7 @@ final class PoolLoad: Sendable {
                 let r = try? client.request("GET", "/v1/pools/\(pool)/leases/\(id)")
                 if r?.status == 404 {
                     results.withLock { $0.missing.append(id) }
-                } else if let lease = r?.json["lease"] as? [String: Any], let outcome = LeaseOutcome(lease) {
+                } else if let lease = r?.json as [String: Any]?, let outcome = LeaseOutcome(lease) {
                     results.withLock { $0.outcomes.append(outcome) }
                 } else {
                     results.withLock { $0.failures.append("\(id): \(r?.text ?? "no answer")") }

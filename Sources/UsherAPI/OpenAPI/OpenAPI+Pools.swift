@@ -172,7 +172,6 @@ extension OpenAPIDocument {
                     ("next_cursor", Schema.nextCursor),
                 ])
             ),
-            ("LeaseReply", Schema.object([("lease", Schema.ref("Lease"))])),
             ("ElementReply", Schema.object([("element", Schema.ref("PoolElement"))])),
             (
                 "ElementRemoval",
@@ -215,7 +214,7 @@ extension OpenAPIDocument {
         typealias L = PoolConfig.Limits
         let name = nameParameter(.pools, example: "licences")
         let state = Schema.ref("PoolState")
-        let lease = Schema.ref("LeaseReply")
+        let lease = Schema.ref("Lease")
         let notLeased = Response.problem(
             409, "the lease ended (or the element is not leased); `current_status` when known",
             codes: ["not_leased"])
@@ -278,7 +277,8 @@ extension OpenAPIDocument {
                             ]), required: false,
                             example: .object([("id", .string("lease-1")), ("holder", .string("ci-runner"))])),
                         responses: [
-                            Response.json(200, "the lease", lease),
+                            Response.json(201, "a new lease, active or (with wait) waiting", lease),
+                            Response.json(200, "the lease a retried id names", lease),
                             Response.problem(
                                 409, "no element is free (`next_expiry_at` when known)", codes: ["pool_exhausted"]),
                             Response.problem(

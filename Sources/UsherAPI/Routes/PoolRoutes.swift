@@ -58,6 +58,11 @@ enum PoolRoutes: ConfiguredKind {
         Reply.encoded(LeaseReplyBody(lease: lease))
     }
 
+    /// 201 when the fetch made the lease, 200 for a known `id`.
+    private static func leaseReply(_ outcome: FetchOutcome) -> HTTPResponse {
+        Reply.encoded(LeaseReplyBody(lease: outcome.lease), status: outcome.created ? 201 : 200)
+    }
+
     /// The state as an answer, its elements cut at `max_response_bytes`:
     /// encoded whole first, measured element by element only when that does
     /// not fit. The waiting fetches get the room the elements leave.
@@ -94,8 +99,9 @@ enum PoolRoutes: ConfiguredKind {
     /// The answer to a fetch; an active lease is recycled again (reason
     /// `undelivered`) when the server could not hand it to its client, if the
     /// client asked for that (`undo`).
-    private static func leased(_ lease: Lease, from pool: any PoolService, undo: Bool) -> HTTPResponse {
-        let response = leaseReply(lease)
+    private static func leased(_ outcome: FetchOutcome, from pool: any PoolService, undo: Bool) -> HTTPResponse {
+        let response = leaseReply(outcome)
+        let lease = outcome.lease
         guard undo, lease.status == .active, let fence = lease.fence else { return response }
         let id = lease.id
         return response.undoing { pool.recycleUndelivered(id: id, fence: fence) }

@@ -53,15 +53,13 @@ enum ElementKeys: String, CodingKey {
     case lastHolder = "last_holder"
 }
 
-/// `{"lease": …}`: the answer to fetch, recycle and extend.
+/// A lease with its element: the answer to fetch, recycle, extend and a read.
 struct LeaseReplyBody: Encodable {
     let lease: Lease
 
-    enum CodingKeys: String, CodingKey { case lease }
-
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try LeaseBody.write(lease, withElement: true, forKey: .lease, to: &container)
+        var container = encoder.container(keyedBy: LeaseBody.CodingKeys.self)
+        try LeaseBody.write(lease, withElement: true, to: &container)
     }
 }
 

@@ -171,3 +171,15 @@ package struct ElementRemoval: Sendable, Equatable {
         self.endedLease = endedLease
     }
 }
+
+/// A fetch's answer: the lease, and whether this request made it (201) or
+/// named one that exists (200: a retried `id`).
+package struct FetchOutcome: Sendable, Equatable {
+    package var lease: Lease
+    package var created: Bool
+
+    package init(lease: Lease, created: Bool) {
+        self.lease = lease
+        self.created = created
+    }
+}

@@ -106,16 +106,21 @@ package actor LeasePool: EngineHost {
     /// recycled first, and `grow` may create one), or `pool_exhausted`. A
     /// known `id` answers its lease, now safe from undos (`noteRetry`).
     package func fetch(_ r: FetchRequest) throws(PoolError) -> Lease {
+        try fetchOutcome(r).lease
+    }
+
+    /// `fetch`, and whether it made the lease (false: a known `id`).
+    func fetchOutcome(_ r: FetchRequest) throws(PoolError) -> FetchOutcome {
         try checkLease(r.leaseSeconds)
         try run(nil) { (e, now) in e.advance(to: now) }
         if let id = r.id, let known = engine.noteRetry(id: id) {
             guard !known.status.isWaiting else { throw exhausted() }
-            return lease(known)
+            return FetchOutcome(lease: lease(known), created: false)
         }
         try grow(forWaiters: 1)
         guard table.available > 0 else { throw exhausted() }
         let v = try run(nil) { (e, now) throws(QueueError) in try e.enqueue(r.visitorRequest, now: now).view }
-        return leaseNow(v.id)
+        return FetchOutcome(lease: leaseNow(v.id), created: true)
     }
 
     /// `POST …/fetch?wait=S`: as `fetch`, but when nothing is free the caller
@@ -123,17 +128,23 @@ package actor LeasePool: EngineHost {
     /// it, or `deadline`: then it leaves the line as if it had never come,
     /// and gets `pool_exhausted`. More than `max_waiting` waiting: `full`.
     package func fetch(_ r: FetchRequest, until deadline: Timestamp) async throws(PoolError) -> Lease {
+        try await fetchOutcome(r, until: deadline).lease
+    }
+
+    /// `fetch(_:until:)`, and whether this request made the lease.
+    func fetchOutcome(_ r: FetchRequest, until deadline: Timestamp) async throws(PoolError) -> FetchOutcome {
         try checkLease(r.leaseSeconds)
         try run(nil) { (e, now) in e.advance(to: now) }
         let id: String
+        let created: Bool
         if let given = r.id, let known = engine.noteRetry(id: given) {
-            guard known.status.isWaiting else { return lease(known) }
-            id = given
+            guard known.status.isWaiting else { return FetchOutcome(lease: lease(known), created: false) }
+            (id, created) = (given, false)
         } else {
             try grow(forWaiters: 1)
             let v = try run(nil) { (e, now) throws(QueueError) in try e.enqueue(r.visitorRequest, now: now).view }
-            guard v.status.isWaiting else { return leaseNow(v.id) }
-            id = v.id
+            guard v.status.isWaiting else { return FetchOutcome(lease: leaseNow(v.id), created: true) }
+            (id, created) = (v.id, true)
         }
         do throws(QueueError) {
             _ = try await parkOnVisitor(id, until: .leftLine, deadline: deadline, withdrawing: true)
@@ -152,7 +163,7 @@ package actor LeasePool: EngineHost {
             throw PoolError(error, lease: id)
         }
         guard settled != nil else { throw exhausted() }
-        return leaseNow(id)
+        return FetchOutcome(lease: leaseNow(id), created: created)
     }
 
     // MARK: - Leases

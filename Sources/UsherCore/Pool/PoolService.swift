@@ -8,10 +8,10 @@ package protocol PoolService: AnyObject, Sendable {
     /// The current config.
     func readConfig() -> Pending<PoolConfig, PoolError>
     /// `POST …/fetch` without `wait`: a free element now, or `exhausted`.
-    func fetchLease(_ r: FetchRequest) -> Pending<Lease, PoolError>
+    func fetchLease(_ r: FetchRequest) -> Pending<FetchOutcome, PoolError>
     /// `POST …/fetch?wait`: a free element now, or the first one freed for
     /// this fetcher before `deadline` (then `exhausted`, the fetch withdrawn).
-    func fetchLease(_ r: FetchRequest, until deadline: Timestamp) -> Pending<Lease, PoolError>
+    func fetchLease(_ r: FetchRequest, until deadline: Timestamp) -> Pending<FetchOutcome, PoolError>
     func recycleLease(_ id: String) -> Pending<Lease, PoolError>
     func recycleElement(_ id: String) -> Pending<Lease, PoolError>
     func extendLease(_ id: String, leaseSeconds: Double?) -> Pending<Lease, PoolError>
@@ -32,18 +32,22 @@ extension LeasePool: PoolService {
         .ready(.success(withIsolation { $0.config }))
     }
 
-    package nonisolated func fetchLease(_ r: FetchRequest) -> Pending<Lease, PoolError> {
-        .now { () throws(PoolError) in try withIsolation { p throws(PoolError) in try p.fetch(r) } }
+    package nonisolated func fetchLease(_ r: FetchRequest) -> Pending<FetchOutcome, PoolError> {
+        .now { () throws(PoolError) in try withIsolation { p throws(PoolError) in try p.fetchOutcome(r) } }
     }
 
-    package nonisolated func fetchLease(_ r: FetchRequest, until deadline: Timestamp) -> Pending<Lease, PoolError> {
+    package nonisolated func fetchLease(_ r: FetchRequest, until deadline: Timestamp) -> Pending<
+        FetchOutcome, PoolError
+    > {
         // Answered on the server thread when an element is free now; parked only to wait.
         do throws(PoolError) {
-            return .ready(.success(try withIsolation { p throws(PoolError) in try p.fetch(r) }))
+            return .ready(.success(try withIsolation { p throws(PoolError) in try p.fetchOutcome(r) }))
         } catch {
             guard case .exhausted = error else { return .ready(.failure(error)) }
         }
-        return .async { [self] () async throws(PoolError) -> Lease in try await fetch(r, until: deadline) }
+        return .async { [self] () async throws(PoolError) -> FetchOutcome in
+            try await fetchOutcome(r, until: deadline)
+        }
     }
 
     package nonisolated func recycleLease(_ id: String) -> Pending<Lease, PoolError> {

@@ -29,28 +29,33 @@ package final class RedisPool: PoolService, RedisResource {
         call { store async throws(PoolError) in try await store.config() }
     }
 
-    package func fetchLease(_ r: FetchRequest) -> Pending<Lease, PoolError> {
-        call { store async throws(PoolError) in try await store.fetch(r) }
+    package func fetchLease(_ r: FetchRequest) -> Pending<FetchOutcome, PoolError> {
+        call { store async throws(PoolError) in try await store.fetchOutcome(r) }
     }
 
-    package func fetchLease(_ r: FetchRequest, until deadline: Timestamp) -> Pending<Lease, PoolError> {
+    package func fetchLease(_ r: FetchRequest, until deadline: Timestamp) -> Pending<FetchOutcome, PoolError> {
         call { [self] store async throws(PoolError) in
-            let entered: Lease
-            do throws(PoolError) { entered = try await store.fetch(r, waiting: true, heardUntil: deadline) } catch {
+            let outcome: FetchOutcome
+            do throws(PoolError) {
+                outcome = try await store.fetchOutcome(r, waiting: true, heardUntil: deadline)
+            } catch {
                 // Redis may still run the fetch and put it in the line, where nobody waits for it.
                 if case .backendUnavailable = error, let id = r.id { abandon(id, mayArriveLate: true) }
                 throw error
             }
-            guard entered.status == .waiting else { return entered }
-            let id = entered.id
+            guard outcome.lease.status == .waiting else { return outcome }
+            let id = outcome.lease.id
             let parked = await park(id: id, until: deadline) { $0.status != .waiting }
             // One step: the element it was given by now, or out of the line (`exhausted`).
             switch parked {
             case .failure(.gone): throw .gone
-            case .success(let lease) where lease.status != .waiting: return lease
+            case .success(let lease) where lease.status != .waiting:
+                return FetchOutcome(lease: lease, created: outcome.created)
             // Not found: another request with the same id stopped waiting first and withdrew it.
             case .success, .failure(.notFound):
-                do throws(PoolError) { return try await store.withdraw(id: id) } catch {
+                do throws(PoolError) {
+                    return FetchOutcome(lease: try await store.withdraw(id: id), created: outcome.created)
+                } catch {
                     if case .backendUnavailable = error { abandon(id) }
                     throw error
                 }

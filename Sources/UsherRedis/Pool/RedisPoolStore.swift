@@ -91,11 +91,22 @@ package struct RedisPoolStore: ScriptStore {
     package func fetch(_ r: FetchRequest, waiting: Bool = false, heardUntil: Timestamp? = nil) async throws(PoolError)
         -> Lease
     {
+        try await fetchOutcome(r, waiting: waiting, heardUntil: heardUntil).lease
+    }
+
+    /// `fetch`, and whether it made the lease (false: a known `id`).
+    func fetchOutcome(_ r: FetchRequest, waiting: Bool = false, heardUntil: Timestamp? = nil) async throws(PoolError)
+        -> FetchOutcome
+    {
         if let problem = LeasePool.leaseProblem(r.leaseSeconds, limit: 0) { throw problem }
         var arguments = [r.id ?? "", r.holder ?? ""]
         arguments += r.leaseSeconds.map(Self.leaseArguments).map { [$0[1], $0[0]] } ?? ["-1", ""]
         arguments += [waiting ? "1" : "0", heardUntil.map { String($0.micros) } ?? ""]
-        return try await leaseCall(.fetch, arguments, PoolScript.Context(lease: r.leaseSeconds))
+        return try await runner.run(
+            ScriptCall(.fetch, arguments, context: PoolScript.Context(lease: r.leaseSeconds)) {
+                r throws(ReplyShapeError) in
+                FetchOutcome(lease: try Self.lease(&r), created: try r.flag("created"))
+            })
     }
 
     /// A waiting fetch whose wait ended leaves the line as if it had never

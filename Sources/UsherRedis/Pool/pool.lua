@@ -251,7 +251,8 @@ end
 if OP == 'fetch' then
   -- ARGV: id ('' none), holder ('' none), lease µs (-1 none), lease seconds
   -- ('' none), wait ('1': a fetch that finds nothing free waits in the line),
-  -- heard of until (µs: the end of its wait; '' = now).
+  -- heard of until (µs: the end of its wait; '' = now). Reply: the lease,
+  -- '1' when this call made it ('0': a known id).
   local id, holder, wait, heard_until = A[5], A[6], A[9] == '1', num(A[10])
   if id == '' then id = nil end
   if holder == '' then holder = nil end
@@ -262,7 +263,7 @@ if OP == 'fetch' then
       note_retry(known)
       hear(known, heard_until)
       if known.st == 'waiting' and not wait then return P.refuse('exhausted', next_deadline()) end
-      return P.done({ P.lease_view(known) })
+      return P.done({ P.lease_view(known), '0' })
     end
   end
   P.grow(1)
@@ -285,7 +286,7 @@ if OP == 'fetch' then
   P.assign()
   if r.st == 'waiting' then watch_idle(r) end
   note(id)
-  return P.done({ P.lease_view(r) })
+  return P.done({ P.lease_view(r), '1' })
 end
 
 if OP == 'withdraw' then
