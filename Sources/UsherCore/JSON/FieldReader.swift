@@ -110,6 +110,17 @@ package struct FieldReader {
         return s
     }
 
+    /// A string that must be one of `T`'s raw values, refused with all of them named.
+    package mutating func choice<T: CaseIterable & RawRepresentable<String>>(_ key: String) throws(FieldError) -> T? {
+        guard let s = try string(key) else { return nil }
+        guard let value = T(rawValue: s) else {
+            let names = T.allCases.map { "\"\($0.rawValue)\"" }
+            let list = names.dropLast().joined(separator: ", ") + " or " + (names.last ?? "")
+            throw FieldError(field: fieldPath(key), message: "must be " + list)
+        }
+        return value
+    }
+
     /// A string that must be a valid name (see `Names.isValid`).
     package mutating func name(_ key: String) throws(FieldError) -> String? {
         guard let s = try string(key) else { return nil }

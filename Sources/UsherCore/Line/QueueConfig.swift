@@ -176,8 +176,8 @@ package struct QueuePatch: Sendable, Equatable {
         p.capacity = try reader.int("capacity", in: QueueConfig.Limits.capacity)
         p.maxWaiting = try reader.int("max_waiting", in: QueueConfig.Limits.maxWaiting)
         p.holdSeconds = try reader.duration("hold_seconds")
-        p.dedup = try DedupMode.parse(&reader)
-        p.dedupKeep = try DedupKeep.parse(&reader)
+        p.dedup = try reader.choice("dedup")
+        p.dedupKeep = try reader.choice("dedup_keep")
         if let list = try reader.array("opposites") {
             p.opposites = try parseOpposites(list, field: reader.fieldPath("opposites"))
         }
@@ -219,27 +219,5 @@ package struct QueuePatch: Sendable, Equatable {
             pairs.append([a, b])
         }
         return pairs
-    }
-}
-
-extension DedupMode {
-    /// Reads `dedup`, nil when absent (queues and windows share it).
-    static func parse(_ reader: inout FieldReader) throws(FieldError) -> DedupMode? {
-        guard let raw = try reader.string("dedup") else { return nil }
-        guard let mode = DedupMode(rawValue: raw) else {
-            throw FieldError(field: reader.fieldPath("dedup"), message: "must be \"key\", \"adjacent\" or \"off\"")
-        }
-        return mode
-    }
-}
-
-extension DedupKeep {
-    /// Reads `dedup_keep`, nil when absent (queues and windows share it).
-    static func parse(_ reader: inout FieldReader) throws(FieldError) -> DedupKeep? {
-        guard let raw = try reader.string("dedup_keep") else { return nil }
-        guard let keep = DedupKeep(rawValue: raw) else {
-            throw FieldError(field: reader.fieldPath("dedup_keep"), message: "must be \"first\" or \"latest\"")
-        }
-        return keep
     }
 }

@@ -57,12 +57,7 @@ extension QueueEngine {
                 lastWithPair.removeValue(forKey: KeyAction(key: key, action: r.action))
             }
         }
-        records[i].linePrev = VisitorRecord.none
-        records[i].lineNext = VisitorRecord.none
-        records[i].keyPrev = VisitorRecord.none
-        records[i].keyNext = VisitorRecord.none
-        records[i].pairPrev = VisitorRecord.none
-        records[i].pairNext = VisitorRecord.none
+        clearLinks(h)
         counts.waiting -= 1
     }
 
@@ -99,12 +94,18 @@ extension QueueEngine {
                 lastWithPair[KeyAction(key: key, action: r.action)] = new
             }
         }
-        records[o].linePrev = VisitorRecord.none
-        records[o].lineNext = VisitorRecord.none
-        records[o].keyPrev = VisitorRecord.none
-        records[o].keyNext = VisitorRecord.none
-        records[o].pairPrev = VisitorRecord.none
-        records[o].pairNext = VisitorRecord.none
+        clearLinks(old)
+    }
+
+    /// `h` is in no list of the waiting line any more.
+    private mutating func clearLinks(_ h: Int32) {
+        let i = Int(h)
+        records[i].linePrev = VisitorRecord.none
+        records[i].lineNext = VisitorRecord.none
+        records[i].keyPrev = VisitorRecord.none
+        records[i].keyNext = VisitorRecord.none
+        records[i].pairPrev = VisitorRecord.none
+        records[i].pairNext = VisitorRecord.none
     }
 
     mutating func linkHolder(_ h: Int32) {

@@ -74,8 +74,8 @@ package struct WindowPatch: Sendable, Equatable {
         var p = WindowPatch()
         p.maxWaiting = try reader.int("max_waiting", in: QueueConfig.Limits.maxWaiting)
         p.displaySeconds = try reader.duration("display_seconds")
-        p.dedup = try DedupMode.parse(&reader)
-        p.dedupKeep = try DedupKeep.parse(&reader)
+        p.dedup = try reader.choice("dedup")
+        p.dedupKeep = try reader.choice("dedup_keep")
         return p
     }
 
