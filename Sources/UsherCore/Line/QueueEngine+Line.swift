@@ -28,7 +28,8 @@ extension QueueEngine {
         while finished.count > config.history, let h = finished.first,
             records[Int(h)].finishedAt + dedupMicros <= now.micros
         {
-            evict(finished.popFirst() ?? h)
+            _ = finished.popFirst()
+            evict(h)
         }
         keptByDedup = max(0, finished.count - config.history)
         applyDue(now)
