@@ -26,7 +26,7 @@ import Testing
         let item = try s.call("POST", "/v1/windows/w/show", #"{"title": "t"}"#).json["id"] as? String
         #expect(Self.isGenerated(item))
         let dismissed = try s.call("POST", "/v1/windows/w/dismiss", #"{"id": "\#(item ?? "")"}"#)
-        #expect((dismissed.json["dismissed"] as? [String: Any])?["id"] as? String == item)
+        #expect(dismissed.json["id"] as? String == item)
 
         let lease = try s.call("POST", "/v1/pools/p/fetch", "{}").json["id"] as? String
         #expect(Self.isGenerated(lease))

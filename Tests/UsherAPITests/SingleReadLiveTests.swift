@@ -112,11 +112,11 @@ import Testing
         #expect(e["status"] as? String == "free")
         // The element routes show them too.
         let put = try s.call("PUT", "/v1/pools/gpus/elements/gpu-0", #"{"data": {"mem": 80}}"#)
-        let putElement = try #require(put.json["element"] as? [String: Any])
+        let putElement = put.json
         #expect(putElement["lease_transitions"] as? Int == 1 && putElement["last_holder"] as? String == "bob")
         _ = try s.call("POST", "/v1/pools/gpus/fetch", #"{"id": "l4", "holder": "carol"}"#)
         let removed = try s.call("DELETE", "/v1/pools/gpus/elements/gpu-0?force=true")
-        let removedElement = try #require(removed.json["element"] as? [String: Any])
+        let removedElement = removed.json
         #expect(removedElement["lease_transitions"] as? Int == 2 && removedElement["last_holder"] as? String == "carol")
     }
 }

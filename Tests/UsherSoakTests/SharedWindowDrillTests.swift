@@ -263,7 +263,7 @@ final class WindowLoad: Sendable {
                         "POST", "\(path)/dismiss", #"{"id": "\#(id)"}"#,
                         item?.acknowledged == true ? [200] : [404, 200]
                     )
-                default: request = ("GET", "\(path)/showing", nil, [200])
+                default: request = ("GET", "\(path)/showing", nil, [200, 204])
                 }
                 let (method, target, body, allowed) = request
                 let r: TestHTTPClient.Response?

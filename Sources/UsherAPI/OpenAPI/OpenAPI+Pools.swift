@@ -172,19 +172,15 @@ extension OpenAPIDocument {
                     ("next_cursor", Schema.nextCursor),
                 ])
             ),
-            ("ElementReply", Schema.object([("element", Schema.ref("PoolElement"))])),
             (
                 "ElementRemoval",
                 Schema.object(
                     [
-                        (
-                            "element",
-                            Schema.object(
-                                [("id", Schema.name()), ("data", Schema.any())] + elementHistory,
-                                "the element removed")
-                        ),
-                        ("lease", Schema.nullable(Schema.ref("Lease"))),
-                    ], "the element removed, and the lease a forced removal revoked")
+                        ("id", Schema.name()),
+                        ("data", Schema.any()),
+                        ("status", Schema.enumeration(["removed"])),
+                        ("lease", Schema.nullable(Schema.ref("ElementLease"))),
+                    ] + elementHistory, "the element removed, with the lease a forced removal revoked (or null)")
             ),
         ]
     }
@@ -341,8 +337,8 @@ extension OpenAPIDocument {
                             schema: Schema.request([("data", Schema.any("anything the holder needs"))]),
                             required: false, example: .object([("data", .object([("seat", .int(3))]))])),
                         responses: [
-                            Response.json(201, "added", Schema.ref("ElementReply")),
-                            Response.json(200, "its data replaced", Schema.ref("ElementReply")),
+                            Response.json(201, "added", Schema.ref("PoolElement")),
+                            Response.json(200, "its data replaced", Schema.ref("PoolElement")),
                             Response.problem(
                                 429, "the pool has the most elements a pool may have", codes: ["too_many_elements"]),
                         ]),

@@ -9,6 +9,28 @@ extension OpenAPIDocument {
         let dedup = Schema.enumeration(
             DedupMode.allCases.map(\.rawValue), "how a new item merges into a queued one with its key; default off")
         let item = Schema.ref("WindowItem")
+        let itemOptional: Set<String> = ["position", "merged_into", "reason"]
+        let itemFields: [(String, JSONValue)] = [
+            ("id", Schema.name()),
+            ("window", Schema.name()),
+            ("key", Schema.nullable(Schema.string())),
+            ("title", Schema.nullable(Schema.string())),
+            ("message", Schema.nullable(Schema.string())),
+            ("payload", Schema.any()),
+            ("priority", Schema.integer()),
+            ("status", Schema.enumeration(WindowItemStatus.allCases.map(\.rawValue))),
+            ("position", Schema.integer(1...Int.max, "1-based place in showing order; only while queued")),
+            ("queued_at", Schema.timestamp),
+            ("shown_at", Schema.nullable(Schema.timestamp)),
+            ("expires_at", Schema.nullable(Schema.timestamp)),
+            ("dismissed_at", Schema.nullable(Schema.timestamp)),
+            ("fence", Schema.nullable(Schema.fence)),
+            ("merged_into", Schema.name("merged: the item it merged into (the newer one when replaced)")),
+            (
+                "reason",
+                Schema.enumeration(["replaced"], "merged into a newer duplicate (dedup_keep latest)")
+            ),
+        ]
         let configFields: [(String, JSONValue)] = [
             (
                 "max_waiting",
@@ -77,28 +99,7 @@ extension OpenAPIDocument {
             ),
             (
                 "WindowItem",
-                Schema.object(
-                    [
-                        ("id", Schema.name()),
-                        ("window", Schema.name()),
-                        ("key", Schema.nullable(Schema.string())),
-                        ("title", Schema.nullable(Schema.string())),
-                        ("message", Schema.nullable(Schema.string())),
-                        ("payload", Schema.any()),
-                        ("priority", Schema.integer()),
-                        ("status", Schema.enumeration(WindowItemStatus.allCases.map(\.rawValue))),
-                        ("position", Schema.integer(1...Int.max, "1-based place in showing order; only while queued")),
-                        ("queued_at", Schema.timestamp),
-                        ("shown_at", Schema.nullable(Schema.timestamp)),
-                        ("expires_at", Schema.nullable(Schema.timestamp)),
-                        ("dismissed_at", Schema.nullable(Schema.timestamp)),
-                        ("fence", Schema.nullable(Schema.fence)),
-                        ("merged_into", Schema.name("merged: the item it merged into (the newer one when replaced)")),
-                        (
-                            "reason",
-                            Schema.enumeration(["replaced"], "merged into a newer duplicate (dedup_keep latest)")
-                        ),
-                    ], optional: ["position", "merged_into", "reason"], "an item; position only while queued")
+                Schema.object(itemFields, optional: itemOptional, "an item; position only while queued")
             ),
             (
                 "WindowCounts",
@@ -123,12 +124,9 @@ extension OpenAPIDocument {
             (
                 "Dismissal",
                 Schema.object(
-                    [
-                        ("dismissed", item),
-                        ("showing", Schema.nullable(item)),
-                    ], "the item dismissed and the one shown now (the next one, in the same step)")
+                    itemFields + [("showing", Schema.nullable(item))], optional: itemOptional,
+                    "the item dismissed, with `showing`: the one shown now (the next one, in the same step), or null")
             ),
-            ("Showing", Schema.object([("showing", Schema.nullable(item))])),
         ]
     }
 
@@ -193,7 +191,8 @@ extension OpenAPIDocument {
                                 ("id", Schema.name("the item to dismiss, queued or showing; default: the one shown"))
                             ]), required: false, example: .object([("id", .string("alert-1"))])),
                         responses: [
-                            Response.json(200, "the item dismissed and the one shown now", Schema.ref("Dismissal")),
+                            Response.json(
+                                200, "the item dismissed, with the one shown now", Schema.ref("Dismissal")),
                             Response.problem(409, "nothing is showing and no id was given", codes: ["nothing_showing"]),
                         ])
                 ]),
@@ -207,8 +206,10 @@ extension OpenAPIDocument {
                             Parameter.query("after", Schema.name(), "the id of the item the client shows now"),
                             Parameter.wait("answer when the item shown is not `after`"),
                         ],
-                        responses: [Response.json(200, "the item shown now, or null", Schema.ref("Showing"))]
-                            + Response.waitEnds)
+                        responses: [
+                            Response.json(200, "the item shown now", Schema.ref("WindowItem")),
+                            Response.empty(204, "nothing is shown"),
+                        ] + Response.waitEnds)
                 ]),
             PathItem(
                 "/v1/windows/{name}/items/{id}", [name, Parameter.path("id", "the item's id", example: "alert-1")],

@@ -147,7 +147,7 @@ enum PoolRoutes: ConfiguredKind {
         let id = try call.name("id")
         let data: JSONValue? = try call.readBody { body throws(FieldError) in body.value("data") }
         return LifecycleRoutes<Self>.answer(call, pool.putElement(id: id, data: data)) {
-            Reply.encoded(ElementReplyBody(element: $0.element), status: $0.created ? 201 : 200)
+            Reply.encoded(PoolElementBody(element: $0.element), status: $0.created ? 201 : 200)
         }
     }
 

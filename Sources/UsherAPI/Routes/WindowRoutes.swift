@@ -86,7 +86,7 @@ enum WindowRoutes: ConfiguredKind {
         let window = try window(call)
         let id: String? = try call.readBody { body throws(FieldError) in try body.name("id") }
         return LifecycleRoutes<Self>.answer(call, window.dismissItem(id: id)) { dismissal in
-            Reply.encoded(DismissalBody(dismissed: dismissal.dismissed, showing: dismissal.showing))
+            Reply.encoded(DismissalBody(dismissal: dismissal))
         }
     }
 
@@ -133,7 +133,8 @@ enum WindowRoutes: ConfiguredKind {
             reply: { Reply.encoded(WindowItemBody($0)) })
     }
 
+    /// The item shown, bare; 204 when nothing is.
     @Sendable private static func reply(_ showing: WindowItem?) -> HTTPResponse {
-        Reply.encoded(DismissalBody(dismissed: nil, showing: showing))
+        showing.map { Reply.encoded(WindowItemBody($0)) } ?? Reply.noContent()
     }
 }

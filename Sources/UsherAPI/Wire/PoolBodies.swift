@@ -90,33 +90,18 @@ struct PoolElementBody: Encodable {
     }
 }
 
-/// `{"element": {id, data, status, lease}}`: the answer to `PUT …/elements/{id}`.
-struct ElementReplyBody: Encodable {
-    let element: PoolElement
-
-    enum CodingKeys: String, CodingKey { case element }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        var nested = container.nestedContainer(keyedBy: ElementKeys.self, forKey: .element)
-        try PoolElementBody.write(element, to: &nested)
-    }
-}
-
-/// `{element: {id, data, lease_transitions, last_holder}, lease}`: the
-/// answer to `DELETE …/elements/{id}` (`lease` the one the removal ended, or `null`).
+/// `DELETE …/elements/{id}`: the element removed, `status: "removed"`, with
+/// `lease` the one the removal ended (`null` when it was free).
 struct ElementRemovalBody: Encodable {
     let removal: ElementRemoval
 
-    enum CodingKeys: String, CodingKey { case element, lease }
-
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        var element = container.nestedContainer(keyedBy: ElementKeys.self, forKey: .element)
-        try element.encode(removal.element.id, forKey: .id)
-        try element.encodeAlways(removal.element.data, forKey: .data)
-        try PoolElementBody.writeHistory(removal.element, to: &element)
-        try LeaseBody.write(removal.endedLease, withElement: true, forKey: .lease, to: &container)
+        var container = encoder.container(keyedBy: ElementKeys.self)
+        try container.encode(removal.element.id, forKey: .id)
+        try container.encodeAlways(removal.element.data, forKey: .data)
+        try container.encode("removed", forKey: .status)
+        try LeaseBody.write(removal.endedLease, withElement: false, forKey: .lease, to: &container)
+        try PoolElementBody.writeHistory(removal.element, to: &container)
     }
 }
 

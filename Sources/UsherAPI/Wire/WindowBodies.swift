@@ -9,7 +9,7 @@ struct WindowItemBody: Encodable {
     init(_ item: WindowItem) { self.item = item }
 
     enum CodingKeys: String, CodingKey {
-        case id, window, key, title, message, payload, priority, status, position, fence, reason
+        case id, window, key, title, message, payload, priority, status, position, fence, reason, showing
         case queuedAt = "queued_at"
         case shownAt = "shown_at"
         case expiresAt = "expires_at"
@@ -88,20 +88,14 @@ struct WindowStateBody: Encodable {
     }
 }
 
-/// `POST …/dismiss`: `{dismissed, showing}`; `GET …/showing`: `{showing}`.
-/// `showing` is always present, `null` when nothing is shown.
+/// `POST …/dismiss`: the item dismissed, its members bare, with `showing`:
+/// the item shown now (the next one, shown in the same step), `null` when none.
 struct DismissalBody: Encodable {
-    let dismissed: WindowItem?
-    let showing: WindowItem?
-
-    enum CodingKeys: String, CodingKey { case dismissed, showing }
+    let dismissal: Dismissal
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        if let dismissed {
-            var nested = container.nestedContainer(keyedBy: WindowItemBody.CodingKeys.self, forKey: .dismissed)
-            try WindowItemBody.write(dismissed, to: &nested)
-        }
-        try WindowItemBody.write(showing, forKey: .showing, to: &container)
+        var container = encoder.container(keyedBy: WindowItemBody.CodingKeys.self)
+        try WindowItemBody.write(dismissal.dismissed, to: &container)
+        try WindowItemBody.write(dismissal.showing, forKey: .showing, to: &container)
     }
 }
