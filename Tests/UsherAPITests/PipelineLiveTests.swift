@@ -248,7 +248,7 @@ extension OneAtATime {
             #expect(a.json["status"] as? String == "ready")
             // The push answers the whole item, as GET …/items/{id} shows it.
             #expect((a.json["payload"] as? [String: Any])?["n"] as? Int == 1)
-            #expect(a.json["deliveries"] as? Int == 0 && a.json["pushed_at"] is String && a.json["fence"] is NSNull)
+            #expect(a.json["deliveries"] as? Int == 0 && a.json["created_at"] is String && a.json["fence"] is NSNull)
             #expect(a.body == (try c.request("GET", "/v1/pipelines/p/items/a")).body)
             // A retried push with the same id is the same item: 200.
             let again = try c.request("POST", "/v1/pipelines/p/items", body: #"{"id": "a", "payload": {"n": 99}}"#)
@@ -262,7 +262,7 @@ extension OneAtATime {
                 "POST", "/v1/pipelines/p/items", body: #"{"id": "d", "payload": null, "delay_seconds": 60}"#)
             #expect(d.status == 201)
             #expect(d.json["status"] as? String == "delayed")
-            #expect(d.json["available_at"] as? String != d.json["pushed_at"] as? String)
+            #expect(d.json["available_at"] as? String != d.json["created_at"] as? String)
             _ = try c.request("POST", "/v1/pipelines/p/items", body: #"{"id": "e", "payload": 3}"#)
 
             // A ready item is not in flight.

@@ -74,7 +74,7 @@ import Testing
         #expect(ids(state["waiting_leases"]) == ["w1", "w2"])
         let first = try #require((state["waiting_leases"] as? [[String: Any]])?.first)
         #expect(first["status"] as? String == "waiting" && first["holder"] as? String == "ci-7")
-        #expect(first["element"] is NSNull && first["leased_at"] is NSNull)
+        #expect(first["element"] is NSNull && first["granted_at"] is NSNull)
         #expect(ids(try s.call("GET", "/v1/pools/p?limit=1").json["waiting_leases"]) == ["w1"])
         #expect(ids(try s.call("GET", "/v1/pools/p?limit=0").json["waiting_leases"]) == [])
 

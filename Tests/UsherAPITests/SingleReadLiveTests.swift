@@ -27,7 +27,7 @@ import Testing
         // Finished: within its history, answered at once even with wait.
         let started = Date()
         let done = try s.call("GET", "/v1/windows/alerts/items/a?wait=5")
-        #expect(done.json["status"] as? String == "dismissed" && done.json["dismissed_at"] as? String != nil)
+        #expect(done.json["status"] as? String == "dismissed" && done.json["finished_at"] as? String != nil)
         #expect(Date().timeIntervalSince(started) < 2)
         let unknown = try s.call("GET", "/v1/windows/alerts/items/zz")
         #expect(unknown.status == 404 && unknown.code == "not_found")

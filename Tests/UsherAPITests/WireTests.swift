@@ -14,7 +14,7 @@ import Testing
             id: "a/b", queue: "q", payload: .object([("z", .int(1)), ("a", .double(1.5))]), status: .waiting,
             position: 2, estimatedWaitSeconds: 30, enqueuedAt: Timestamp(micros: 1_796_000_000_123_456))
         #expect(
-            Self.text(VisitorBody(view)) == #"{"action":null,"enqueued_at":"2026-11-30T00:53:20.123Z","#
+            Self.text(VisitorBody(view)) == #"{"action":null,"created_at":"2026-11-30T00:53:20.123Z","#
                 + #""estimated_wait_seconds":30,"expires_at":null,"fence":null,"finished_at":null,"granted_at":null,"#
                 + #""id":"a/b","key":null,"payload":{"a":1.5,"z":1},"position":2,"priority":0,"queue":"q","status":"waiting"}"#
         )
@@ -121,8 +121,8 @@ import Testing
         #expect(
             Self.text(PipelineItemBody(pushed.item))
                 == #"{"ack_deadline":null,"available_at":"2026-01-01T00:00:00.000Z","#
-                + #""dead_at":null,"deliveries":0,"fence":null,"id":"x","payload":{"a":null,"b":1},"priority":0,"#
-                + #""pushed_at":"2026-01-01T00:00:00.000Z","status":"ready","taken_at":null}"#)
+                + #""created_at":"2026-01-01T00:00:00.000Z","dead_at":null,"deliveries":0,"fence":null,"id":"x","#
+                + #""payload":{"a":null,"b":1},"priority":0,"status":"ready","taken_at":null}"#)
         let delivery = PipelineDelivery(
             id: "x", payload: .int(1), priority: 0, deliveries: 1, takenAt: t0, ackDeadline: nil, fence: 3)
         #expect(

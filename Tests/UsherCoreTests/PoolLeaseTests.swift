@@ -19,12 +19,12 @@ import Testing
             ]))
         let a = try p.fetchNow(FetchRequest(holder: "job-1"))
         #expect(a.id == "1767225600000001" && a.element == "gpu-0" && a.elementData == .object([("mem", .int(24))]))
-        #expect(a.holder == "job-1" && a.status == .active && a.leasedAt == clock.now() && a.expiresAt == later(60))
+        #expect(a.holder == "job-1" && a.status == .active && a.grantedAt == clock.now() && a.expiresAt == later(60))
         let b = try p.fetchNow()
         #expect(b.element == "gpu-1" && b.holder == nil)
         #expect(throws: PoolError.exhausted(nextExpiryAt: later(60))) { try p.fetchNow() }
         let recycled = try p.recycleNow(lease: a.id)
-        #expect(recycled.status == .recycled && recycled.endedAt == clock.now() && recycled.element == "gpu-0")
+        #expect(recycled.status == .recycled && recycled.finishedAt == clock.now() && recycled.element == "gpu-0")
         #expect(try p.fetchNow().element == "gpu-0")
         try p.checkInvariants()
         let c = try p.stateNow().counts
@@ -69,7 +69,7 @@ import Testing
         let a = try p.fetchNow()
         clock.advance(by: 10)  // the pool's timer runs inside advance
         let expired = try p.withIsolation { p throws(PoolError) in try p.lease(id: a.id) }
-        #expect(expired.status == .expired && expired.endedAt == F.at(10))
+        #expect(expired.status == .expired && expired.finishedAt == F.at(10))
         #expect(try p.fetchNow().element == "e0")
         let c = try p.stateNow().counts
         #expect(c.expiredTotal == 1 && c.recycledTotal == 0)

@@ -23,7 +23,8 @@ import Testing
         #expect(try p.stateNow().waiting == 1)
         clock.advance(by: 10)
         let got = try await waiter.value
-        #expect(got.element == "e0" && got.holder == "w" && got.status == .active && got.leasedAt == F.at(10))
+        #expect(got.element == "e0" && got.holder == "w" && got.status == .active && got.grantedAt == F.at(10))
+        #expect(got.createdAt == F.at(0))
         #expect(try #require(got.fence) > (a.fence ?? .max))
         let s = try p.stateNow()
         #expect(s.counts.expiredTotal == 1 && s.waiting == 0 && s.leased == 1)

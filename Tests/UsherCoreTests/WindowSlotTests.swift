@@ -43,7 +43,7 @@ import Testing
         #expect(c.position == 1)
         #expect(try queued(w) == ["c", "b"])
         let d = try dismiss(w)
-        #expect(d.dismissed.id == "a" && d.dismissed.status == .dismissed && d.dismissed.dismissedAt == clock.now())
+        #expect(d.dismissed.id == "a" && d.dismissed.status == .dismissed && d.dismissed.finishedAt == clock.now())
         #expect(d.showing?.id == "c" && d.showing?.status == .showing)
         #expect(try queued(w) == ["b"])
     }
@@ -101,7 +101,7 @@ import Testing
         #expect(next.showing?.id == "alert-1" && next.showing?.expiresAt == later(5))
         clock.advance(by: 5)  // alert-1 dismisses itself and alert-2 is shown
         let a1 = try w.withIsolation { w throws(WindowError) in try w.item(id: "alert-1") }
-        #expect(a1.status == .expired && a1.dismissedAt == clock.now())
+        #expect(a1.status == .expired && a1.finishedAt == clock.now())
         #expect(try showing(w) == "alert-2")
         clock.advance(by: 5)
         #expect(try showing(w) == nil)
@@ -136,7 +136,7 @@ import Testing
         let b = try show(w, ShowRequest(id: "b", key: "city", title: "Berlin"))
         #expect(b.status == .queued)
         let c = try show(w, ShowRequest(id: "c", key: "city", title: "Paris"))
-        #expect(c.status == .merged && c.mergedInto == "b" && c.dismissedAt == clock.now())
+        #expect(c.status == .merged && c.mergedInto == "b" && c.finishedAt == clock.now())
         try show(w, ShowRequest(id: "d", key: "order"))
         #expect(try queued(w) == ["b", "d"])
         #expect(w.withIsolation { $0.counts.mergedTotal } == 1)

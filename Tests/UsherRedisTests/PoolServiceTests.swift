@@ -32,7 +32,7 @@ import Testing
         #expect(outcome.created)
         let served = outcome.lease
         #expect(served.id == "w" && served.status == .active && served.element == "e")
-        #expect(served.leasedAt == held.expiresAt)
+        #expect(served.grantedAt == held.expiresAt && served.createdAt == held.createdAt)
         #expect(try await rig.pool.readLease("a").value().status == .expired)
         #expect(
             await poll { rig.eventTypes == ["leased a", "waiting w", "expired a", "leased w"] }, "\(rig.eventTypes)")

@@ -237,7 +237,7 @@ struct FenceMap {
     mutating func view(_ r: PipelineItem, as m: PipelineItem?) throws -> String {
         let fence = try self.fence(r.fence, as: m?.fence)
         return
-            "\(r.id) \(r.payload) p\(r.priority) \(r.status) d\(r.deliveries) \(r.pushedAt.micros) \(r.availableAt.micros) "
+            "\(r.id) \(r.payload) p\(r.priority) \(r.status) d\(r.deliveries) \(r.createdAt.micros) \(r.availableAt.micros) "
             + "\(r.takenAt?.micros ?? -1) \(r.ackDeadline?.micros ?? -1) f\(fence ?? -1) \(r.deadAt?.micros ?? -1)"
     }
 

@@ -77,7 +77,7 @@ struct PoolRig {
         let t0 = rig.clock.now()
         let a = try await rig.store.fetch(FetchRequest(id: "a", holder: "alice"))
         #expect(a.element == "e0" && a.status == .active && a.holder == "alice")
-        #expect(a.leasedAt == t0 && a.expiresAt == t0.adding(seconds: 10) && a.endedAt == nil)
+        #expect(a.grantedAt == t0 && a.expiresAt == t0.adding(seconds: 10) && a.finishedAt == nil)
         rig.clock.advance(by: 1)
         let b = try await rig.store.fetch(FetchRequest(id: "b", holder: "bob", leaseSeconds: 2))
         #expect(b.element == "e1" && b.expiresAt == rig.clock.now().adding(seconds: 2))
@@ -85,7 +85,7 @@ struct PoolRig {
         // A retried fetch with a known id answers the same lease.
         #expect(try await rig.store.fetch(FetchRequest(id: "a", holder: "x")) == a)
         let recycled = try await rig.store.recycle(lease: "a")
-        #expect(recycled.status == .recycled && recycled.endedAt == rig.clock.now() && recycled.element == "e0")
+        #expect(recycled.status == .recycled && recycled.finishedAt == rig.clock.now() && recycled.element == "e0")
         // e2 was freed at creation, before e0 was recycled.
         #expect(try await rig.store.fetch(FetchRequest(id: "c", holder: "alice")).element == "e2")
         let d = try await rig.store.fetch(FetchRequest(id: "d", holder: "carol"))
@@ -130,7 +130,7 @@ struct PoolRig {
         #expect(extended.expiresAt == rig.clock.now().adding(seconds: 10) && extended.fence == a.fence)
         rig.clock.advance(by: 10)
         let expired = try await rig.store.lease(id: "a")
-        #expect(expired.status == .expired && expired.endedAt == extended.expiresAt)
+        #expect(expired.status == .expired && expired.finishedAt == extended.expiresAt)
         await #expect(throws: PoolError.notLeased("lease \"a\" is not active (it is expired)", status: .expired)) {
             try await rig.store.extend(lease: "a", leaseSeconds: nil)
         }
@@ -157,7 +157,7 @@ struct PoolRig {
         rig.clock.advance(by: 5)
         try await rig.store.tick()
         let granted = try await rig.store.lease(id: "w")
-        #expect(granted.status == .active && granted.element == "e0" && granted.leasedAt == a.expiresAt)
+        #expect(granted.status == .active && granted.element == "e0" && granted.grantedAt == a.expiresAt)
         #expect(try await rig.store.withdraw(id: "w") == granted)
         state = try await rig.store.state(limit: 10)
         #expect(state.elements[0].leaseTransitions == 1 && state.elements[0].lastHolder == "walt")

@@ -4,22 +4,22 @@ struct LeaseOutcome: Sendable {
     var id: String
     var status: String
     var element: String?
-    var leasedAt: Int64?
-    var endedAt: Int64?
+    var grantedAt: Int64?
+    var finishedAt: Int64?
     var expiresAt: Int64?
     var fence: Int64?
     /// `undelivered`: recycled because its fetch's answer never reached the client.
     var reason: String?
 
     init(
-        id: String, status: String, element: String? = nil, leasedAt: Int64? = nil, endedAt: Int64? = nil,
+        id: String, status: String, element: String? = nil, grantedAt: Int64? = nil, finishedAt: Int64? = nil,
         expiresAt: Int64? = nil, fence: Int64? = nil, reason: String? = nil
     ) {
         self.id = id
         self.status = status
         self.element = element
-        self.leasedAt = leasedAt
-        self.endedAt = endedAt
+        self.grantedAt = grantedAt
+        self.finishedAt = finishedAt
         self.expiresAt = expiresAt
         self.fence = fence
         self.reason = reason
@@ -30,8 +30,8 @@ struct LeaseOutcome: Sendable {
         guard let id = lease["id"] as? String, let status = lease["status"] as? String else { return nil }
         self.init(
             id: id, status: status, element: (lease["element"] as? [String: Any])?["id"] as? String,
-            leasedAt: (lease["leased_at"] as? String).flatMap(rfc3339Milliseconds),
-            endedAt: (lease["ended_at"] as? String).flatMap(rfc3339Milliseconds),
+            grantedAt: (lease["granted_at"] as? String).flatMap(rfc3339Milliseconds),
+            finishedAt: (lease["finished_at"] as? String).flatMap(rfc3339Milliseconds),
             expiresAt: (lease["expires_at"] as? String).flatMap(rfc3339Milliseconds),
             fence: (lease["fence"] as? Int).map(Int64.init), reason: lease["reason"] as? String)
     }
@@ -41,14 +41,14 @@ struct LeaseOutcome: Sendable {
 /// every lease had time to end:
 ///
 /// 1. **Every lease ends**: each one is `recycled`, `expired` or `revoked`,
-///    with an element, `leased_at`, `ended_at` and a fence.
+///    with an element, `granted_at`, `finished_at` and a fence.
 /// 2. **No element under two leases at once**: per element, the leases in
 ///    fence order hold it in turn: each begins no earlier than the one before
 ///    it ended (at equal milliseconds an end counts before a grant).
 /// 3. **Fences**: unique, strictly increasing per element in grant order
 ///    (the grant times of an element's leases in fence order never go
-///    back), and time-based (`fence` ≥ `leased_at` in µs).
-/// 4. **Leases end by their expiry**: `ended_at` ≤ `expires_at`, and an
+///    back), and time-based (`fence` ≥ `granted_at` in µs).
+/// 4. **Leases end by their expiry**: `finished_at` ≤ `expires_at`, and an
 ///    `expired` lease ends at its `expires_at`.
 struct PoolHistoryChecker {
     static let finished: Set<String> = ["recycled", "expired", "revoked"]
@@ -78,19 +78,20 @@ struct PoolHistoryChecker {
                 report.violations.append("\(l.id) did not end: \(l.status)")
                 continue
             }
-            guard let element = l.element, let leasedAt = l.leasedAt, let endedAt = l.endedAt, let fence = l.fence
+            guard let element = l.element, let grantedAt = l.grantedAt, let finishedAt = l.finishedAt,
+                let fence = l.fence
             else {
                 report.violations.append("\(l.id) ended without element, times or fence")
                 continue
             }
             if let other = fences[fence] { report.violations.append("fence \(fence) given to \(other) and \(l.id)") }
             fences[fence] = l.id
-            if fence < leasedAt * 1000 { report.violations.append("\(l.id): fence \(fence) before its grant") }
-            if endedAt < leasedAt { report.violations.append("\(l.id) ended before it began") }
+            if fence < grantedAt * 1000 { report.violations.append("\(l.id): fence \(fence) before its grant") }
+            if finishedAt < grantedAt { report.violations.append("\(l.id) ended before it began") }
             if let expiresAt = l.expiresAt {
-                if endedAt > expiresAt { report.violations.append("\(l.id) ended after its expiry") }
-                if l.status == "expired" && endedAt != expiresAt {
-                    report.violations.append("\(l.id) expired at \(endedAt), not at its expiry \(expiresAt)")
+                if finishedAt > expiresAt { report.violations.append("\(l.id) ended after its expiry") }
+                if l.status == "expired" && finishedAt != expiresAt {
+                    report.violations.append("\(l.id) expired at \(finishedAt), not at its expiry \(expiresAt)")
                 }
             }
             byElement[element, default: []].append(l)
@@ -99,17 +100,17 @@ struct PoolHistoryChecker {
             report.perElement[element] = list.count
             let inFenceOrder = list.sorted { $0.fence! < $1.fence! }
             for (before, after) in zip(inFenceOrder, inFenceOrder.dropFirst()) {
-                if after.leasedAt! < before.leasedAt! {
+                if after.grantedAt! < before.grantedAt! {
                     report.violations.append(
                         "\(element): \(after.id) (fence \(after.fence!)) granted before \(before.id) "
                             + "(fence \(before.fence!))")
                 }
-                if after.leasedAt! < before.endedAt! {
+                if after.grantedAt! < before.finishedAt! {
                     report.violations.append(
                         "\(element): \(before.id) and \(after.id) held it at once "
-                            + "(\(after.leasedAt!) < \(before.endedAt!))")
+                            + "(\(after.grantedAt!) < \(before.finishedAt!))")
                 }
-                if after.leasedAt! == before.endedAt! { report.sameMillisecondHandOvers += 1 }
+                if after.grantedAt! == before.finishedAt! { report.sameMillisecondHandOvers += 1 }
             }
         }
         return report

@@ -13,7 +13,7 @@ import Testing
     ) -> LeaseOutcome {
         let t0 = Self.t0
         return LeaseOutcome(
-            id: id, status: status, element: element, leasedAt: t0 + start, endedAt: t0 + end,
+            id: id, status: status, element: element, grantedAt: t0 + start, finishedAt: t0 + end,
             expiresAt: status == "expired" ? t0 + end : t0 + start + 1000, fence: fence ?? (t0 + start) * 1000)
     }
 
@@ -54,7 +54,7 @@ import Testing
 
     @Test func aLeaseThatNeverEndsIsReported() {
         let active = LeaseOutcome(
-            id: "z", status: "active", element: "e1", leasedAt: Self.t0 + 1300, expiresAt: Self.t0 + 2300,
+            id: "z", status: "active", element: "e1", grantedAt: Self.t0 + 1300, expiresAt: Self.t0 + 2300,
             fence: (Self.t0 + 1300) * 1000)
         let waiting = LeaseOutcome(id: "w", status: "waiting")
         let report = checker.check(good + [active, waiting])
@@ -67,11 +67,11 @@ import Testing
 
     @Test func leasesPastTheirExpiryAreReported() {
         var history = good
-        history[0].endedAt = history[0].expiresAt! + 5  // recycled after it had expired
+        history[0].finishedAt = history[0].expiresAt! + 5  // recycled after it had expired
         #expect(checker.check(history).violations.contains { $0.contains("a ended after its expiry") })
         history = good
-        history[1].endedAt = history[1].expiresAt! - 5  // expired before its time
-        history[1].leasedAt = history[1].endedAt! - 900
+        history[1].finishedAt = history[1].expiresAt! - 5  // expired before its time
+        history[1].grantedAt = history[1].finishedAt! - 900
         #expect(checker.check(history).violations.contains { $0.contains("b expired at") })
     }
 

@@ -21,7 +21,7 @@ struct VisitorOutcome: Sendable {
     init?(view: [String: Any], delayMicros: Int64) {
         guard let id = view["id"] as? String, let status = view["status"] as? String,
             let priority = (view["priority"] as? NSNumber)?.intValue,
-            let enqueued = (view["enqueued_at"] as? String).flatMap(rfc3339Milliseconds)
+            let enqueued = (view["created_at"] as? String).flatMap(rfc3339Milliseconds)
         else { return nil }
         self.id = id
         self.status = status

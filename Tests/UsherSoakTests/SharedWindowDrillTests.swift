@@ -9,7 +9,7 @@ import Testing
 /// clients on all three showing, dismissing (the item shown, or one by id)
 /// and reading what is shown for ~10 s, with display times ending by
 /// themselves. Then: never two items shown at once (by each item's
-/// `shown_at`/`dismissed_at`, in fence order), fences rising with the showing
+/// `shown_at`/`finished_at`, in fence order), fences rising with the showing
 /// times, and every item ends (`dismissed`, `expired` or `merged`).
 @Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: usherBinary.path)))
 struct SharedWindowDrillTests {
@@ -128,7 +128,7 @@ struct SharedWindowDrillTests {
             var object: [String: Any] = ["id": id, "status": status]
             if let fence { object["fence"] = fence }
             if let from { object["shown_at"] = "2026-12-01T10:00:\(from)Z" }
-            if let to { object["dismissed_at"] = "2026-12-01T10:00:\(to)Z" }
+            if let to { object["finished_at"] = "2026-12-01T10:00:\(to)Z" }
             return object
         }
         let good = [
@@ -183,9 +183,9 @@ struct SharedWindowDrillTests {
             }
             guard let fence = (item["fence"] as? NSNumber)?.int64Value else { continue }
             guard let from = (item["shown_at"] as? String).flatMap(rfc3339Milliseconds),
-                let to = (item["dismissed_at"] as? String).flatMap(rfc3339Milliseconds), from <= to
+                let to = (item["finished_at"] as? String).flatMap(rfc3339Milliseconds), from <= to
             else {
-                report.violations.append("\(id) has a fence without shown_at <= dismissed_at")
+                report.violations.append("\(id) has a fence without shown_at <= finished_at")
                 continue
             }
             shown.append((id, fence, from, to))

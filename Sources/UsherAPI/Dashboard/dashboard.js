@@ -165,10 +165,10 @@
       v.estimated_wait_seconds === null
         ? el('td', {class: 'num', title: WAIT_UNKNOWN[v.estimated_wait_reason] || ''}, '—')
         : el('td', {class: 'num'}, '~' + duration(v.estimated_wait_seconds)),
-      el('td', {class: 'num'}, since(v.enqueued_at))));
+      el('td', {class: 'num'}, since(v.created_at))));
     const delayed = (q.delayed || []).slice(0, WAITING_ROWS).map((v) => el('tr', {'data-id': v.id},
       el('td', {}, withPayload(v.id, v.payload)), el('td', {}, keyAction(v)), el('td', {class: 'num'}, v.priority),
-      el('td', {class: 'num'}, since(v.enqueued_at))));
+      el('td', {class: 'num'}, since(v.created_at))));
     return [
       head(q.name, 'capacity ' + cfg.capacity + ' · hold ' + (cfg.hold_seconds ? cfg.hold_seconds + ' s' : 'no limit')
         + (cfg.dedup !== 'off' ? ' · dedup ' + cfg.dedup : '')),
@@ -199,7 +199,7 @@
     const queued = w.queued.slice(0, WAITING_ROWS).map((i) => el('tr', {'data-id': i.id},
       el('td', {class: 'num'}, i.position),
       el('td', {}, el('span', {class: 'title'}, i.title !== null ? i.title : i.id), i.message !== null ? el('span', {class: 'message'}, compact(i.message, 60)) : null),
-      el('td', {class: 'id'}, i.id), el('td', {class: 'num'}, i.priority), el('td', {class: 'num'}, since(i.queued_at))));
+      el('td', {class: 'id'}, i.id), el('td', {class: 'num'}, i.priority), el('td', {class: 'num'}, since(i.created_at))));
     const cfg = w.config;
     return [
       head(w.name, 'display ' + (cfg.display_seconds ? cfg.display_seconds + ' s' : 'until dismissed') + ' · dedup ' + cfg.dedup),

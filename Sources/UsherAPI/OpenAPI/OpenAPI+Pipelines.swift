@@ -235,7 +235,7 @@ extension OpenAPIDocument {
                     ("priority", Schema.integer()),
                     ("status", Schema.enumeration(["ready", "delayed", "in_flight", "dead", "consumed", "cancelled"])),
                     ("deliveries", Schema.count),
-                    ("pushed_at", Schema.timestamp),
+                    ("created_at", Schema.timestamp),
                     ("available_at", Schema.timestamp),
                     ("taken_at", nullableTime),
                     ("ack_deadline", nullableTime),

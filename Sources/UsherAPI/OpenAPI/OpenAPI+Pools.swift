@@ -26,9 +26,10 @@ extension OpenAPIDocument {
         let leaseFields: [(String, JSONValue)] = [
             ("holder", Schema.nullable(Schema.string())),
             ("status", Schema.enumeration(LeaseStatus.allCases.map(\.rawValue))),
-            ("leased_at", Schema.nullable(Schema.timestamp)),
+            ("created_at", Schema.timestamp),
+            ("granted_at", Schema.nullable(Schema.timestamp)),
             ("expires_at", Schema.nullable(Schema.timestamp)),
-            ("ended_at", Schema.nullable(Schema.timestamp)),
+            ("finished_at", Schema.nullable(Schema.timestamp)),
             ("fence", Schema.nullable(Schema.fence)),
             (
                 "reason",

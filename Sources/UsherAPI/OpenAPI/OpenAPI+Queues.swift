@@ -141,7 +141,7 @@ extension OpenAPIDocument {
                                 "only while waiting without an estimate: closed (capacity 0) or no_hold_limit (a slot frees when a holder without an expiry finishes, and no finished hold, or none as long as the current one, says when)"
                             )
                         ),
-                        ("enqueued_at", Schema.timestamp),
+                        ("created_at", Schema.timestamp),
                         ("granted_at", Schema.nullable(Schema.timestamp)),
                         ("expires_at", Schema.nullable(Schema.timestamp)),
                         ("finished_at", Schema.nullable(Schema.timestamp)),

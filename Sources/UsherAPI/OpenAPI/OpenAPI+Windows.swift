@@ -20,10 +20,10 @@ extension OpenAPIDocument {
             ("priority", Schema.integer()),
             ("status", Schema.enumeration(WindowItemStatus.allCases.map(\.rawValue))),
             ("position", Schema.integer(1...Int.max, "1-based place in showing order; only while queued")),
-            ("queued_at", Schema.timestamp),
+            ("created_at", Schema.timestamp),
             ("shown_at", Schema.nullable(Schema.timestamp)),
             ("expires_at", Schema.nullable(Schema.timestamp)),
-            ("dismissed_at", Schema.nullable(Schema.timestamp)),
+            ("finished_at", Schema.nullable(Schema.timestamp)),
             ("fence", Schema.nullable(Schema.fence)),
             ("merged_into", Schema.name("merged: the item it merged into (the newer one when replaced)")),
             (

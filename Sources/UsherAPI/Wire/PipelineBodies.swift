@@ -1,6 +1,6 @@
 import UsherCore
 
-/// An item as stored: `id, payload, priority, status, deliveries, pushed_at,
+/// An item as stored: `id, payload, priority, status, deliveries, created_at,
 /// available_at, taken_at, ack_deadline, fence, dead_at`, every member always
 /// present (`null` when it has no value); `reason` only in events that
 /// say why (`undelivered`).
@@ -14,7 +14,7 @@ struct PipelineItemBody: Encodable {
 
     enum CodingKeys: String, CodingKey {
         case id, payload, priority, status, deliveries, fence, reason
-        case pushedAt = "pushed_at"
+        case createdAt = "created_at"
         case availableAt = "available_at"
         case takenAt = "taken_at"
         case ackDeadline = "ack_deadline"
@@ -28,7 +28,7 @@ struct PipelineItemBody: Encodable {
         try container.encode(item.priority, forKey: .priority)
         try container.encode(item.status.rawValue, forKey: .status)
         try container.encode(item.deliveries, forKey: .deliveries)
-        try container.encodeTime(item.pushedAt, forKey: .pushedAt)
+        try container.encodeTime(item.createdAt, forKey: .createdAt)
         try container.encodeTime(item.availableAt, forKey: .availableAt)
         try container.encodeTime(item.takenAt, forKey: .takenAt)
         try container.encodeTime(item.ackDeadline, forKey: .ackDeadline)

@@ -1,15 +1,16 @@
 import UsherCore
 
 /// A lease on the wire. Always present, `null` when empty: `element`
-/// (`{id, data}`), `holder`, `leased_at`, `expires_at`, `ended_at`, `fence`;
+/// (`{id, data}`), `holder`, `created_at`, `granted_at`, `expires_at`, `finished_at`, `fence`;
 /// `reason` only where it applies. Inside an element's own object the
 /// `element` member is left out.
 enum LeaseBody {
     enum CodingKeys: String, CodingKey {
         case id, element, holder, status, fence, reason
-        case leasedAt = "leased_at"
+        case createdAt = "created_at"
+        case grantedAt = "granted_at"
         case expiresAt = "expires_at"
-        case endedAt = "ended_at"
+        case finishedAt = "finished_at"
     }
 
     /// The members, into an object being written.
@@ -28,9 +29,10 @@ enum LeaseBody {
         }
         try container.encodeAlways(lease.holder, forKey: .holder)
         try container.encode(lease.status.rawValue, forKey: .status)
-        try container.encodeTime(lease.leasedAt, forKey: .leasedAt)
+        try container.encodeTime(lease.createdAt, forKey: .createdAt)
+        try container.encodeTime(lease.grantedAt, forKey: .grantedAt)
         try container.encodeTime(lease.expiresAt, forKey: .expiresAt)
-        try container.encodeTime(lease.endedAt, forKey: .endedAt)
+        try container.encodeTime(lease.finishedAt, forKey: .finishedAt)
         try container.encodeAlways(lease.fence, forKey: .fence)
         try container.encodeIfPresent(lease.reason, forKey: .reason)
     }

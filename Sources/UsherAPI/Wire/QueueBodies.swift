@@ -13,7 +13,7 @@ struct VisitorBody: Encodable {
         case id, queue, key, action, payload, priority, status, position, fence, reason
         case estimatedWaitSeconds = "estimated_wait_seconds"
         case estimatedWaitReason = "estimated_wait_reason"
-        case enqueuedAt = "enqueued_at"
+        case createdAt = "created_at"
         case grantedAt = "granted_at"
         case expiresAt = "expires_at"
         case finishedAt = "finished_at"
@@ -44,7 +44,7 @@ struct VisitorBody: Encodable {
                 try container.encodeIfPresent(view.estimatedWaitReason?.rawValue, forKey: .estimatedWaitReason)
             }
         }
-        try container.encodeTime(view.enqueuedAt, forKey: .enqueuedAt)
+        try container.encodeTime(view.enqueuedAt, forKey: .createdAt)
         try container.encodeTime(view.grantedAt, forKey: .grantedAt)
         try container.encodeTime(view.expiresAt, forKey: .expiresAt)
         try container.encodeTime(view.finishedAt, forKey: .finishedAt)

@@ -1,7 +1,7 @@
 import UsherCore
 
 /// A window item on the wire. Always present, `null` when empty: `key`,
-/// `title`, `message`, `payload`, `shown_at`, `expires_at`, `dismissed_at`,
+/// `title`, `message`, `payload`, `shown_at`, `expires_at`, `finished_at`,
 /// `fence`. Only while queued: `position`; only when merged: `merged_into`
 /// (and `reason` `replaced` when a newer duplicate took its place).
 struct WindowItemBody: Encodable {
@@ -10,10 +10,10 @@ struct WindowItemBody: Encodable {
 
     enum CodingKeys: String, CodingKey {
         case id, window, key, title, message, payload, priority, status, position, fence, reason, showing
-        case queuedAt = "queued_at"
+        case createdAt = "created_at"
         case shownAt = "shown_at"
         case expiresAt = "expires_at"
-        case dismissedAt = "dismissed_at"
+        case finishedAt = "finished_at"
         case mergedInto = "merged_into"
     }
 
@@ -33,10 +33,10 @@ struct WindowItemBody: Encodable {
         try container.encode(item.priority, forKey: .priority)
         try container.encode(item.status.rawValue, forKey: .status)
         try container.encodeIfPresent(item.position, forKey: .position)
-        try container.encodeTime(item.queuedAt, forKey: .queuedAt)
+        try container.encodeTime(item.createdAt, forKey: .createdAt)
         try container.encodeTime(item.shownAt, forKey: .shownAt)
         try container.encodeTime(item.expiresAt, forKey: .expiresAt)
-        try container.encodeTime(item.dismissedAt, forKey: .dismissedAt)
+        try container.encodeTime(item.finishedAt, forKey: .finishedAt)
         try container.encodeAlways(item.fence, forKey: .fence)
         try container.encodeIfPresent(item.mergedInto, forKey: .mergedInto)
         try container.encodeIfPresent(item.reason, forKey: .reason)

@@ -98,7 +98,7 @@ package struct PipelineEngine: Sendable {
     /// When the ready item pushed longest ago was pushed (scans the items:
     /// for metrics at scrape time, not for the request path).
     package var oldestReadySince: Timestamp? {
-        slots.lazy.compactMap { $0 }.filter { $0.status == .ready }.map(\.pushedAt).min { $0.micros < $1.micros }
+        slots.lazy.compactMap { $0 }.filter { $0.status == .ready }.map(\.createdAt).min { $0.micros < $1.micros }
     }
     /// Ready, delayed and in-flight items: what `capacity` bounds.
     package var count: Int { ready.count + delayedCount + inFlightCount }
@@ -212,7 +212,7 @@ package struct PipelineEngine: Sendable {
             bytes += size
             ready.remove(h)
             fence += 1
-            if item.deliveries == 0 { waitHistogram.observe(micros: now.micros - item.pushedAt.micros) }
+            if item.deliveries == 0 { waitHistogram.observe(micros: now.micros - item.createdAt.micros) }
             item.status = .inFlight
             item.deliveries += 1
             item.takenAt = now
@@ -402,7 +402,7 @@ package struct PipelineEngine: Sendable {
 
     /// A push at `now` of a finished item's id repeats that item's push.
     private func isDuplicate(_ record: PipelineItem, now: Timestamp) -> Bool {
-        config.dedupSeconds > 0 && now < record.pushedAt.adding(seconds: config.dedupSeconds)
+        config.dedupSeconds > 0 && now < record.createdAt.adding(seconds: config.dedupSeconds)
     }
 
     // MARK: - Dead list
@@ -688,7 +688,7 @@ package struct PipelineEngine: Sendable {
         let id = r.id ?? makeID(now: now)
         let delay = r.delaySeconds ?? 0
         var item = PipelineItem(
-            id: id, payload: r.payload, priority: r.priority, status: .delayed, deliveries: 0, pushedAt: now,
+            id: id, payload: r.payload, priority: r.priority, status: .delayed, deliveries: 0, createdAt: now,
             availableAt: delay > 0 ? now.adding(seconds: delay) : now)
         counts.pushedTotal += 1
         storage.charge(Self.storedBytes(item) - priced)

@@ -4,11 +4,11 @@ extension PipelineItem {
     /// An item as stored elsewhere; `seq` is its place in hand-out order while ready.
     package init(
         stored id: String, payload: JSONValue, priority: Int, status: PipelineItemStatus, deliveries: Int,
-        pushedAt: Timestamp, availableAt: Timestamp, takenAt: Timestamp?, ackDeadline: Timestamp?, fence: Int64?,
+        createdAt: Timestamp, availableAt: Timestamp, takenAt: Timestamp?, ackDeadline: Timestamp?, fence: Int64?,
         deadAt: Timestamp?, seq: Int64
     ) {
         self.init(
-            id: id, payload: payload, priority: priority, status: status, deliveries: deliveries, pushedAt: pushedAt,
+            id: id, payload: payload, priority: priority, status: status, deliveries: deliveries, createdAt: createdAt,
             availableAt: availableAt, takenAt: takenAt, ackDeadline: ackDeadline, fence: fence, deadAt: deadAt)
         self.seq = seq
     }

@@ -31,7 +31,7 @@ package struct PipelineItem: Sendable, Equatable {
     /// Hand-outs so far (reset by redrive).
     package internal(set) var deliveries: Int
     /// When it was pushed (or pulled from the source).
-    package internal(set) var pushedAt: Timestamp
+    package internal(set) var createdAt: Timestamp
     /// When it became (or becomes, while delayed) ready.
     package internal(set) var availableAt: Timestamp
     /// The latest hand-out.

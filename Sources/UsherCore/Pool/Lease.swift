@@ -40,7 +40,7 @@ package enum LeaseStatus: String, Sendable, Equatable, CaseIterable {
 /// One lease, as the API shows it.
 ///
 /// Its wire form is `LeaseBody` (UsherAPI): `element` is null while waiting,
-/// `holder`, `expires_at` (no expiry), `ended_at` null when they have no
+/// `holder`, `expires_at` (no expiry), `finished_at` null when they have no
 /// value; `reason` only where it applies (`undelivered`).
 package struct Lease: Sendable, Equatable {
     package var id: String
@@ -50,11 +50,13 @@ package struct Lease: Sendable, Equatable {
     package var elementData: JSONValue?
     package var holder: String?
     package var status: LeaseStatus
-    package var leasedAt: Timestamp?
+    /// When the fetch asked for it.
+    package var createdAt: Timestamp
+    package var grantedAt: Timestamp?
     /// When the lease expires; nil for no expiry.
     package var expiresAt: Timestamp?
     /// When it was recycled, expired or revoked.
-    package var endedAt: Timestamp?
+    package var finishedAt: Timestamp?
     /// The fencing token of the lease: grows with every lease of the pool.
     package var fence: Int64?
     /// Why it ended, where the status alone does not say: `undelivered` (the
@@ -69,9 +71,10 @@ package struct Lease: Sendable, Equatable {
         elementData = data
         holder = note.holder
         status = LeaseStatus(v.status)
-        leasedAt = v.grantedAt
+        createdAt = v.enqueuedAt
+        grantedAt = v.grantedAt
         expiresAt = v.expiresAt
-        endedAt = v.status == .granted ? nil : v.finishedAt
+        finishedAt = v.status == .granted ? nil : v.finishedAt
         fence = v.fence
         reason = v.reason
     }

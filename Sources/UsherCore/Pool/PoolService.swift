@@ -123,16 +123,18 @@ extension LeasePool {
 extension Lease {
     package init(
         id: String, element: String?, elementData: JSONValue?, holder: String?, status: LeaseStatus,
-        leasedAt: Timestamp?, expiresAt: Timestamp?, endedAt: Timestamp?, fence: Int64?, reason: String?
+        createdAt: Timestamp, grantedAt: Timestamp?, expiresAt: Timestamp?, finishedAt: Timestamp?, fence: Int64?,
+        reason: String?
     ) {
         self.id = id
         self.element = element
         self.elementData = elementData
         self.holder = holder
         self.status = status
-        self.leasedAt = leasedAt
+        self.createdAt = createdAt
+        self.grantedAt = grantedAt
         self.expiresAt = expiresAt
-        self.endedAt = endedAt
+        self.finishedAt = finishedAt
         self.fence = fence
         self.reason = reason
     }

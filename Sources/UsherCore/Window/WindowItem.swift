@@ -57,13 +57,13 @@ package struct WindowItem: Sendable, Equatable {
     /// 1-based place in showing order, while queued.
     package var position: Int?
     /// When it was posted.
-    package var queuedAt: Timestamp
+    package var createdAt: Timestamp
     /// When it was shown.
     package var shownAt: Timestamp?
     /// When it will be dismissed by itself; nil while not shown, or when pinned.
     package var expiresAt: Timestamp?
     /// When it was dismissed, expired or merged.
-    package var dismissedAt: Timestamp?
+    package var finishedAt: Timestamp?
     /// The fencing token of its showing.
     package var fence: Int64?
     /// The queued item it was merged into.
@@ -83,10 +83,10 @@ package struct WindowItem: Sendable, Equatable {
         priority = v.priority
         status = WindowItemStatus(v.status)
         position = v.status == .waiting ? v.position : nil
-        queuedAt = v.enqueuedAt
+        createdAt = v.enqueuedAt
         shownAt = v.grantedAt
         expiresAt = v.expiresAt
-        dismissedAt = v.finishedAt
+        finishedAt = v.finishedAt
         fence = v.fence
         mergedInto = v.mergedInto
         reason = v.status == .merged ? v.reason : nil

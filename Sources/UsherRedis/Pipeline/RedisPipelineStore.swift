@@ -479,7 +479,7 @@ package struct RedisPipelineStore: ScriptStore {
         }
         return PipelineItem(
             stored: r.id, payload: try json(r.p), priority: r.pri, status: status, deliveries: r.dl,
-            pushedAt: try timestamp(r.pu), availableAt: try timestamp(r.av),
+            createdAt: try timestamp(r.pu), availableAt: try timestamp(r.av),
             takenAt: try r.tk.map { t throws(PipelineError) in try timestamp(t) },
             ackDeadline: try r.ak.map { t throws(PipelineError) in try timestamp(t) },
             fence: try r.fe.map { t throws(PipelineError) in try int(t) },

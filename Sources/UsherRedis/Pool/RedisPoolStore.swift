@@ -284,9 +284,9 @@ package struct RedisPoolStore: ScriptStore {
     static func leaseAndStatus(_ object: [String: Any]) -> (lease: Lease, status: VisitorStatus)? {
         func text(_ name: String) -> String? { object[name] as? String }
         func time(_ name: String) -> Timestamp? { text(name).flatMap { Int64($0) }.map(Timestamp.init(micros:)) }
-        guard let id = text("id"), let status = text("status").flatMap(VisitorStatus.init(rawValue:)) else {
-            return nil
-        }
+        guard let id = text("id"), let status = text("status").flatMap(VisitorStatus.init(rawValue:)),
+            let createdAt = time("created_at")
+        else { return nil }
         var data: JSONValue?
         if let raw = text("data") {
             guard let value = try? JSONValue.parse(raw) else { return nil }
@@ -294,8 +294,8 @@ package struct RedisPoolStore: ScriptStore {
         }
         let lease = Lease(
             id: id, element: text("element"), elementData: data, holder: text("holder"), status: LeaseStatus(status),
-            leasedAt: time("granted_at"), expiresAt: time("expires_at"),
-            endedAt: status == .granted ? nil : time("finished_at"), fence: text("fence").flatMap { Int64($0) },
+            createdAt: createdAt, grantedAt: time("granted_at"), expiresAt: time("expires_at"),
+            finishedAt: status == .granted ? nil : time("finished_at"), fence: text("fence").flatMap { Int64($0) },
             reason: text("reason"))
         return (lease, status)
     }

@@ -115,7 +115,7 @@ end
 
 -- A lease (RedisPoolStore.lease) as a table; numbers as text.
 function P.lease_table(r)
-  local v = { id = r.id, holder = r.holder, status = r.st, reason = r.rs, finished_at = r.fat }
+  local v = { id = r.id, holder = r.holder, status = r.st, reason = r.rs, created_at = r.enq, finished_at = r.fat }
   if r.el then
     v.element = r.el
     local e = P.el_get(r.el)
