@@ -136,12 +136,15 @@ import Testing
         #expect(c.status == .cancelled)
         #expect(c.reason == "client")
         #expect(try e.remove(id: "b", now: F.at(1)).status == .cancelled)
-        let a = try e.remove(id: "a", now: F.at(2))
-        #expect(a.status == .released)
+        try e.add("d")
+        let a = try e.remove(id: "a", byClient: true, now: F.at(2))
+        #expect(a.status == .released && a.reason == "client")
+        let d = try e.remove(id: "d", now: F.at(2))  // granted in a's place; not by a client: no reason
+        #expect(d.status == .released && d.reason == nil)
         #expect(try e.remove(id: "a", now: F.at(3)) == a)  // finished: returned as it is
         #expect(throws: QueueError.notGranted(current: .released)) { try e.complete(id: "a", now: F.at(3)) }
         #expect(throws: QueueError.notFound("visitor \"nobody\"")) { try e.remove(id: "nobody", now: F.at(3)) }
-        #expect(e.counts.cancelledTotal == 2 && e.counts.releasedTotal == 1)
+        #expect(e.counts.cancelledTotal == 2 && e.counts.releasedTotal == 2)
         #expect(e.nextDeadline == nil)  // the cancelled delay left no live deadline
         #expect(e.balanced)
     }

@@ -131,7 +131,7 @@ import Testing
             let removed = try await q.remove("b")
             #expect(removed.status == .cancelled && removed.reason == "client")
             let released = try await q.remove("a")
-            #expect(released.status == .released)
+            #expect(released.status == .released && released.reason == "client")
             #expect(try await q.status("c") == .granted)
             #expect(try await q.complete("c").status == .completed)
             await #expect(throws: QueueError.notGranted(current: .completed)) { try await q.complete("c") }
@@ -653,7 +653,7 @@ import Testing
             let expected = [
                 "granted:a:-", "enqueued:b:-", "merged:m:-", "cancelled:b:opposite", "cancelled:c:opposite",
                 "enqueued:d:-", "enqueued:e:-", "waiting:e:-", "completed:a:-", "granted:d:-", "cancelled:t:timeout",
-                "expired:d:-", "granted:e:-", "released:e:-",
+                "expired:d:-", "granted:e:-", "released:e:client",
             ]
             await eventually { seen.all.count >= expected.count }
             #expect(seen.all == expected)

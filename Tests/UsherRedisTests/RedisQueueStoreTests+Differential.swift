@@ -104,7 +104,7 @@ struct DifferentialRun {
                     "complete \(id)")
             case 40..<47:
                 compare(
-                    outcome { () throws(QueueError) in try engine.remove(id: id, now: now) },
+                    outcome { () throws(QueueError) in try engine.remove(id: id, byClient: true, now: now) },
                     await awaitedOutcome { () async throws(QueueError) in try await store.remove(id: id) },
                     "remove \(id)")
             case 47..<52:

@@ -158,7 +158,7 @@ extension OpenAPIDocument {
                                     "opposite", "client", "disconnected", "timeout", "abandoned", "undelivered",
                                     "unclaimed", "replaced",
                                 ],
-                                "why it finished so: cancelled (opposite, client, disconnected, timeout, abandoned), released (undelivered, unclaimed) or merged into a newer duplicate (replaced)"
+                                "why it finished so: cancelled (opposite, client, disconnected, timeout, abandoned), released (client, undelivered, unclaimed) or merged into a newer duplicate (replaced)"
                             )
                         ),
                     ],

@@ -207,14 +207,16 @@ package struct QueueEngine: Sendable {
     }
 
     /// `DELETE`: a waiting or delayed visitor is `cancelled` (reason
-    /// `client`), a holder `released`; a finished one is returned as it is.
-    package mutating func remove(id: String, now: Timestamp) throws(QueueError) -> VisitorView {
+    /// `client`), a holder `released` (reason `client` when `byClient`: a
+    /// queue's `DELETE`, not a window's dismiss or a pool's element removal);
+    /// a finished one is returned as it is.
+    package mutating func remove(id: String, byClient: Bool = false, now: Timestamp) throws(QueueError) -> VisitorView {
         begin(now)
         defer { end() }
         let h = try handle(id)
         switch records[Int(h)].status {
         case .delayed, .waiting: finish(h, as: .cancelled, at: now.micros, reason: .client)
-        case .granted: finish(h, as: .released, at: now.micros)
+        case .granted: finish(h, as: .released, at: now.micros, reason: byClient ? .client : nil)
         default: break
         }
         grantFree(now)

@@ -69,7 +69,7 @@ struct VisitorRecord: Sendable {
 enum FinishReason: String, Sendable {
     /// Cancelled: it and a waiting visitor with the opposite action cancelled each other.
     case opposite
-    /// Cancelled: the client removed it (`DELETE`) while it waited or was delayed.
+    /// Cancelled or released: the client removed it (`DELETE`).
     case client
     /// Cancelled: the client hung up while its request waited for the grant.
     case disconnected

@@ -96,7 +96,7 @@ package actor VisitorQueue: EngineHost {
 
     /// `DELETE …/visitors/{id}`.
     package func remove(id: String) throws(QueueError) -> VisitorView {
-        try perform { (e, now) throws(QueueError) in try e.remove(id: id, now: now) }
+        try perform { (e, now) throws(QueueError) in try e.remove(id: id, byClient: true, now: now) }
     }
 
     /// The answer that granted `id` its grant `fence` never reached its

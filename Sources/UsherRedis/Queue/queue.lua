@@ -144,7 +144,7 @@ if OP == 'remove' or OP == 'time_out' or OP == 'disconnect' then
     if r.st == 'delayed' or r.st == 'waiting' then
       finish(r, 'cancelled', NOW, 'client')
     elseif r.st == 'granted' then
-      finish(r, 'released', NOW, nil)
+      finish(r, 'released', NOW, 'client')
     end
     grant_free()
   elseif OP == 'time_out' then
