@@ -56,6 +56,21 @@ extension OneAtATime {
             #expect(try await held.value.status == 201)
         }
 
+        @Test func aWaitOnAnItemOnOneServerSeesItTakenOnTheOther() async throws {
+            let (redis, a, b) = try await Self.pair()
+            defer { redis.stop() }
+            _ = try await a.call("PUT", "/v1/pipelines/p", a.put("{}"))
+            _ = try await a.call("POST", "/v1/pipelines/p/items", #"{"id": "x", "payload": 1}"#)
+            let watch = a.start("GET", "/v1/pipelines/p/items/x?wait=5")
+            #expect(await poll(5) { a.suspendedRequests == 1 })
+            let started = Date()
+            _ = try await b.call("POST", "/v1/pipelines/p/take")
+            let seen = try await watch.value
+            #expect(seen.status == 200 && seen.json["status"] as? String == "in_flight")
+            // Woken by the notice, not by the one-second re-check.
+            #expect(Date().timeIntervalSince(started) < 0.9)
+        }
+
         @Test func everyServerStreamsWhatTheOtherDid() async throws {
             let redis = try await RedisServer()
             let a = try await BackendApp(.redis, redis: redis)

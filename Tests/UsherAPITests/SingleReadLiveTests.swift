@@ -10,7 +10,8 @@ import Testing
 @Suite struct SingleReadLiveTests {
     private static let config = #"""
         {"windows": {"alerts": {}},
-         "pools": {"gpus": {"elements": ["gpu-0"], "lease_seconds": 60}}}
+         "pools": {"gpus": {"elements": ["gpu-0"], "lease_seconds": 60}},
+         "pipelines": {"jobs": {"ack_seconds": 60}}}
         """#
 
     // MARK: - Window items
@@ -47,6 +48,30 @@ import Testing
         // No change within the wait: answered as it is.
         let same = try s.call("GET", "/v1/windows/alerts/items/b?wait=0.2")
         #expect(same.json["status"] as? String == "showing")
+    }
+
+    // MARK: - Pipeline items
+
+    @Test func aPipelineItemLongPollAnswersWhenItMoves() throws {
+        let s = try AppTester(Self.config)
+        _ = try s.call("POST", "/v1/pipelines/jobs/items", #"{"id": "j1", "payload": {"n": 1}}"#)
+        let watch = s.inBackground { try s.call("GET", "/v1/pipelines/jobs/items/j1?wait=10") }
+        s.untilParked(1)
+        let taken = try s.call("POST", "/v1/pipelines/jobs/take")
+        let fence = try #require(((taken.json["items"] as? [[String: Any]])?.first)?["fence"] as? Int)
+        let seen = try #require(watch())
+        #expect(
+            seen.status == 200 && seen.json["status"] as? String == "in_flight" && seen.json["fence"] as? Int == fence)
+        // No move within the wait: answered as it is.
+        let same = try s.call("GET", "/v1/pipelines/jobs/items/j1?wait=0.2")
+        #expect(same.status == 200 && same.json["status"] as? String == "in_flight")
+        _ = try s.call("POST", "/v1/pipelines/jobs/items/j1/consume")
+        // Finished: answered at once even with wait.
+        let started = Date()
+        let done = try s.call("GET", "/v1/pipelines/jobs/items/j1?wait=5")
+        #expect(done.json["status"] as? String == "consumed" && Date().timeIntervalSince(started) < 2)
+        #expect(try s.call("GET", "/v1/pipelines/jobs/items/zz?wait=1").status == 404)
+        #expect(try s.call("GET", "/v1/pipelines/jobs/items/j1?wiat=1").code == "bad_request")
     }
 
     // MARK: - Leases

@@ -37,6 +37,43 @@ import Testing
         #expect(try await p.take(max: 1).first?.deliveries == 2)
     }
 
+    @Test func aWaitOnAnItemIgnoresAnExtendAndSeesARedeliveryTakenAgain() async throws {
+        let p = pipeline(PipelineConfig(ackSeconds: 5))
+        _ = try await p.push(PipelinePushRequest(id: "x", payload: .null))
+        let first = try #require(try await p.take(max: 1).first)
+        let inFlight = try await p.item("x")
+        let watch = Task { try await p.waitForChange(id: "x", from: inFlight, until: later(30)) }
+        await PipelineFixtures.eventually { await p.itemWatchers.count == 1 }
+        _ = try await p.extend("x", ackSeconds: 5)
+        #expect(await p.itemWatchers.count == 1)  // an extend is not a move
+        // A parked consumer takes the redelivered item in the same step: the fence tells.
+        let consumer = Task { try await p.takeWaiting(max: 1, until: later(30)) }
+        await PipelineFixtures.eventually { await p.waitingConsumers == 1 }
+        clock.advance(by: 5)
+        let second = try #require(try await consumer.value.first)
+        let seen = try await watch.value
+        #expect(seen.status == .inFlight && seen.fence == second.fence && second.fence != first.fence)
+        #expect(await p.itemWatchers.isEmpty)
+        let tracking = await p.engine.tracksMoves
+        #expect(!tracking)  // nobody waits: moves are no longer collected
+    }
+
+    @Test func waitsOnItemsEndWithTheirItemOrWithThePipeline() async throws {
+        let p = pipeline(PipelineConfig(history: 0))
+        _ = try await p.push(PipelinePushRequest(id: "x", payload: .null))
+        _ = try await p.push(PipelinePushRequest(id: "y", payload: .null))
+        let x = try await p.item("x")
+        let y = try await p.item("y")
+        let forgotten = Task { try await p.waitForChange(id: "x", from: x, until: later(30)) }
+        let closed = Task { try await p.waitForChange(id: "y", from: y, until: later(30)) }
+        await PipelineFixtures.eventually { await p.itemWatchers.count == 2 }
+        // Cancelled with history 0: nothing is left to answer.
+        _ = try await p.cancel("x")
+        await #expect(throws: PipelineError.notFound("x")) { try await forgotten.value }
+        await p.close()
+        await #expect(throws: PipelineError.gone) { try await closed.value }
+    }
+
     @Test func aConsumerIsWokenByAPush() async throws {
         let p = pipeline()
         let consumer = Task { try await p.takeWaiting(max: 5, until: later(30)) }

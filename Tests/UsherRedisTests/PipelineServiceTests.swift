@@ -80,6 +80,32 @@ import Testing
     }
 
     @Test(arguments: Backend.allCases)
+    func aWaitOnAnItemAnswersWhenItMoves(_ backend: Backend) async throws {
+        let rig = try await Rig(backend, config: PipelineConfig(ackSeconds: 5))
+        let p = rig.pipeline
+        let ready = try await p.pushItem(PipelinePushRequest(id: "x", payload: .int(1))).value().item
+        let deadline = rig.clock.now().adding(seconds: 30)
+        let taking = Task { try await p.parkUntilChange(id: "x", from: ready, until: deadline) }
+        let fence = try #require(try await p.takeItems(max: 1, ackSeconds: nil).value().first?.fence)
+        let taken = try await taking.value
+        #expect(taken.status == .inFlight && taken.fence == fence)
+        // The ack deadline runs out: back to ready, a move.
+        let redelivering = Task { try await p.parkUntilChange(id: "x", from: taken, until: deadline) }
+        rig.clock.advance(by: 5)
+        let back = try await redelivering.value
+        #expect(back.status == .ready && back.deliveries == 1)
+        // No move before the deadline: the item as it is.
+        let soon = rig.clock.now().adding(seconds: 2)
+        let quiet = Task { try await p.parkUntilChange(id: "x", from: back, until: soon) }
+        rig.clock.advance(by: 2)
+        #expect(try await quiet.value.status == .ready)
+        await #expect(throws: PipelineError.notFound("nobody")) {
+            try await p.parkUntilChange(id: "nobody", from: back, until: deadline)
+        }
+        await rig.stop()
+    }
+
+    @Test(arguments: Backend.allCases)
     func filtersAndUndeliverWorkThroughTheService(_ backend: Backend) async throws {
         let rig = try await Rig(backend, config: PipelineConfig(maxInFlight: 5))
         let p = rig.pipeline

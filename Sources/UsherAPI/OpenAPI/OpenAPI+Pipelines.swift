@@ -427,10 +427,12 @@ extension OpenAPIDocument {
                 "/v1/pipelines/{name}/items/{id}", [name, item],
                 [
                     Operation(
-                        "GET", "getItem", "An item: ready, delayed, in flight, dead, or finished and remembered",
+                        "GET", "getItem",
+                        "An item: ready, delayed, in flight, dead, or finished and remembered; with wait, when it moves",
                         description:
-                            "A consumed or cancelled item is answered (payload null) while among the last `history` finished.",
-                        responses: [Response.json(200, "the item", itemJSON), batchRoute]),
+                            "A consumed or cancelled item is answered (payload null) while among the last `history` finished. With wait, the answer comes when the item's status or delivery (fence) changes, or when the wait ends; a finished item answers at once.",
+                        query: [Parameter.wait("answer when the item's status or delivery changes")],
+                        responses: [Response.json(200, "the item", itemJSON), batchRoute] + Response.waitEnds),
                     Operation(
                         "DELETE", "cancelItem", "Cancel a ready, delayed or dead item",
                         responses: [

@@ -259,10 +259,13 @@ enum PipelineRoutes: ConfiguredKind {
     // MARK: - Items
 
     private static func getItem(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        _ = try call.query(allowing: [])
-        let pipeline = try pipeline(call)
-        let id = try call.name("id")
-        return answer(call, pipeline.readItem(id)) { Reply.encoded(PipelineItemBody($0)) }
+        try LifecycleRoutes<Self>.readOne(
+            call, read: { p, id in p.readItem(id) },
+            liveStatus: { $0.status.isFinished ? nil : $0 },
+            park: { p, id, earlier, deadline async throws(PipelineError) in
+                try await p.parkUntilChange(id: id, from: earlier, until: deadline)
+            },
+            reply: { Reply.encoded(PipelineItemBody($0)) })
     }
 
     private static func cancel(_ call: Call) throws(APIError) -> HTTPHandlerResult {

@@ -89,6 +89,69 @@ extension Pipeline {
         settle()
     }
 
+    /// `GET …/items/{id}?wait`: the item once it has moved from `earlier`'s
+    /// status and delivery (`PipelineItem.hasMoved`), or as it is
+    /// at `deadline`, when the task is cancelled, or at once when `maxWaiters`
+    /// waits are parked.
+    ///
+    /// - Throws: `.notFound` when the item is not known (or is forgotten
+    ///   meanwhile); `.gone`; `.shuttingDown`.
+    func waitForChange(id: String, from earlier: PipelineItem, until deadline: Timestamp) async throws(PipelineError)
+        -> PipelineItem
+    {
+        try checkOpen()
+        let watch = itemWatchers.reserveID()
+        return try await parkCall {
+            $0.registerItemWatcher($1, watch: watch, item: id, from: earlier, until: deadline)
+        } onCancel: {
+            $0.itemWatcherLeft(watch, item: id)
+        }.get()
+    }
+
+    /// Parks a wait on one item unless it has moved already (or there is no
+    /// reason to wait): reaching here may have taken a hop.
+    private func registerItemWatcher(
+        _ call: ParkedCall<ItemAnswer>, watch: UInt64, item id: String, from earlier: PipelineItem,
+        until deadline: Timestamp
+    ) {
+        settle()
+        guard let current = engine.item(id) else { return call.answer(ItemAnswer(.failure(.notFound(id)))) }
+        if current.hasMoved(from: earlier.status, fence: earlier.fence) || Task.isCancelled || clock.now() >= deadline
+            || itemWatchers.count >= Self.maxWaiters
+        {
+            return call.answer(ItemAnswer(.success(current)))
+        }
+        var call = call
+        call.timer = clock.schedule(at: deadline) { [weak self] in
+            self?.withIsolation { $0.itemWatcherLeft(watch, item: id) }
+        }
+        itemWatchers.insert(
+            ItemWatchers.Watch(call: call, status: current.status, fence: current.fence), item: id, id: watch)
+        engine.tracksMoves = true
+    }
+
+    /// A wait on an item passed its deadline or its task was cancelled: it gets the item as it is.
+    func itemWatcherLeft(_ watch: UInt64, item id: String) {
+        guard let w = itemWatchers.remove(watch, item: id) else { return }
+        engine.tracksMoves = !itemWatchers.isEmpty
+        w.call.answer(ItemAnswer(engine.item(id).map { .success($0) } ?? .failure(.notFound(id))))
+    }
+
+    /// Answers the waits on items that moved since the last settle.
+    func wakeItemWatchers() {
+        let moved = engine.takeMoves()
+        guard !itemWatchers.isEmpty else { return }
+        for id in Set(moved) {
+            let current = engine.item(id)
+            let woken = itemWatchers.removeAll(of: id) { w in
+                current?.hasMoved(from: w.status, fence: w.fence) ?? true
+            }
+            let answer = ItemAnswer(current.map { .success($0) } ?? .failure(.notFound(id)))
+            for w in woken { w.call.answer(answer) }
+        }
+        engine.tracksMoves = !itemWatchers.isEmpty
+    }
+
     /// Deletes the pipeline: parked callers get `.gone`, the timer and the
     /// source stop, and every later call throws `.gone`.
     package func close() {
@@ -127,5 +190,63 @@ extension Pipeline {
         for c in consumers.removeAll() { c.call.answer(taken) }
         let pushed = PushAnswer(.failure(error))
         for p in producers.removeAll() { p.call.answer(pushed) }
+        let watched = ItemAnswer(.failure(error))
+        for w in itemWatchers.removeAll() { w.call.answer(watched) }
+        engine.tracksMoves = false
+    }
+}
+
+/// Parked waits on single items (`GET …/items/{id}?wait`), by item id.
+struct ItemWatchers {
+    /// One wait, and the item's status and delivery when it parked.
+    struct Watch {
+        let call: ParkedCall<Pipeline.ItemAnswer>
+        let status: PipelineItemStatus
+        let fence: Int64?
+    }
+
+    private var byItem: [String: [UInt64: Watch]] = [:]
+    private var lastID: UInt64 = 0
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    /// A fresh id for `insert`, known before the caller parks.
+    mutating func reserveID() -> UInt64 {
+        lastID &+= 1
+        return lastID
+    }
+
+    mutating func insert(_ watch: Watch, item: String, id: UInt64) {
+        byItem[item, default: [:]][id] = watch
+        count += 1
+    }
+
+    /// Removes one wait; nil when it already left.
+    mutating func remove(_ id: UInt64, item: String) -> Watch? {
+        guard let w = byItem[item]?.removeValue(forKey: id) else { return nil }
+        if byItem[item]?.isEmpty == true { byItem[item] = nil }
+        count -= 1
+        return w
+    }
+
+    /// Removes and returns the waits on `item` that `shouldWake` picks.
+    mutating func removeAll(of item: String, where shouldWake: (Watch) -> Bool) -> [Watch] {
+        guard let waits = byItem[item] else { return [] }
+        let woken = waits.filter { shouldWake($0.value) }
+        guard !woken.isEmpty else { return [] }
+        let left = waits.filter { woken[$0.key] == nil }
+        byItem[item] = left.isEmpty ? nil : left
+        count -= woken.count
+        return Array(woken.values)
+    }
+
+    /// Removes every wait.
+    mutating func removeAll() -> [Watch] {
+        defer {
+            byItem = [:]
+            count = 0
+        }
+        return byItem.values.flatMap(\.values)
     }
 }

@@ -28,6 +28,8 @@ package actor Pipeline: LockIsolatedActor {
     typealias TakeAnswer = WaitAnswer<[PipelineDelivery], PipelineError>
     /// What a parked `pushWaiting` gets.
     typealias PushAnswer = WaitAnswer<PipelinePushResult, PipelineError>
+    /// What a parked `waitForChange` gets.
+    typealias ItemAnswer = WaitAnswer<PipelineItem, PipelineError>
 
     /// A parked `takeWaiting`.
     struct Consumer {
@@ -69,6 +71,7 @@ package actor Pipeline: LockIsolatedActor {
     var timerDeadline: Timestamp?
     var consumers = WaitLine<Consumer>()
     var producers = WaitLine<Producer>()
+    var itemWatchers = ItemWatchers()
     var source: SourcePump?
     let sourceFactory: SourceReaderFactory?
     var pullTask: Task<Void, Never>?
@@ -285,6 +288,7 @@ package actor Pipeline: LockIsolatedActor {
             if changes.contains(.itemsAvailable) { serveConsumers(now: now) }
             changes = engine.takeChanges()
         }
+        wakeItemWatchers()
         pumpSource(now: now)
         rearm(now: now)
     }

@@ -48,6 +48,11 @@ package struct PipelineEngine: Sendable {
     private(set) var inFlightCount = 0
     /// While true nothing is handed out; pushes, deadlines and delays go on.
     package private(set) var paused = false
+    /// While true, `moves` collects the id of every item whose status or
+    /// delivery changes (someone waits on items by id).
+    var tracksMoves = false
+    /// Ids moved since the last `takeMoves()`, repeats allowed.
+    private var moves: [String] = []
 
     /// Ready, delayed and in-flight items, addressed by handle. Segmented and
     /// sharded like the queue engine's: growing never copies or rehashes the
@@ -111,6 +116,16 @@ package struct PipelineEngine: Sendable {
     mutating func takeChanges() -> PipelineChanges {
         defer { changes = [] }
         return changes
+    }
+
+    /// Returns and clears the ids moved since the last call (see `tracksMoves`).
+    mutating func takeMoves() -> [String] {
+        defer { moves.removeAll(keepingCapacity: true) }
+        return moves
+    }
+
+    private mutating func moved(_ id: String) {
+        if tracksMoves { moves.append(id) }
     }
 
     // MARK: - Push
@@ -214,6 +229,7 @@ package struct PipelineEngine: Sendable {
             fence += 1
             if item.deliveries == 0 { waitHistogram.observe(micros: now.micros - item.createdAt.micros) }
             item.status = .inFlight
+            moved(item.id)
             item.deliveries += 1
             item.takenAt = now
             item.fence = fence
@@ -264,6 +280,7 @@ package struct PipelineEngine: Sendable {
         changes.formUnion([.itemsAvailable, .roomAvailable])
         item.ackDeadline = nil
         item.status = .consumed
+        moved(id)
         remember(item)
         return item
     }
@@ -371,6 +388,7 @@ package struct PipelineEngine: Sendable {
         storage.release(Self.storedBytes(cancelled))
         counts.cancelledTotal += 1
         cancelled.status = .cancelled
+        moved(id)
         remember(cancelled)
         return cancelled
     }
@@ -553,6 +571,7 @@ package struct PipelineEngine: Sendable {
     /// had `max_deliveries` hand-outs, else to the front now or after `delaySeconds`.
     private mutating func giveBack(_ h: Int32, delaySeconds: Double, now: Timestamp) -> PipelineItem {
         guard var item = slots[Int(h)] else { preconditionFailure("no item for handle") }
+        moved(item.id)
         inFlightCount -= 1
         changes.insert(.itemsAvailable)
         item.ackDeadline = nil
@@ -586,6 +605,7 @@ package struct PipelineEngine: Sendable {
             item.seq = backSeq
         }
         item.status = .ready
+        moved(item.id)
         item.toFront = false
         // Whatever deadline it had is stale: a later hand-out without one must not match it.
         item.timerToken = PipelineItem.noTimer
@@ -598,6 +618,7 @@ package struct PipelineEngine: Sendable {
     private mutating func kill(_ h: Int32, now: Timestamp) -> PipelineItem {
         var item = vacate(h)
         item.status = .dead
+        moved(item.id)
         item.deadAt = now
         item.ackDeadline = nil
         dead.append(item)

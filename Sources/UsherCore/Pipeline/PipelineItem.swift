@@ -161,3 +161,11 @@ package struct PipelineCounts: Sendable, Equatable {
     /// All zero.
     package init() {}
 }
+
+extension PipelineItem {
+    /// Whether the item is in another status or delivery than `status` and
+    /// `fence`: what a wait on an item by id waits for (`GET …/items/{id}?wait=S`).
+    package func hasMoved(from status: PipelineItemStatus, fence: Int64?) -> Bool {
+        self.status != status || self.fence != fence
+    }
+}

@@ -32,6 +32,10 @@ package protocol PipelineService: AnyObject, Sendable {
     /// (or when the task is cancelled).
     func parkTake(max: Int, ackSeconds: Double?, until deadline: Timestamp) async throws(PipelineError)
         -> [PipelineDelivery]
+    /// `GET …/items/{id}?wait`: the item once it has moved from `earlier`'s
+    /// status and delivery (`PipelineItem.hasMoved`), or as it is at `deadline`.
+    func parkUntilChange(id: String, from earlier: PipelineItem, until deadline: Timestamp) async throws(PipelineError)
+        -> PipelineItem
     /// `POST …/items?wait` on a full pipeline: the push once there is room, or `.full` at `deadline`.
     func parkPush(_ request: PipelinePushRequest, until deadline: Timestamp) async throws(PipelineError)
         -> PipelinePushResult
@@ -162,5 +166,11 @@ extension Pipeline: PipelineService {
         -> PipelinePushResult
     {
         try await pushWaiting(request, until: deadline)
+    }
+
+    package func parkUntilChange(id: String, from earlier: PipelineItem, until deadline: Timestamp)
+        async throws(PipelineError) -> PipelineItem
+    {
+        try await waitForChange(id: id, from: earlier, until: deadline)
     }
 }

@@ -23,6 +23,9 @@ package final class RedisPipeline: PipelineService, RedisResource {
     /// What parked consumers and producers wait for.
     static let itemsSubject = "items"
     static let roomSubject = "room"
+    /// What waits on single items wait for: any change of the pipeline
+    /// (a notice of ack deadlines that ran out names no items).
+    static let changeSubject = "change"
 
     package init(name: String, backend: RedisBackend, events: EventLog?, maxTakeBytes: Int = .max) {
         self.name = name
@@ -160,6 +163,19 @@ package final class RedisPipeline: PipelineService, RedisResource {
         return pushed
     }
 
+    /// Reads the item at every notice of a change and at least every
+    /// `Self.pollSeconds` until it has moved from `earlier`'s status and
+    /// delivery, or `deadline` passes.
+    package func parkUntilChange(id: String, from earlier: PipelineItem, until deadline: Timestamp)
+        async throws(PipelineError) -> PipelineItem
+    {
+        try await park(
+            Self.changeSubject, until: deadline,
+            read: { store async throws(PipelineError) in try await store.item(id).item },
+            met: { $0.hasMoved(from: earlier.status, fence: earlier.fence) }
+        ).get()
+    }
+
     // MARK: Lifecycle
 
     /// Creates the pipeline in Redis, or answers the config of the one there.
@@ -185,6 +201,7 @@ package final class RedisPipeline: PipelineService, RedisResource {
         emitEvents(notice)
         if notice.itemsAvailable { board.post(Self.itemsSubject) }
         if notice.roomAvailable { board.post(Self.roomSubject) }
+        board.post(Self.changeSubject)
     }
 
     // MARK: Internals
