@@ -242,6 +242,39 @@ struct UncheckedBox<T>: @unchecked Sendable {
         #expect(try await all.next(1) == ["machine/m2/created"])
     }
 
+    @Test(arguments: [TestBackend.memory, .redis]) func deletingEndsWhatItHeldAndSaysSo(_ backend: TestBackend)
+        async throws
+    {
+        let s = try await BackendLiveServer(backend)
+        for (path, body) in [
+            ("/v1/queues/q", #"{"capacity": 1}"#), ("/v1/pools/p", #"{"elements": ["e1", "e2"]}"#),
+            ("/v1/windows/w", "{}"),
+        ] {
+            #expect(try await s.call("PUT", path, s.put(body)).status == 201)
+        }
+        _ = try await s.call("POST", "/v1/queues/q/visitors", #"{"id": "a"}"#)
+        _ = try await s.call("POST", "/v1/queues/q/visitors", #"{"id": "b"}"#)
+        _ = try await s.call("POST", "/v1/pools/p/fetch", #"{"id": "l1", "holder": "ann"}"#)
+        _ = try await s.call("POST", "/v1/windows/w/show", #"{"id": "i1"}"#)
+        let events = try await AsyncSSEReader(port: s.live.port)
+        for path in ["/v1/queues/q", "/v1/pools/p", "/v1/windows/w"] {
+            #expect(try await s.call("DELETE", path).status == 204)
+        }
+        var seen: [String] = []
+        while seen.count < 6, let e = try await events.next() {
+            let object = e.data["data"] as? [String: Any]
+            let id = object?["id"] as? String ?? ""
+            let reason = object?["reason"] as? String ?? "-"
+            seen.append("\(e.data["kind"] ?? "")/\(e.type)/\(e.type == "deleted" ? "" : "\(id):\(reason)")")
+        }
+        // Only holders: the waiting visitor b is not granted in a's place, nor told (its wait gets 410).
+        #expect(
+            seen == [
+                "queue/released/a:deleted", "queue/deleted/", "pool/revoked/l1:deleted", "pool/deleted/",
+                "window/dismissed/i1:deleted", "window/deleted/",
+            ], "\(seen)")
+    }
+
     @Test func filtersByKindAndNameAndRejectsUnknownKinds() throws {
         let s = try LiveServer(#"{"queues": {"a": {}, "b": {}}, "pipelines": {"p": {}}}"#)
         let onlyB = try SSEReader(port: s.port, "/v1/events?kind=queue&name=b")

@@ -303,6 +303,9 @@ struct PoolRig {
         notice = try #require(await nextNotice())
         #expect(notice.updated?.before.maxWaiting == 1000 && notice.updated?.after.maxWaiting == 5)
         #expect(try await rig.store.delete())
+        // The deletion revokes the lease first, and says so.
+        notice = try #require(await nextNotice())
+        #expect(notice.changed.map(\.lease.status) == [.revoked] && notice.changed[0].lease.reason == "deleted")
         notice = try #require(await nextNotice())
         #expect(notice.deleted)
     }

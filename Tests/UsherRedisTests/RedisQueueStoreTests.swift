@@ -150,16 +150,18 @@ import Testing
         _ = try await q.apply(QueuePatch(capacity: 3, dedup: .key))
         #expect(try await q.delete())
         #expect(try await q.delete() == false)
-        try await Self.waitUntil { notices.items.count == 5 }
+        try await Self.waitUntil { notices.items.count == 6 }
         let got = notices.items
-        #expect(got.map { $0.changed.map(\.id) } == [["a"], ["b"], ["a", "b"], [], []])
+        #expect(got.map { $0.changed.map(\.id) } == [["a"], ["b"], ["a", "b"], [], ["b"], []])
         #expect(got[1].changed[0].status == .waiting && got[1].changed[0].enqueuedAt == got[1].time)
         #expect(got[2].changed.map(\.status) == [.completed, .granted])
         // b was granted with nobody waiting on it: its claim deadline comes first.
         #expect(got[2].next == Timestamp(micros: Self.start.micros + 10_000_000))
         #expect(got[0].grantWaits == [0] && got[1].grantWaits.isEmpty && got[2].grantWaits == [0])
         #expect(got[3].updated?.fields.map(\.field) == ["capacity", "dedup"])
-        #expect(got[4].deleted && got[4].name == "q")
+        // The deletion ends the holder first, and says so.
+        #expect(got[4].changed.map(\.status) == [.released] && got[4].changed[0].reason == "deleted")
+        #expect(got[5].deleted && got[5].name == "q")
         await #expect(throws: QueueError.gone) { try await q.visitor(id: "a") }
     }
 

@@ -88,13 +88,14 @@ import Testing
         _ = try await w.dismiss()
         _ = try await w.apply(WindowPatch(maxWaiting: 5, dedup: .key))
         #expect(try await w.delete())
-        try await RedisQueueStoreTests.waitUntil { notices.items.count == 5 }
+        try await RedisQueueStoreTests.waitUntil { notices.items.count == 6 }
         let got = notices.items
-        #expect(got.map { $0.changed.map(\.id) } == [["a"], ["b"], ["a", "b"], [], []])
+        #expect(got.map { $0.changed.map(\.id) } == [["a"], ["b"], ["a", "b"], [], ["b"], []])
         #expect(got[2].changed.map(\.status) == [.dismissed, .showing])
         #expect(got[2].next == Self.start.adding(seconds: 30))
         #expect(got[3].updated?.fields.map(\.field) == ["max_waiting", "dedup"])
-        #expect(got[4].deleted && got[4].name == "w")
+        #expect(got[4].changed.map(\.status) == [.dismissed] && got[4].changed[0].reason == "deleted")
+        #expect(got[5].deleted && got[5].name == "w")
     }
 
     @Test func aTickAppliesWhatIsDueOnceAndThenFindsNothing() async throws {

@@ -34,8 +34,8 @@ extension OpenAPIDocument {
             (
                 "reason",
                 Schema.enumeration(
-                    ["undelivered", "unclaimed", "abandoned"],
-                    "undelivered: recycled because the answer that leased it never reached its client; unclaimed: recycled because nobody claimed it within claim_seconds; abandoned: a fetch whose client was not heard of for idle_seconds, revoked while waiting"
+                    ["undelivered", "unclaimed", "abandoned", "deleted"],
+                    "undelivered: recycled because the answer that leased it never reached its client; unclaimed: recycled because nobody claimed it within claim_seconds; abandoned: a fetch whose client was not heard of for idle_seconds, revoked while waiting; deleted: revoked because the pool was deleted"
                 )
             ),
         ]

@@ -156,9 +156,9 @@ extension OpenAPIDocument {
                             Schema.enumeration(
                                 [
                                     "opposite", "client", "disconnected", "timeout", "abandoned", "undelivered",
-                                    "unclaimed", "replaced",
+                                    "unclaimed", "replaced", "deleted",
                                 ],
-                                "why it finished so: cancelled (opposite, client, disconnected, timeout, abandoned), released (client, undelivered, unclaimed) or merged into a newer duplicate (replaced)"
+                                "why it finished so: cancelled (opposite, client, disconnected, timeout, abandoned), released (client, undelivered, unclaimed, deleted: the queue was) or merged into a newer duplicate (replaced)"
                             )
                         ),
                     ],

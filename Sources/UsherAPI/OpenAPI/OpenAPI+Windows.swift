@@ -28,7 +28,10 @@ extension OpenAPIDocument {
             ("merged_into", Schema.name("merged: the item it merged into (the newer one when replaced)")),
             (
                 "reason",
-                Schema.enumeration(["replaced"], "merged into a newer duplicate (dedup_keep latest)")
+                Schema.enumeration(
+                    ["replaced", "deleted"],
+                    "replaced: merged into a newer duplicate (dedup_keep latest); deleted: dismissed because the window was deleted"
+                )
             ),
         ]
         let configFields: [(String, JSONValue)] = [

@@ -130,10 +130,15 @@ extension EngineHost {
         afterOperation()
     }
 
-    /// The resource was deleted: parked waiters get `gone`, the timer stops,
-    /// and every later operation throws `gone`.
+    /// The resource was deleted: its holders end (`released`, reason
+    /// `deleted`: an event each, when someone listens), parked waiters get
+    /// `gone`, the timer stops, and every later operation throws `gone`.
     func closeHost() {
         guard host.phase != .closed else { return }
+        if events?.isRecording == true {
+            engine.releaseHoldersForDeletion(now: clock.now())
+            emitEvents(engine.drainChanges())
+        }
         host.phase = .closed
         engine.releaseStorage()
         host.timer?.cancel()

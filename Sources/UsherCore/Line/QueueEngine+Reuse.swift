@@ -23,6 +23,17 @@ extension QueueEngine {
         return view(h)
     }
 
+    /// The resource is being deleted: every holder ends `released`, reason
+    /// `deleted`, and nobody is granted in their place (the changes say who,
+    /// for the events).
+    mutating func releaseHoldersForDeletion(now: Timestamp) {
+        begin(now)
+        defer { end() }
+        while firstHolder != VisitorRecord.none {
+            finish(firstHolder, as: .released, at: now.micros, reason: .deleted)
+        }
+    }
+
     /// Replaces a visitor's payload without applying time: a manager records
     /// what a grant gave (a pool: the element). False for an unknown id.
     /// A visitor's status and payload, without building its view (no

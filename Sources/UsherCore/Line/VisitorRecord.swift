@@ -84,6 +84,8 @@ enum FinishReason: String, Sendable {
     case unclaimed
     /// Merged with `dedup_keep: "latest"`: a newer duplicate took its place in line.
     case replaced
+    /// Released (a pool: revoked; a window: dismissed): its resource was deleted.
+    case deleted
 }
 
 /// A key with an action: the index for duplicates in `key` mode.

@@ -89,7 +89,7 @@ package struct WindowItem: Sendable, Equatable {
         finishedAt = v.finishedAt
         fence = v.fence
         mergedInto = v.mergedInto
-        reason = v.status == .merged ? v.reason : nil
+        reason = v.status == .merged || v.reason == FinishReason.deleted.rawValue ? v.reason : nil
     }
 }
 

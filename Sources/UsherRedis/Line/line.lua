@@ -811,3 +811,26 @@ local function admit(r, action, delay)
   end
   return r
 end
+
+-- `delete` (ARGV[4]: the name): every holder ends `released`, reason
+-- `deleted`, told by `tell` (the kind's publish of changes) in notices of at
+-- most 500 holders; then every key goes, and every instance hears it.
+local function delete_line(tell)
+  local existed = redis.call('EXISTS', K_META)
+  if existed == 1 then
+    load_config()
+    while true do
+      local ids = redis.call('ZRANGE', K_HOLD, 0, 499)
+      if #ids == 0 then break end
+      for _, id in ipairs(ids) do
+        local r = rec_get(id)
+        if r then finish(r, 'released', NOW, 'deleted') else redis.call('ZREM', K_HOLD, id) end
+      end
+      tell()
+      changed, changed_seen = {}, {}
+    end
+  end
+  redis.call('UNLINK', unpack(KEYS))  -- frees a big line's memory off the main thread
+  if existed == 1 then publish({ kind = LINE.kind, name = ARGV[4], time = int_text(NOW), deleted = true }) end
+  return { '', int_text(existed) }
+end

@@ -222,12 +222,7 @@ if OP == 'create' then
   return reply
 end
 
-if OP == 'delete' then
-  local existed = redis.call('EXISTS', K_META)
-  redis.call('UNLINK', unpack(KEYS))
-  if existed == 1 then publish({ kind = LINE.kind, name = A[4], time = int_text(NOW), deleted = true }) end
-  return { '', int_text(existed) }
-end
+if OP == 'delete' then return delete_line(P.publish) end
 
 if not load_config() then return fail('gone', '') end
 

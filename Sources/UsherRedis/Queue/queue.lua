@@ -22,12 +22,7 @@ if OP == 'create' then
   return { '', '1', A[5], A[6], A[7], A[9], A[10], A[11], A[12], A[14], A[16], A[17] }
 end
 
-if OP == 'delete' then
-  local existed = redis.call('EXISTS', K_META)
-  redis.call('UNLINK', unpack(KEYS))  -- frees a big queue's memory off the main thread
-  if existed == 1 then publish({ kind = LINE.kind, name = A[4], time = int_text(NOW), deleted = true }) end
-  return { '', int_text(existed) }
-end
+if OP == 'delete' then return delete_line(publish_changes) end
 
 if not load_config() then return fail('gone', '') end
 

@@ -112,13 +112,29 @@ extension RedisResource {
     }
 
     /// Deletes the resource in Redis (every instance hears it and closes its
-    /// copy) and from the index; false when it was not there.
+    /// copy) and from the index; false when it was not there. Returns once
+    /// this instance heard the deletion too (at most a second), so that what
+    /// the deleting script told first (the holders it ended) reached this
+    /// instance's events before it forgets the resource, as on every other.
     package func delete() async throws(Store.Failure) -> Bool {
         let existed = try await store.delete()
         do throws(ScriptFailure) { try await host.backend.announceDeleted(kind: host.kind, name: name) } catch {
             throw Store.Failure.backendUnavailable("\(error)")
         }
+        if existed { await untilClosed(within: 1) }
         return existed
+    }
+
+    /// Waits until the resource is closed here, or `seconds` pass.
+    private func untilClosed(within seconds: Double) async {
+        let clock = host.backend.clock
+        let deadline = clock.now().adding(seconds: seconds)
+        while true {
+            // Any subject: closing wakes every ticket.
+            let ticket = board.open("closed")
+            guard host.phase == .open, clock.now() < deadline else { return board.close(ticket) }
+            await board.wait(ticket, until: deadline)
+        }
     }
 
     /// Applies what is due now (after a start or a reconnect: deadlines other

@@ -32,12 +32,7 @@ if OP == 'create' then
   return { '', '1', A[5], A[6], A[8], A[10] }
 end
 
-if OP == 'delete' then
-  local existed = redis.call('EXISTS', K_META)
-  redis.call('UNLINK', unpack(KEYS))
-  if existed == 1 then publish({ kind = LINE.kind, name = A[4], time = int_text(NOW), deleted = true }) end
-  return { '', int_text(existed) }
-end
+if OP == 'delete' then return delete_line(publish_changes) end
 
 if redis.call('EXISTS', K_META) == 0 then return fail('gone', '') end
 
