@@ -496,6 +496,34 @@ def fallback(page, s):
     check(page.js("window.__marker") == 3, "the page reloaded")
 
 
+# The demo config (Config/usher.json, what `make run` serves): on a 1400x1000
+# screen every kind's heading and first card are in view without scrolling.
+FIRST_CARDS_BELOW_THE_FOLD = """Array.from(document.querySelectorAll('section.kind')).map((s) => {
+  const card = s.querySelector('article.card');
+  return card && card.getBoundingClientRect().bottom <= innerHeight ? null : s.id;
+}).filter((x) => x)"""
+
+
+def demo_fold(driver, binary, work):
+    print("the demo config above the fold")
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "Config", "usher.json")) as f:
+        demo = json.load(f)
+    s = Server(binary, demo, free_port(), work).start()
+    try:
+        viewport(driver, 1400, 1000)
+        page = Page(driver)
+        driver.get(s.url + "/")
+        page.wait("every kind has its cards", lambda: page.js(
+            "Array.from(document.querySelectorAll('section.kind')).every((s) => s.querySelector('article.card'))"),
+            timeout=10)
+        below = page.js(FIRST_CARDS_BELOW_THE_FOLD)
+        check(below == [], f"at 1400x1000, the first card of {below} is below the fold")
+        print("  ok  at 1400x1000 every kind's first card is in view")
+    finally:
+        viewport(driver, 1280, 800)
+        s.stop()
+
+
 def token(driver, binary, work):
     print("token")
     s = Server(binary, {"host": "127.0.0.1", "auth_token": "s3cret", "shutdown_grace_seconds": 1,
@@ -573,6 +601,7 @@ def main():
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"
                   and "Content Security Policy" in e["message"]]
         check(errors == [], f"CSP violations: {errors}")
+        demo_fold(driver, args.usher, work)
         token(driver, args.usher, work)
         finished = True
     except Exception:
