@@ -188,6 +188,9 @@ extension UsherApp {
         for (noun, name) in indexed {
             guard let kind = ResourceKind(noun: noun) else { continue }
             known.insert("\(noun):\(name)")
+            // The read may be older than a deletion since: what this process
+            // does not know yet is adopted only while its keys are there.
+            if !registry.contains(kind, name), (try? await redis.hasKeys(kind: noun, name: name)) == false { continue }
             await adoptShared(kind, name)?.catchUp()
         }
         for (kind, name) in before where !known.contains("\(kind.noun):\(name)") {
