@@ -13,6 +13,37 @@ import Testing
          "machines": {"player": {"definition": "player"}}}
         """#
 
+    @Test func aConditionalGetAnswers304UntilTheVersionMoves() throws {
+        let s = try LiveServer(Self.config)
+        let c = s.client()
+        let first = try c.request("GET", "/v1/machines/player")
+        let tag = try #require(first.headers["etag"])
+        #expect(first.headers["cache-control"] == "no-cache")  // it has a validator
+        let same = try c.request("GET", "/v1/machines/player", headers: ["If-None-Match": tag])
+        #expect(same.status == 304 && same.body.isEmpty && same.headers["etag"] == tag, "\(same.status)")
+        #expect(
+            try c.request("GET", "/v1/machines/player", headers: ["If-None-Match": "W/\(tag), \"1\""]).status == 304)
+        #expect(try c.request("GET", "/v1/machines/player", headers: ["If-None-Match": "*"]).status == 304)
+        // A tag this server did not make, or an older one: the whole state.
+        for other in [#""1""#, "nonsense", #""""#] {
+            let whole = try c.request("GET", "/v1/machines/player", headers: ["If-None-Match": other])
+            #expect(whole.status == 200 && whole.json["version"] != nil, "\(other)")
+        }
+        // With wait: parked while the tag is current, answered 200 when it moves.
+        let moved = s.inBackground {
+            try s.client().request("GET", "/v1/machines/player?wait=10", headers: ["If-None-Match": tag])
+        }
+        s.untilParked(1)
+        let fired = try c.request("POST", "/v1/machines/player/events/prepare")
+        let seen = try #require(moved())
+        #expect(seen.status == 200 && seen.json["state"] as? String == "Ready")
+        #expect(seen.headers["etag"] == "\"\(try #require(fired.json["version"] as? Int))\"")
+        // The wait ends with nothing new: 304, not the same body again.
+        let newTag = try #require(seen.headers["etag"])
+        let quiet = try c.request("GET", "/v1/machines/player?wait=0.2", headers: ["If-None-Match": newTag])
+        #expect(quiet.status == 304 && quiet.body.isEmpty)
+    }
+
     @Test func lifecycleAndPlayerPath() throws {
         let s = try LiveServer(Self.config)
         let c = s.client()

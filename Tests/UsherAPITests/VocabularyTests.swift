@@ -137,6 +137,29 @@ import Testing
         }
     }
 
+    /// One cache rule for every answer: `no-cache` with an `ETag` (and 304
+    /// for `If-None-Match` naming it), `no-store` without one.
+    @Test func everyAnswerSaysHowACacheMayKeepIt() async throws {
+        let s = try await BackendApp(.memory)
+        _ = try await s.call("PUT", "/v1/queues/q", "{}")
+        _ = try await s.call("PUT", "/v1/machines/m", #"{"definition": "player"}"#)
+        for (method, path) in [
+            ("GET", "/v1/queues/q"), ("GET", "/v1/queues"), ("GET", "/v1/queues/nope"), ("GET", "/metrics"),
+            ("GET", "/healthz"), ("POST", "/v1/queues/q/visitors"), ("DELETE", "/v1/queues/q"),
+        ] {
+            let r = try await s.call(method, path)
+            #expect(r.headers["cache-control"] == "no-store" && r.headers["etag"] == nil, "\(method) \(path)")
+        }
+        for path in ["/v1/machines/m", "/openapi.json", "/", "/dashboard.js", "/dashboard.css"] {
+            let whole = try await s.call("GET", path)
+            let tag = try #require(whole.headers["etag"], "\(path)")
+            #expect(whole.status == 200 && whole.headers["cache-control"] == "no-cache", "\(path)")
+            let same = try await s.call("GET", path, headers: ["If-None-Match": "\"x\", W/\(tag)"])
+            #expect(same.status == 304 && same.body.isEmpty && same.headers["etag"] == tag, "\(path)")
+            #expect(try await s.call("GET", path, headers: ["If-None-Match": "\"x\""]).status == 200, "\(path)")
+        }
+    }
+
     /// Events carry the objects `GET …/{id}` answers, with the same members
     /// (but those of a waiting visitor's place in line), on both backends.
     @Test(arguments: both) func eventsCarryTheObjectsReadsAnswer(_ backend: TestBackend) async throws {

@@ -22,7 +22,6 @@ enum DashboardRoutes {
         ("Content-Security-Policy", contentSecurityPolicy),
         ("X-Content-Type-Options", "nosniff"),
         ("Referrer-Policy", "no-referrer"),
-        ("Cache-Control", "no-cache"),
     ]
 
     /// `GET /`.
@@ -32,14 +31,14 @@ enum DashboardRoutes {
     /// `GET /dashboard.css`.
     static let style = file("text/css; charset=utf-8", PackageResources.dashboard_css)
 
-    /// One embedded file as an answer, with the shared headers.
-    private static func file(_ contentType: String, _ bytes: [UInt8]) -> HTTPResponse {
-        HTTPResponse(status: 200, headers: [("Content-Type", contentType)] + headers, body: bytes)
+    /// One embedded file as an answer, with the shared headers and its `ETag`.
+    private static func file(_ contentType: String, _ bytes: [UInt8]) -> FixedAnswer {
+        FixedAnswer(contentType: contentType, headers: headers, body: bytes)
     }
 
     static func add(to router: inout Router<Route>) {
-        router.add("GET", "/") { _ throws(APIError) in .respond(page) }
-        router.add("GET", "/dashboard.js") { _ throws(APIError) in .respond(script) }
-        router.add("GET", "/dashboard.css") { _ throws(APIError) in .respond(style) }
+        router.add("GET", "/") { call throws(APIError) in .respond(page.answer(call.request)) }
+        router.add("GET", "/dashboard.js") { call throws(APIError) in .respond(script.answer(call.request)) }
+        router.add("GET", "/dashboard.css") { call throws(APIError) in .respond(style.answer(call.request)) }
     }
 }

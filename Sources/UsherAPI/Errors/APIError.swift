@@ -35,7 +35,7 @@ package struct APIError: Error, Sendable {
     /// The HTTP response carrying the problem.
     package var response: HTTPResponse {
         HTTPResponse(
-            status: status, headers: [("Content-Type", "application/problem+json")] + headers,
+            status: status, headers: [("Content-Type", "application/problem+json")] + Reply.unstored + headers,
             body: Wire.bytes(ProblemBody(self)))
     }
 }

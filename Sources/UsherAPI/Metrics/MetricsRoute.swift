@@ -39,7 +39,8 @@ enum MetricsRoute {
         writeStorage(app.storage, to: &out)
         writeRedis(app, scrape: redis, to: &out)
         writeProcess(to: &out)
-        return HTTPResponse(status: 200, contentType: PrometheusText.contentType, text: out.text)
+        return HTTPResponse(
+            status: 200, contentType: PrometheusText.contentType, text: out.text, headers: Reply.unstored)
     }
 
     /// `usher_stored_bytes` and `usher_stored_bytes_limit`: the storage budget.

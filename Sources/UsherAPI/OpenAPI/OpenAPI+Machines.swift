@@ -186,6 +186,8 @@ extension OpenAPIDocument {
                     Operation(
                         "GET", "getMachine",
                         "The machine's state, version and history; with wait, when the version moves",
+                        description:
+                            "With If-None-Match naming the current version (its ETag), 304 without a body; with wait as well, the answer comes when the version moves (200) or the wait ends (304).",
                         query: [
                             Parameter.wait("answer when the version differs from `version`"),
                             Parameter.query(
@@ -196,7 +198,11 @@ extension OpenAPIDocument {
                                 "definition: add `definition_detail`, the normalized definition, even when it has a name"
                             ),
                         ],
-                        responses: [Response.json(200, "the machine", machine, headers: etag)] + Response.waitEnds),
+                        headers: [ifNoneMatch],
+                        responses: [
+                            Response.json(200, "the machine", machine, headers: etag),
+                            Response.empty(304, "If-None-Match names the current version", headers: etag),
+                        ] + Response.waitEnds),
                     deleteOperation(.machines, id: "deleteMachine"),
                 ]),
             PathItem(
@@ -279,6 +285,13 @@ extension OpenAPIDocument {
                 ]),
         ]
     }
+
+    /// `If-None-Match` on a machine's `GET`.
+    private static let ifNoneMatch: JSONValue = .object([
+        ("name", .string("If-None-Match")), ("in", .string("header")), ("required", .bool(false)),
+        ("description", .string("the versions the client holds, as ETags (\"7\", W/\"7\", a list, or *)")),
+        ("schema", .object([("type", .string("string"))])),
+    ])
 
     /// `If-Match` on an event or a transaction.
     private static let ifMatch: JSONValue = .object([

@@ -268,8 +268,12 @@ extension OpenAPIDocument {
         }
 
         /// A response without a body.
-        static func empty(_ status: Int, _ description: String) -> (String, JSONValue) {
-            (String(status), .object([("description", .string(description))]))
+        static func empty(_ status: Int, _ description: String, headers: [(String, JSONValue)] = [])
+            -> (String, JSONValue)
+        {
+            var fields: [(String, JSONValue)] = [("description", .string(description))]
+            if !headers.isEmpty { fields.append(("headers", .object(headers))) }
+            return (String(status), .object(fields))
         }
 
         /// A problem document (`application/problem+json`) whose `code` is one of `codes`.

@@ -17,10 +17,8 @@ enum OpenAPIDocument {
     /// The document as served (compact JSON), made once.
     static let bytes: [UInt8] = Wire.bytes(json)
 
-    /// `GET /openapi.json`: 200 with the document.
-    static func response() -> HTTPResponse {
-        HTTPResponse(status: 200, headers: [("Content-Type", "application/json; charset=utf-8")], body: bytes)
-    }
+    /// `GET /openapi.json`: 200 with the document (304 for its `ETag`).
+    static let answer = FixedAnswer(contentType: "application/json; charset=utf-8", body: bytes)
 
     /// Every path, in the order of the document.
     static var paths: [PathItem] {
@@ -235,7 +233,8 @@ enum OpenAPIDocument {
                                 .object([
                                     ("type", .string("object")),
                                     ("required", .array([.string("openapi"), .string("paths")])),
-                                ]))
+                                ])),
+                            Response.empty(304, "If-None-Match names the document's ETag"),
                         ],
                         open: true)
                 ]),
@@ -353,7 +352,8 @@ enum OpenAPIDocument {
                                         .object([(type, .object([("schema", .object([("type", .string("string"))]))]))])
                                     ),
                                 ])
-                            )
+                            ),
+                            Response.empty(304, "If-None-Match names the file's ETag"),
                         ],
                         open: true)
                 ])

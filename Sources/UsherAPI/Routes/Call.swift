@@ -159,17 +159,25 @@ extension HTTPResponse {
 
 /// JSON responses.
 enum Reply {
-    private static let contentType: [(name: String, value: String)] = [
-        ("Content-Type", "application/json; charset=utf-8")
-    ]
+    /// An answer without a validator: no cache may keep it (a state changes
+    /// with every request and with time, and could not be checked again).
+    static let unstored: [(name: String, value: String)] = [("Cache-Control", "no-store")]
+    /// An answer with an `ETag`: a cache may keep it, and must check it
+    /// (`If-None-Match`) before each use.
+    static let validated: [(name: String, value: String)] = [("Cache-Control", "no-cache")]
+    private static let json = ("Content-Type", "application/json; charset=utf-8")
+    private static let plain = [json] + unstored
 
-    /// The content type, then `extra` (the shared array when there is none: no allocation).
+    /// The content type, the cache rule (`validated` when `extra` has an
+    /// `ETag`, else `unstored`), then `extra`; the shared array when there
+    /// is nothing extra (no allocation).
     static func jsonHeaders(_ extra: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        extra.isEmpty ? contentType : contentType + extra
+        if extra.isEmpty { return plain }
+        return [json] + (extra.contains { $0.name == "ETag" } ? validated : unstored) + extra
     }
 
     /// 204 with no body.
-    static func noContent() -> HTTPResponse { HTTPResponse(status: 204) }
+    static func noContent() -> HTTPResponse { HTTPResponse(status: 204, headers: unstored) }
 }
 
 extension Call {

@@ -146,19 +146,28 @@ enum MachineRoutes: BackedKind {
         } else {
             version = nil
         }
+        let held = HeldTags(call.request)
         let machine = try machine(call)
         let app = call.app
         let deadline = wait.map { app.deadline(after: $0) }
         let pending = machine.readSnapshot().flatMap { snapshot -> Pending<MachineSnapshot, MachineError> in
-            guard let deadline, snapshot.version == (version ?? snapshot.version) else {
-                return .ready(.success(snapshot))
-            }
+            // What the client holds: `version`, else the versions If-None-Match names, else the current one.
+            let unchanged = version.map { $0 == snapshot.version } ?? held?.holds(String(snapshot.version)) ?? true
+            guard let deadline, unchanged else { return .ready(.success(snapshot)) }
             let seen = snapshot.version  // captured alone, not the whole snapshot
             return .async { () async throws(MachineError) -> MachineSnapshot in
                 try await machine.parkUntilVersion(other: seen, until: deadline)
             }
         }
-        return answer(call, pending) { reply($0, withDefinition: withDefinition) }
+        return answer(call, pending) { snapshot in
+            if held?.holds(String(snapshot.version)) == true { return notModified(snapshot) }
+            return reply(snapshot, withDefinition: withDefinition)
+        }
+    }
+
+    /// 304: the client's copy is current; its `ETag`, no body.
+    private static func notModified(_ snapshot: MachineSnapshot) -> HTTPResponse {
+        HTTPResponse(status: 304, headers: Reply.validated + [("ETag", "\"\(snapshot.version)\"")])
     }
 
     private static func fire(_ call: Call) throws(APIError) -> HTTPHandlerResult {

@@ -24,8 +24,8 @@ enum OperationsRoutes {
                 return Reply.encoded(StatusBody(status: "ready"))
             }
         }
-        router.add("GET", "/openapi.json") { _ throws(APIError) in
-            .respond(OpenAPIDocument.response())
+        router.add("GET", "/openapi.json") { call throws(APIError) in
+            .respond(OpenAPIDocument.answer.answer(call.request))
         }
         router.add("GET", "/v1") { call throws(APIError) in
             _ = try call.query(allowing: [])

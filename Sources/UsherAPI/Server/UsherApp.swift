@@ -46,7 +46,9 @@ package final class UsherApp: Sendable {
     ]
 
     /// Headers the server must copy out for the routes.
-    package static let capturedHeaders = ["authorization", "if-match", "last-event-id", "host", "origin"]
+    package static let capturedHeaders = [
+        "authorization", "if-match", "if-none-match", "last-event-id", "host", "origin",
+    ]
 
     /// Builds the app and creates the resources the config declares in memory
     /// (those in Redis are made once serving starts: `startRedis`).
