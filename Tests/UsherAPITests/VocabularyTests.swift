@@ -160,6 +160,47 @@ import Testing
         }
     }
 
+    /// `Prefer: return=minimal` on every kind and backend: the same status, no
+    /// body, `Location` of the object (which reads as the full answer would
+    /// have) and the headers of docs/api.md, "Minimal answers".
+    @Test(arguments: both) func aMinimalAnswerHasTheStatusAndTheHeaders(_ backend: TestBackend) async throws {
+        let s = try await BackendApp(backend)
+        for (path, body) in [
+            ("/v1/queues/q", #"{"capacity": 1}"#), ("/v1/windows/w", "{}"), ("/v1/pools/p", #"{"size": 1}"#),
+            ("/v1/pipelines/p", "{}"),
+        ] {
+            #expect(try await s.call("PUT", path, s.put(body)).status == 201)
+        }
+        _ = try await s.call("PUT", "/v1/machines/m", #"{"definition": "player"}"#)
+        let minimal = ["Prefer": "respond-async, return=minimal"]
+        let made: [(path: String, body: String, status: String, fence: Bool, position: String?)] = [
+            ("/v1/queues/q/visitors", #"{"id": "v1"}"#, "granted", true, nil),
+            ("/v1/queues/q/visitors", #"{"id": "v2"}"#, "waiting", false, "1"),
+            ("/v1/windows/w/show", #"{"id": "i1"}"#, "showing", true, nil),
+            ("/v1/pools/p/fetch", #"{"id": "l1"}"#, "active", true, nil),
+            ("/v1/pipelines/p/items", #"{"id": "p1", "payload": 1}"#, "ready", false, nil),
+        ]
+        for m in made {
+            let r = try await s.call("POST", m.path, m.body, headers: minimal)
+            #expect(r.status == 201 && r.body.isEmpty, "\(m.path): \(r.status) \(r.text)")
+            #expect(r.headers["preference-applied"] == "return=minimal" && r.headers["content-type"] == nil)
+            #expect(r.headers["usher-status"] == m.status, "\(m.path): \(r.headers)")
+            #expect((r.headers["usher-fence"] != nil) == m.fence && r.headers["usher-position"] == m.position)
+            let location = try #require(r.headers["location"], "\(m.path)")
+            let read = try await s.call("GET", location)
+            #expect(read.status == 200 && read.json["status"] as? String == m.status, "\(location): \(read.text)")
+            #expect(read.json["fence"] as? Int == r.headers["usher-fence"].flatMap { Int($0) })
+        }
+        let lease = try await s.call("POST", "/v1/pools/p/recycle", #"{"lease": "l1"}"#, headers: minimal)
+        #expect(lease.status == 200 && lease.body.isEmpty && lease.headers["usher-element"] == "el-1")
+        let fired = try await s.call("POST", "/v1/machines/m/events/prepare", nil, headers: minimal)
+        #expect(fired.status == 200 && fired.body.isEmpty && fired.headers["usher-state"] == "Ready")
+        #expect(fired.headers["etag"] != nil && fired.headers["location"] == "/v1/machines/m")
+        // Any other preference, or none: the whole object.
+        let whole = try await s.call("GET", "/v1/queues/q/visitors/v1", headers: ["Prefer": "return=representation"])
+        #expect(whole.status == 200 && whole.json["id"] as? String == "v1")
+    }
+
     /// Events carry the objects `GET …/{id}` answers, with the same members
     /// (but those of a waiting visitor's place in line), on both backends.
     @Test(arguments: both) func eventsCarryTheObjectsReadsAnswer(_ backend: TestBackend) async throws {

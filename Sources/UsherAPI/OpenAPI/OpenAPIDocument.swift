@@ -59,7 +59,11 @@ enum OpenAPIDocument {
                             `method_not_allowed` with an `Allow` header; an unknown path is 404; HEAD is \
                             answered wherever GET is. With a token configured (`auth_token` or `USHER_TOKEN`), \
                             every `/v1` route needs `Authorization: Bearer <token>`; /healthz, /readyz, /metrics, \
-                            /openapi.json and the dashboard (/, /dashboard.js, /dashboard.css) stay open.
+                            /openapi.json and the dashboard (/, /dashboard.js, /dashboard.css) stay open. \
+                            `Prefer: return=minimal` on a route that answers a visitor, window item, lease, \
+                            pipeline item or transition answers the same status with no body and the object in \
+                            headers: `Location`, `Usher-Status`, `Usher-Fence`, `Usher-Position`, `Usher-Element`, \
+                            `Usher-State` (docs/api.md, Minimal answers).
                             """)
                     ),
                     ("license", .object([("name", .string("see the repository"))])),

@@ -176,7 +176,7 @@ enum MachineRoutes: BackedKind {
         let event = try call.name("event")
         let data: JSONValue? = try call.readBody { body throws(FieldError) in body.value("data") }
         let expected = try ifMatch(call.request.header("if-match"))
-        return answer(call, machine.fireEvent(event, expectedVersion: expected, data: data), transitionReply)
+        return answer(call, machine.fireEvent(event, expectedVersion: expected, data: data), transitionReply(call))
     }
 
     /// `{"event", "timeout_seconds"?, "data"?}`, optional `If-Match`: 201 with the open transaction.
@@ -206,7 +206,7 @@ enum MachineRoutes: BackedKind {
         let machine = try machine(call)
         let id = try call.name("id")
         try call.readBody { _ throws(FieldError) in }
-        return answer(call, machine.commitTransaction(id), transitionReply)
+        return answer(call, machine.commitTransaction(id), transitionReply(call))
     }
 
     /// Aborts a transaction: 200 with it, `status: "aborted"`.
@@ -221,8 +221,8 @@ enum MachineRoutes: BackedKind {
     }
 
     /// An event's or a commit's answer.
-    @Sendable private static func transitionReply(_ result: TransitionResult) -> HTTPResponse {
-        Reply.encoded(TransitionResultBody(result: result), headers: [("ETag", "\"\(result.version)\"")])
+    private static func transitionReply(_ call: Call) -> @Sendable (TransitionResult) -> HTTPResponse {
+        { result in call.object(TransitionResultBody(result: result), headers: [("ETag", "\"\(result.version)\"")]) }
     }
 
     /// `If-Match: "7"` or `If-Match: 7`; nil when absent or `*`.

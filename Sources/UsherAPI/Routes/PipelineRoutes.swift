@@ -140,7 +140,7 @@ enum PipelineRoutes: ConfiguredKind {
         let request = try call.readBody { r throws(FieldError) in try PipelinePushRequest.parse(&r) }
         try checkNotReserved(request, field: "id")
         let pending = pushing(request, to: pipeline, waiting: wait, in: call.app)
-        return answer(call, pending) { Reply.encoded(PipelineItemBody($0.item), status: $0.created ? 201 : 200) }
+        return answer(call, pending) { call.object(PipelineItemBody($0.item), status: $0.created ? 201 : 200) }
     }
 
     /// The push; full, and the producer will wait `wait` seconds: held until
@@ -228,7 +228,7 @@ enum PipelineRoutes: ConfiguredKind {
         let id = try call.name("id")
         let fence = try call.readBody { r throws(FieldError) in try r.int("fence", in: 0...Int.max) }
         return answer(call, pipeline.consumeItem(id, fence: fence.map(Int64.init))) {
-            Reply.encoded(PipelineItemBody($0))
+            call.object(PipelineItemBody($0))
         }
     }
 
@@ -240,7 +240,7 @@ enum PipelineRoutes: ConfiguredKind {
             (try r.duration("delay_seconds"), try r.int("fence", in: 0...Int.max))
         }
         return answer(call, pipeline.releaseItem(id, delaySeconds: delay, fence: fence.map(Int64.init))) {
-            Reply.encoded(PipelineItemBody($0))
+            call.object(PipelineItemBody($0))
         }
     }
 
@@ -252,7 +252,7 @@ enum PipelineRoutes: ConfiguredKind {
             (try r.duration("ack_seconds"), try r.int("fence", in: 0...Int.max))
         }
         return answer(call, pipeline.extendItem(id, ackSeconds: ack, fence: fence.map(Int64.init))) {
-            Reply.encoded(PipelineItemBody($0))
+            call.object(PipelineItemBody($0))
         }
     }
 
@@ -265,14 +265,14 @@ enum PipelineRoutes: ConfiguredKind {
             park: { p, id, earlier, deadline async throws(PipelineError) in
                 try await p.parkUntilChange(id: id, from: earlier, until: deadline)
             },
-            reply: { Reply.encoded(PipelineItemBody($0)) })
+            reply: { call.object(PipelineItemBody($0)) })
     }
 
     private static func cancel(_ call: Call) throws(APIError) -> HTTPHandlerResult {
         _ = try call.query(allowing: [])
         let pipeline = try pipeline(call)
         let id = try call.name("id")
-        return answer(call, pipeline.cancelItem(id)) { Reply.encoded(PipelineItemBody($0)) }
+        return answer(call, pipeline.cancelItem(id)) { call.object(PipelineItemBody($0)) }
     }
 
     // MARK: - Dead list

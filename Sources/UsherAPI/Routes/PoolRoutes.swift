@@ -54,13 +54,9 @@ enum PoolRoutes: ConfiguredKind {
         try LifecycleRoutes<Self>.manager(call)
     }
 
-    private static func leaseReply(_ lease: Lease) -> HTTPResponse {
-        Reply.encoded(LeaseReplyBody(lease: lease))
-    }
-
-    /// 201 when the fetch made the lease, 200 for a known `id`.
-    private static func leaseReply(_ outcome: FetchOutcome) -> HTTPResponse {
-        Reply.encoded(LeaseReplyBody(lease: outcome.lease), status: outcome.created ? 201 : 200)
+    /// The lease, as `call` prefers it.
+    private static func leaseReply(_ call: Call) -> @Sendable (Lease) -> HTTPResponse {
+        { call.object(LeaseReplyBody(lease: $0)) }
     }
 
     /// The state as an answer, its elements cut at `max_response_bytes`:
@@ -93,14 +89,17 @@ enum PoolRoutes: ConfiguredKind {
             } else {
                 pool.fetchLease(request)
             }
-        return LifecycleRoutes<Self>.answer(call, pending) { leased($0, from: pool, undo: undo) }
+        return LifecycleRoutes<Self>.answer(call, pending) { leased($0, from: pool, undo: undo, for: call) }
     }
 
     /// The answer to a fetch; an active lease is recycled again (reason
     /// `undelivered`) when the server could not hand it to its client, if the
     /// client asked for that (`undo`).
-    private static func leased(_ outcome: FetchOutcome, from pool: any PoolService, undo: Bool) -> HTTPResponse {
-        let response = leaseReply(outcome)
+    /// 201 when the fetch made the lease, 200 for a known `id`.
+    private static func leased(_ outcome: FetchOutcome, from pool: any PoolService, undo: Bool, for call: Call)
+        -> HTTPResponse
+    {
+        let response = call.object(LeaseReplyBody(lease: outcome.lease), status: outcome.created ? 201 : 200)
         let lease = outcome.lease
         guard undo, lease.status == .active, let fence = lease.fence else { return response }
         let id = lease.id
@@ -115,9 +114,9 @@ enum PoolRoutes: ConfiguredKind {
         }
         switch (lease, element) {
         case (let id?, nil):
-            return LifecycleRoutes<Self>.answer(call, pool.recycleLease(id), leaseReply)
+            return LifecycleRoutes<Self>.answer(call, pool.recycleLease(id), leaseReply(call))
         case (nil, let id?):
-            return LifecycleRoutes<Self>.answer(call, pool.recycleElement(id), leaseReply)
+            return LifecycleRoutes<Self>.answer(call, pool.recycleElement(id), leaseReply(call))
         default:
             throw APIError.badRequest("give exactly one of lease and element")
         }
@@ -130,7 +129,7 @@ enum PoolRoutes: ConfiguredKind {
             park: { p, id, status, deadline async throws(PoolError) in
                 try await p.parkUntilChange(id: id, from: status, until: deadline).lease()
             },
-            reply: { leaseReply($0) })
+            reply: leaseReply(call))
     }
 
     private static func extend(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -138,7 +137,7 @@ enum PoolRoutes: ConfiguredKind {
         let pool = try pool(call)
         let id = try call.name("id")
         let seconds: Double? = try call.readBody { body throws(FieldError) in try body.duration("lease_seconds") }
-        return LifecycleRoutes<Self>.answer(call, pool.extendLease(id, leaseSeconds: seconds), leaseReply)
+        return LifecycleRoutes<Self>.answer(call, pool.extendLease(id, leaseSeconds: seconds), leaseReply(call))
     }
 
     private static func putElement(_ call: Call) throws(APIError) -> HTTPHandlerResult {

@@ -77,7 +77,7 @@ enum QueueRoutes: ConfiguredKind {
         // Without a wait, the answer as it comes (a handed-back one stays so: no task).
         guard let deadline else {
             return LifecycleRoutes<Self>.answer(call, enqueued) {
-                granting($0.view, created: $0.created, in: queue, undo: withdraw)
+                granting($0.view, created: $0.created, in: queue, undo: withdraw, for: call)
             }
         }
         let pending = enqueued.flatMap { outcome -> Pending<EnqueueOutcome, QueueError> in
@@ -91,7 +91,7 @@ enum QueueRoutes: ConfiguredKind {
             }
         }
         return LifecycleRoutes<Self>.answer(call, pending) {
-            granting($0.view, created: $0.created, in: queue, undo: withdraw)
+            granting($0.view, created: $0.created, in: queue, undo: withdraw, for: call)
         }
     }
 
@@ -101,10 +101,10 @@ enum QueueRoutes: ConfiguredKind {
     /// 201 only for a visitor this request created that is still delayed,
     /// waiting or granted; a merged or cancelled one (a try-acquire that
     /// timed out included), or a known id, is 200.
-    private static func granting(_ view: VisitorView, created: Bool, in queue: any QueueService, undo: Bool)
-        -> HTTPResponse
-    {
-        let response = Reply.encoded(VisitorBody(view), status: created && !view.status.isFinished ? 201 : 200)
+    private static func granting(
+        _ view: VisitorView, created: Bool, in queue: any QueueService, undo: Bool, for call: Call
+    ) -> HTTPResponse {
+        let response = call.object(VisitorBody(view), status: created && !view.status.isFinished ? 201 : 200)
         guard undo, view.status == .granted, let fence = view.fence else { return response }
         let id = view.id
         return response.undoing { queue.releaseUndelivered(id: id, fence: fence) }
@@ -118,7 +118,7 @@ enum QueueRoutes: ConfiguredKind {
             park: { q, id, status, deadline async throws(QueueError) in
                 try await q.parkUntilChange(id: id, from: status, until: deadline).view()
             },
-            reply: { Reply.encoded(VisitorBody($0)) })
+            reply: { call.object(VisitorBody($0)) })
     }
 
     private static func visitorOperation(
@@ -127,6 +127,6 @@ enum QueueRoutes: ConfiguredKind {
         _ = try call.query(allowing: [])
         let queue = try queue(call)
         let id = try call.name("id")
-        return LifecycleRoutes<Self>.answer(call, body(queue, id)) { Reply.encoded(VisitorBody($0)) }
+        return LifecycleRoutes<Self>.answer(call, body(queue, id)) { call.object(VisitorBody($0)) }
     }
 }

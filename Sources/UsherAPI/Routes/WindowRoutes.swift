@@ -76,7 +76,7 @@ enum WindowRoutes: ConfiguredKind {
         let window = try window(call)
         let request: ShowRequest = try call.readBody { body throws(FieldError) in try ShowRequest.parse(&body) }
         return LifecycleRoutes<Self>.answer(call, window.showItem(request)) { outcome in
-            Reply.encoded(
+            call.object(
                 WindowItemBody(outcome.item), status: outcome.created && outcome.item.status != .merged ? 201 : 200)
         }
     }
@@ -86,7 +86,7 @@ enum WindowRoutes: ConfiguredKind {
         let window = try window(call)
         let id: String? = try call.readBody { body throws(FieldError) in try body.name("id") }
         return LifecycleRoutes<Self>.answer(call, window.dismissItem(id: id)) { dismissal in
-            Reply.encoded(DismissalBody(dismissal: dismissal))
+            call.object(DismissalBody(dismissal: dismissal))
         }
     }
 
@@ -130,7 +130,7 @@ enum WindowRoutes: ConfiguredKind {
             park: { w, id, status, deadline async throws(WindowError) in
                 try await w.parkUntilChange(id: id, from: status, until: deadline).item()
             },
-            reply: { Reply.encoded(WindowItemBody($0)) })
+            reply: { call.object(WindowItemBody($0)) })
     }
 
     /// The item shown, bare; 204 when nothing is.

@@ -47,7 +47,7 @@ package final class UsherApp: Sendable {
 
     /// Headers the server must copy out for the routes.
     package static let capturedHeaders = [
-        "authorization", "if-match", "if-none-match", "last-event-id", "host", "origin",
+        "authorization", "if-match", "if-none-match", "last-event-id", "host", "origin", "prefer",
     ]
 
     /// Builds the app and creates the resources the config declares in memory
