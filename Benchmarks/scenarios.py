@@ -9,7 +9,8 @@ Systems and their scenarios (one row each; "cycle" = several requests):
 baseline   the plain-C libmicrohttpd server (baseline/mhd-baseline.c):
            get-state, cycle (enqueue+complete), cycle-c (the same cycle
            driven by opbench, the C client beanstalkd gets), enqueue
-usher      .build/release/usher: get-state, cycle, cycle-c, pipeline (push+take+consume),
+usher      .build/release/usher: get-state, cycle, cycle-minimal (the cycle with
+           Prefer: return=minimal), cycle-c, pipeline (push+take+consume),
            pool (fetch+recycle), machine (one event), enqueue; and, only when
            SCENARIOS names it, cycle-hold (enqueue+complete on a queue with
            hold_seconds 30, so every grant arms the hold timer)
@@ -63,7 +64,7 @@ SYSTEMS = {
 
 # Run in this order; enqueue only grows the queue: keep it last. cycle-hold
 # runs only when SCENARIOS names it.
-DEFAULT_SCENARIOS = ("get-state cycle cycle-c pipeline pool machine lpush-rpop evalsha put-reserve-delete "
+DEFAULT_SCENARIOS = ("get-state cycle cycle-minimal cycle-c pipeline pool machine lpush-rpop evalsha put-reserve-delete "
                      "rcycle rcycle-3q rscale rpipeline rpool rmachine enqueue").split()
 
 # scenario -> {system: how it is driven}, systems in the order they run (rounds
@@ -93,6 +94,8 @@ SCENARIOS = {
     "pool": _on(["usher"], client="wrk", script="pool", label="fetch+recycle"),
     "machine": _on(["usher"], client="wrk", script="machine", label="machine event"),
     "cycle-hold": _on(["usher"], client="wrk", script="cycle", args=["queue=qh"], label="enq+complete hold"),
+    "cycle-minimal": _on(["usher"], client="wrk", script="cycle", args=["minimal=1"],
+                         label="enq+complete, return=minimal"),
     "lpush-rpop": _on(["redis"], client="redis-list", rows=["lpush", "rpop", "pair"],
                       labels={"lpush": "LPUSH", "rpop": "RPOP", "pair": "LPUSH+RPOP pair"}),
     "evalsha": _on(["redis"], client="redis-evalsha", label="EVALSHA return 1"),

@@ -1,6 +1,9 @@
 -- Enqueue + complete cycles.
 --   wrk -t2 -c64 -d10s --latency -s cycle.lua http://127.0.0.1:PORT [-- queue=q]
 -- Queue: "queue=..." script argument, else $QUEUE, else q.
+-- "minimal=1" (or $MINIMAL=1): both requests ask Prefer: return=minimal; the
+-- id then comes from the 201's Location header and "completed" from its
+-- Usher-Status header (Usher only: the baseline ignores it).
 --
 -- Each wrk request is one HTTP request, so one cycle is two requests:
 --   POST /v1/queues/<q>/visitors  {"payload":{"n":1}}   -> 201, body holds "id":"<id>"
@@ -34,6 +37,7 @@ local common = dofile(dir .. "common.lua")
 
 local pending = common.fifo()   -- ids waiting for their complete (this thread only)
 local enqueue_req, complete_prefix, complete_suffix
+local minimal = false
 
 -- Per-thread counters: globals so that done() can read them with thread:get().
 granted, completed, failed, noid, other, pending_end = 0, 0, 0, 0, 0, 0
@@ -42,10 +46,18 @@ first_failure = ""
 function init(args)
    local queue = common.opt(args, "queue", "QUEUE", "q")
    local path = "/v1/queues/" .. queue .. "/visitors"
-   enqueue_req = wrk.format("POST", path, { ["Content-Type"] = "application/json" }, '{"payload":{"n":1}}')
+   minimal = common.opt(args, "minimal", "MINIMAL", "0") == "1"
+   local headers = { ["Content-Type"] = "application/json" }
+   local prefer = ""
+   if minimal then
+      headers["Prefer"] = "return=minimal"
+      prefer = "Prefer: return=minimal\r\n"
+   end
+   enqueue_req = wrk.format("POST", path, headers, '{"payload":{"n":1}}')
    complete_prefix = "POST " .. path .. "/"
    -- The complete request: no body, "Content-Length: 0", no Content-Type.
-   complete_suffix = "/complete HTTP/1.1\r\nHost: " .. wrk.headers["Host"] .. "\r\nContent-Length: 0\r\n\r\n"
+   complete_suffix = "/complete HTTP/1.1\r\nHost: " .. wrk.headers["Host"] .. "\r\n" .. prefer
+      .. "Content-Length: 0\r\n\r\n"
 end
 
 function request()
@@ -58,7 +70,12 @@ end
 
 function response(status, headers, body)
    if status == 201 then
-      local id = common.first_id(body)
+      local id
+      if minimal then
+         id = (headers["Location"] or headers["location"] or ""):match("/visitors/([^/]+)$")
+      else
+         id = common.first_id(body)
+      end
       if id then
          granted = granted + 1
          common.fifo_push(pending, id)
@@ -66,7 +83,8 @@ function response(status, headers, body)
          common.fail("noid", status, body)
       end
    elseif status >= 200 and status < 300 then
-      if body:find('"completed"', 1, true) then
+      local status_header = headers["Usher-Status"] or headers["usher-status"]
+      if status_header == "completed" or body:find('"completed"', 1, true) then
          completed = completed + 1
       else
          other = other + 1
