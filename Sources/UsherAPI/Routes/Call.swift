@@ -168,12 +168,16 @@ enum Reply {
     private static let json = ("Content-Type", "application/json; charset=utf-8")
     private static let plain = [json] + unstored
 
-    /// The content type, the cache rule (`validated` when `extra` has an
-    /// `ETag`, else `unstored`), then `extra`; the shared array when there
-    /// is nothing extra (no allocation).
+    /// The cache rule of an answer with `extra` headers: `validated` when
+    /// they have an `ETag`, else `unstored`.
+    static func cacheRule(_ extra: [(name: String, value: String)]) -> [(name: String, value: String)] {
+        extra.contains { $0.name == "ETag" } ? validated : unstored
+    }
+
+    /// The content type, the cache rule, then `extra`; the shared array
+    /// when there is nothing extra (no allocation).
     static func jsonHeaders(_ extra: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        if extra.isEmpty { return plain }
-        return [json] + (extra.contains { $0.name == "ETag" } ? validated : unstored) + extra
+        extra.isEmpty ? plain : [json] + cacheRule(extra) + extra
     }
 
     /// 204 with no body.

@@ -48,10 +48,9 @@ extension Call {
         // Every object route is below `/v1/{kind}/{name}`: the resource's path is the first three segments.
         let resource = request.path.split(separator: "/", maxSplits: 3).prefix(3).joined(separator: "/")
         let location = "/" + resource + (body.place.isEmpty ? "" : "/" + body.place)
-        let cache = headers.contains { $0.name == "ETag" } ? Reply.validated : Reply.unstored
         return HTTPResponse(
             status: status,
-            headers: cache + [("Preference-Applied", "return=minimal"), ("Location", location)]
+            headers: Reply.cacheRule(headers) + [("Preference-Applied", "return=minimal"), ("Location", location)]
                 + body.minimalHeaders + headers)
     }
 }
