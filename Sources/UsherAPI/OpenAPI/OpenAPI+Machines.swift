@@ -198,7 +198,7 @@ extension OpenAPIDocument {
                                 "definition: add `definition_detail`, the normalized definition, even when it has a name"
                             ),
                         ],
-                        headers: [ifNoneMatch],
+                        headers: [Parameter.ifNoneMatch],
                         responses: [
                             Response.json(200, "the machine", machine, headers: etag),
                             Response.empty(304, "If-None-Match names the current version", headers: etag),
@@ -285,13 +285,6 @@ extension OpenAPIDocument {
                 ]),
         ]
     }
-
-    /// `If-None-Match` on a machine's `GET`.
-    private static let ifNoneMatch: JSONValue = .object([
-        ("name", .string("If-None-Match")), ("in", .string("header")), ("required", .bool(false)),
-        ("description", .string("the versions the client holds, as ETags (\"7\", W/\"7\", a list, or *)")),
-        ("schema", .object([("type", .string("string"))])),
-    ])
 
     /// `If-Match` on an event or a transaction.
     private static let ifMatch: JSONValue = .object([

@@ -326,13 +326,14 @@ extension OpenAPIDocument {
                             schema: Schema.ref("PipelineConfigRequest"), required: false,
                             example: .object([("capacity", .int(100)), ("max_in_flight", .int(2))])),
                         responses: [
-                            Response.json(201, "created", state),
-                            Response.json(200, "exists with the same config", state),
+                            Response.json(201, "created", state, headers: [Response.tag]),
+                            Response.json(200, "exists with the same config", state, headers: [Response.tag]),
                         ]
                             + Response.creationConflicts),
                     Operation(
                         "GET", "getPipeline", "The pipeline's counts, filters, first ready items and source",
-                        query: [limit, Parameter.cursor], responses: [Response.json(200, "the state", state)]),
+                        query: [limit, Parameter.cursor, Parameter.waitForChange], headers: [Parameter.ifNoneMatch],
+                        responses: Response.read("the state", state) + Response.waitEnds),
                     Operation(
                         "PATCH", "patchPipeline",
                         "Change capacity, max_in_flight, ack_seconds, max_deliveries, history or dedup_seconds, "
@@ -340,7 +341,7 @@ extension OpenAPIDocument {
                         body: RequestBody(
                             schema: Schema.ref("PipelinePatchRequest"), required: false,
                             example: .object([("capacity", .int(200))])),
-                        responses: [Response.json(200, "the state after the change", state)]),
+                        responses: [Response.json(200, "the state after the change", state, headers: [Response.tag])]),
                     deleteOperation(.pipelines, id: "deletePipeline"),
                 ]),
             PathItem(
@@ -432,7 +433,8 @@ extension OpenAPIDocument {
                         description:
                             "A consumed or cancelled item is answered (payload null) while among the last `history` finished. With wait, the answer comes when the item's status or delivery (fence) changes, or when the wait ends; a finished item answers at once.",
                         query: [Parameter.wait("answer when the item's status or delivery changes")],
-                        responses: [Response.json(200, "the item", itemJSON), batchRoute] + Response.waitEnds),
+                        headers: [Parameter.ifNoneMatch],
+                        responses: Response.read("the item", itemJSON) + [batchRoute] + Response.waitEnds),
                     Operation(
                         "DELETE", "cancelItem", "Cancel a ready, delayed or dead item",
                         responses: [
@@ -490,14 +492,13 @@ extension OpenAPIDocument {
                     Operation(
                         "GET", "deadItems", "The dead list, oldest first",
                         query: [limit, Parameter.cursor],
-                        responses: [
-                            Response.json(
-                                200, "how many, and the oldest `limit`",
-                                Schema.object([
-                                    ("dead", Schema.count), ("items", Schema.array(itemJSON)),
-                                    ("next_cursor", Schema.nextCursor),
-                                ]))
-                        ])
+                        headers: [Parameter.ifNoneMatch],
+                        responses: Response.read(
+                            "how many, and the oldest `limit`",
+                            Schema.object([
+                                ("dead", Schema.count), ("items", Schema.array(itemJSON)),
+                                ("next_cursor", Schema.nextCursor),
+                            ])))
                 ]),
             PathItem(
                 "/v1/pipelines/{name}/dead/redrive", [name],
@@ -517,8 +518,8 @@ extension OpenAPIDocument {
                 "/v1/pipelines/{name}/filters/{filter}", [name, filter],
                 [
                     Operation(
-                        "GET", "getFilter", "A filter",
-                        responses: [Response.json(200, "the filter", Schema.ref("FilterEntry"))]),
+                        "GET", "getFilter", "A filter", headers: [Parameter.ifNoneMatch],
+                        responses: Response.read("the filter", Schema.ref("FilterEntry"))),
                     Operation(
                         "PUT", "putFilter", "Add or replace a filter",
                         body: RequestBody(

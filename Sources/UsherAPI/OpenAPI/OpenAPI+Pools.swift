@@ -228,21 +228,25 @@ extension OpenAPIDocument {
                             schema: Schema.ref("PoolCreateRequest"), required: false,
                             example: .object([("elements", .array([.string("seat-1"), .string("seat-2")]))])),
                         responses: [
-                            Response.json(201, "created", state),
-                            Response.json(200, "exists with the same config", state),
+                            Response.json(201, "created", state, headers: [Response.tag]),
+                            Response.json(200, "exists with the same config", state, headers: [Response.tag]),
                         ]
                             + Response.creationConflicts),
                     Operation(
                         "GET", "getPool", "The pool's elements, leases and counts",
-                        query: [Parameter.limit(L.elements, default: 100, "elements"), Parameter.cursor],
-                        responses: [Response.json(200, "the state", state)]),
+                        query: [
+                            Parameter.limit(L.elements, default: 100, "elements"), Parameter.cursor,
+                            Parameter.waitForChange,
+                        ],
+                        headers: [Parameter.ifNoneMatch],
+                        responses: Response.read("the state", state) + Response.waitEnds),
                     Operation(
                         "PATCH", "patchPool",
                         "Change lease_seconds, max_waiting, grow, idle_seconds or claim_seconds; effective at once",
                         body: RequestBody(
                             schema: Schema.ref("PoolPatchRequest"), required: false,
                             example: .object([("lease_seconds", .int(120))])),
-                        responses: [Response.json(200, "the state after the change", state)]),
+                        responses: [Response.json(200, "the state after the change", state, headers: [Response.tag])]),
                     deleteOperation(.pools, id: "deletePool"),
                 ]),
             PathItem(
@@ -311,7 +315,8 @@ extension OpenAPIDocument {
                             fetch that gave up, is 404.
                             """,
                         query: [Parameter.wait("answer when the lease's status changes")],
-                        responses: [Response.json(200, "the lease", lease)] + Response.waitEnds)
+                        headers: [Parameter.ifNoneMatch],
+                        responses: Response.read("the lease", lease) + Response.waitEnds)
                 ]),
             PathItem(
                 "/v1/pools/{name}/leases/{id}/extend",

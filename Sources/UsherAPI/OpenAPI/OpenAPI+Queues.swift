@@ -230,17 +230,18 @@ extension OpenAPIDocument {
                             "201 when created; the same config again (after defaults): 200; a different one: 409.",
                         body: configBody,
                         responses: [
-                            Response.json(201, "created", state),
-                            Response.json(200, "exists with the same config", state),
+                            Response.json(201, "created", state, headers: [Response.tag]),
+                            Response.json(200, "exists with the same config", state, headers: [Response.tag]),
                         ]
                             + Response.creationConflicts),
                     Operation(
                         "GET", "getQueue", "The queue's config, holders, the head of its line and counts",
                         query: [
                             Parameter.limit(0...10_000, default: 100, "waiting visitors (and holders)"),
-                            Parameter.cursor,
+                            Parameter.cursor, Parameter.waitForChange,
                         ],
-                        responses: [Response.json(200, "the state", state)]),
+                        headers: [Parameter.ifNoneMatch],
+                        responses: Response.read("the state", state) + Response.waitEnds),
                     Operation(
                         "PATCH", "patchQueue", "Change config fields; effective at once",
                         description:
@@ -248,7 +249,7 @@ extension OpenAPIDocument {
                         body: RequestBody(
                             schema: Schema.ref("QueueConfigRequest"), required: false,
                             example: .object([("capacity", .int(2))])),
-                        responses: [Response.json(200, "the state after the change", state)]),
+                        responses: [Response.json(200, "the state after the change", state, headers: [Response.tag])]),
                     deleteOperation(.queues, id: "deleteQueue"),
                 ]),
             PathItem(
@@ -286,7 +287,8 @@ extension OpenAPIDocument {
                     Operation(
                         "GET", "getVisitor", "A visitor; with wait, when its status changes",
                         query: [Parameter.wait("answer when the visitor's status changes")],
-                        responses: [Response.json(200, "the visitor", visitorJSON)] + Response.waitEnds),
+                        headers: [Parameter.ifNoneMatch],
+                        responses: Response.read("the visitor", visitorJSON) + Response.waitEnds),
                     Operation(
                         "DELETE", "leaveQueue", "Leave: a waiting or delayed visitor is cancelled, a holder released",
                         responses: [Response.json(200, "the visitor (a finished one as it is)", visitorJSON)]),

@@ -152,17 +152,22 @@ extension OpenAPIDocument {
                             schema: Schema.ref("WindowCreateRequest"), required: false,
                             example: .object([("display_seconds", .int(0))])),
                         responses: [
-                            Response.json(201, "created", state),
-                            Response.json(200, "exists with the same config", state),
+                            Response.json(201, "created", state, headers: [Response.tag]),
+                            Response.json(200, "exists with the same config", state, headers: [Response.tag]),
                         ]
                             + Response.creationConflicts),
                     Operation(
                         "GET", "getWindow", "The item shown, the queue behind it and counts",
-                        query: [Parameter.limit(0...10_000, default: 100, "queued items"), Parameter.cursor],
-                        responses: [Response.json(200, "the state", state)]),
+                        query: [
+                            Parameter.limit(0...10_000, default: 100, "queued items"), Parameter.cursor,
+                            Parameter.waitForChange,
+                        ],
+                        headers: [Parameter.ifNoneMatch],
+                        responses: Response.read("the state", state) + Response.waitEnds),
                     Operation(
                         "PATCH", "patchWindow", "Change config fields; effective at once",
-                        body: configBody, responses: [Response.json(200, "the state after the change", state)]),
+                        body: configBody,
+                        responses: [Response.json(200, "the state after the change", state, headers: [Response.tag])]),
                     deleteOperation(.windows, id: "deleteWindow"),
                 ]),
             PathItem(
@@ -209,9 +214,9 @@ extension OpenAPIDocument {
                             Parameter.query("after", Schema.name(), "the id of the item the client shows now"),
                             Parameter.wait("answer when the item shown is not `after`"),
                         ],
-                        responses: [
-                            Response.json(200, "the item shown now", Schema.ref("WindowItem")),
-                            Response.empty(204, "nothing is shown"),
+                        headers: [Parameter.ifNoneMatch],
+                        responses: Response.read("the item shown now", Schema.ref("WindowItem")) + [
+                            Response.empty(204, "nothing is shown")
                         ] + Response.waitEnds)
                 ]),
             PathItem(
@@ -222,7 +227,8 @@ extension OpenAPIDocument {
                         description:
                             "Finished items stay visible for the last 1000; an unknown or forgotten id is 404.",
                         query: [Parameter.wait("answer when the item's status changes")],
-                        responses: [Response.json(200, "the item", Schema.ref("WindowItem"))] + Response.waitEnds)
+                        headers: [Parameter.ifNoneMatch],
+                        responses: Response.read("the item", Schema.ref("WindowItem")) + Response.waitEnds)
                 ]),
         ]
     }

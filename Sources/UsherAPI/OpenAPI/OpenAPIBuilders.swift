@@ -203,6 +203,21 @@ extension OpenAPIDocument {
             )
         }
 
+        /// `If-None-Match` on a read: the tags the client holds.
+        static let ifNoneMatch: JSONValue = .object([
+            ("name", .string("If-None-Match")), ("in", .string("header")), ("required", .bool(false)),
+            (
+                "description",
+                .string("the ETags the client holds (\"7\", W/\"7\", a list, or *): 304 when one is current")
+            ),
+            ("schema", .object([("type", .string("string"))])),
+        ])
+
+        /// `wait=S` on a resource's state: the next change.
+        static let waitForChange = wait(
+            "answer when the state's ETag differs from the one If-None-Match names (without one, from the state's when the request came)"
+        )
+
         /// `on_disconnect=withdraw|keep`: what a client that hangs up keeps.
         static func onDisconnect(_ what: String) -> JSONValue {
             query(
@@ -315,6 +330,20 @@ extension OpenAPIDocument {
         static let etag = header(
             "ETag", .object([("type", .string("string")), ("pattern", .string("^\"-?[0-9]+\"$"))]),
             "the machine's version as a quoted strong tag, e.g. \"7\"", required: true)
+
+        /// `ETag` of a state or object read: its hash; weak while it shows estimates.
+        static let tag = header(
+            "ETag", .object([("type", .string("string")), ("pattern", .string("^(W/)?\"[0-9a-f]+\"$"))]),
+            "the representation's tag (docs/api.md, Conditional GETs); weak (W/) while it shows wait estimates",
+            required: true)
+
+        /// 304 to a read whose `If-None-Match` names the current tag.
+        static let notModified = empty(304, "If-None-Match names the current ETag", headers: [tag])
+
+        /// A read's 200, with its `ETag`, and its 304.
+        static func read(_ description: String, _ schema: JSONValue) -> [(String, JSONValue)] {
+            [json(200, description, schema, headers: [tag]), notModified]
+        }
 
         /// `Retry-After: <seconds>` on 429 answers where waiting can help.
         static let retryAfter = header(

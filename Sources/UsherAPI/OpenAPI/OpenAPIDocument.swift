@@ -378,14 +378,13 @@ enum OpenAPIDocument {
         Operation(
             "GET", id, "Every \(kind.noun) with a summary, sorted by name, a page at a time",
             query: [Parameter.limit(0...1_000_000, default: 100, kind.rawValue), Parameter.cursor],
-            responses: [
-                Response.json(
-                    200, "the \(kind.rawValue)",
-                    Schema.object([
-                        (kind.rawValue, Schema.array(Schema.ref(summary))),
-                        ("next_cursor", Schema.nextCursor),
-                    ]))
-            ])
+            headers: [Parameter.ifNoneMatch],
+            responses: Response.read(
+                "the \(kind.rawValue)",
+                Schema.object([
+                    (kind.rawValue, Schema.array(Schema.ref(summary))),
+                    ("next_cursor", Schema.nextCursor),
+                ])))
     }
 
     /// `DELETE /v1/{kind}/{name}`: 204; requests waiting on it get 410.

@@ -1,4 +1,6 @@
 import HTTPServer
+import Locking
+import UsherCore
 
 /// The entity tags an `If-None-Match` names, quotes and `W/` taken off (weak
 /// tags compare as strong ones for it, RFC 9110 §13.1.2); `*` names any.
@@ -42,5 +44,82 @@ struct FixedAnswer: Sendable {
 
     func answer(_ request: HTTPRequest) -> HTTPResponse {
         HeldTags(request)?.holds(tag) == true ? notModified : full
+    }
+}
+
+/// The entity tag of a state or an object: the hash of what its body shows
+/// (Swift's `Hasher`, seeded per process, so a tag is only ever compared on
+/// the instance that made it). Weak when the body also carries what the
+/// clock moves (a waiting visitor's estimate), which the hash leaves out: a
+/// 304 then says nothing but the estimate has changed.
+struct EntityTag: Sendable, Equatable {
+    /// The tag without quotes or `W/`.
+    let opaque: String
+    let weak: Bool
+
+    init(of value: some Hashable, weak: Bool = false) {
+        opaque = String(UInt(bitPattern: value.hashValue), radix: 16)
+        self.weak = weak
+    }
+
+    init(opaque: String, weak: Bool) {
+        self.opaque = opaque
+        self.weak = weak
+    }
+
+    /// The `ETag` header.
+    var header: (name: String, value: String) { ("ETag", weak ? "W/\"\(opaque)\"" : "\"\(opaque)\"") }
+
+    /// Whether the request's `If-None-Match` names it.
+    func isHeld(by tags: HeldTags?) -> Bool { tags?.holds(opaque) == true }
+
+    /// 304: the client's copy is current.
+    var notModified: HTTPResponse { HTTPResponse(status: 304, headers: Reply.validated + [header]) }
+
+    /// The answer to a read of `value`: 304 when the request's
+    /// `If-None-Match` names its tag, else `reply` given the `ETag` header.
+    static func answer(
+        _ value: some Hashable, weak: Bool = false, to request: HTTPRequest,
+        _ reply: ([(name: String, value: String)]) -> HTTPResponse
+    ) -> HTTPResponse {
+        let tag = EntityTag(of: value, weak: weak)
+        return tag.isHeld(by: HeldTags(request)) ? tag.notModified : reply([tag.header])
+    }
+}
+
+/// A resource's last full answer to `GET /v1/{kind}/{name}` while its state
+/// is unchanged, so that a state is encoded at most once whatever its
+/// readers' number (not one whose body follows the clock). Its bytes are
+/// charged to `max_stored_bytes`; an answer that does not fit is not kept.
+final class AnswerCache: Sendable {
+    private struct Kept {
+        let tag: EntityTag
+        let response: HTTPResponse
+    }
+
+    private let kept = Locked<Kept?>(nil)
+    private let budget: StorageBudget
+
+    init(budget: StorageBudget) {
+        self.budget = budget
+    }
+
+    deinit {
+        if let bytes = kept.withLock({ $0?.response.body.count }) { budget.release(bytes) }
+    }
+
+    /// The kept answer, if it is the one tagged `tag`.
+    func answer(tagged tag: EntityTag) -> HTTPResponse? {
+        kept.withLock { $0?.tag == tag ? $0?.response : nil }
+    }
+
+    /// Keeps `response` in place of the answer kept before.
+    func keep(_ response: HTTPResponse, tagged tag: EntityTag) {
+        do throws(StorageFull) { try budget.reserve(response.body.count) } catch { return }
+        let replaced = kept.withLock { kept -> Int in
+            defer { kept = Kept(tag: tag, response: response) }
+            return kept?.response.body.count ?? 0
+        }
+        budget.release(replaced)
     }
 }

@@ -11,7 +11,7 @@ protocol ConfiguredKind: BackedKind {
     /// What the routes call: an actor in memory, or a service whose answers may come later.
     associatedtype Manager: Sendable
     associatedtype Patch: Sendable
-    associatedtype State: Sendable
+    associatedtype State: Sendable, Hashable
     associatedtype Cursor: Sendable
     associatedtype Failure: Error
 
@@ -29,12 +29,20 @@ protocol ConfiguredKind: BackedKind {
     static func manager(from resource: any ManagedResource) -> Manager?
     static func readState(of manager: Manager, limit: Int, after cursor: Cursor?) -> Pending<State, Failure>
     static func applyPatch(_ patch: Patch, to manager: Manager) -> Pending<Void, Failure>
-    /// The state as an answer, cut at `max_response_bytes`.
-    static func reply(_ state: State, _ call: Call, status: Int) -> HTTPResponse
+    /// The state as an answer, cut at `max_response_bytes`, with `headers`.
+    static func reply(_ state: State, _ call: Call, status: Int, headers: [(name: String, value: String)])
+        -> HTTPResponse
+    /// Whether the state's body shows what the clock moves (its `ETag` is weak then).
+    static func followsClock(_ state: State) -> Bool
     static func apiError(_ error: Failure) -> APIError
 }
 
 extension ConfiguredKind {
+    static func followsClock(_ state: State) -> Bool { false }
+
+    /// The state's entity tag.
+    static func tag(of state: State) -> EntityTag { EntityTag(of: state, weak: followsClock(state)) }
+
     static func parseDeclared(_ config: JSONValue, path: String, settings: UsherConfig) throws(FieldError) -> Config {
         var reader = try FieldReader(config, path: path)
         let parsed = try parseConfig(&reader, settings: settings)
@@ -89,7 +97,9 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
             return Kind.readState(of: manager, limit: Paging.defaultLimit, after: nil).mapError(Kind.apiError)
                 .map { (state: $0, created: made.created) }
         }
-        return call.answer(pending) { Kind.reply($0.state, call, status: $0.created ? 201 : 200) }
+        return call.answer(pending) {
+            Kind.reply($0.state, call, status: $0.created ? 201 : 200, headers: [Kind.tag(of: $0.state).header])
+        }
     }
 
     /// A `PUT` body: the kind's config, and `backend` (default `default_backend`).
@@ -104,14 +114,53 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
         } catch { throw APIError(error) }
     }
 
+    /// `GET /v1/{kind}/{name}[?wait=S]`: the state now, or with `wait`, once
+    /// its tag differs from the one `If-None-Match` names (without one, from
+    /// the state's when the request came) or when `S` passes.
     private static func get(_ call: Call) throws(APIError) -> HTTPHandlerResult {
-        let query = try call.query(allowing: ["limit", "cursor"])
+        let query = try call.query(allowing: ["limit", "cursor", "wait"])
         let limit = try query.int("limit", in: Kind.limitRange) ?? Paging.defaultLimit
         let cursor = try Paging.cursor(query, Kind.cursor)
+        let wait = try query.wait()
         let manager = try manager(call)
-        return answer(call, Kind.readState(of: manager, limit: limit, after: cursor)) {
-            Kind.reply($0, call, status: 200)
+        let name = try call.name("name")
+        let held = HeldTags(call.request)
+        let app = call.app
+        // Only the first page's answer is kept.
+        let answers = query["limit"] == nil && query["cursor"] == nil ? app.registry.answers(Kind.kind, name) : nil
+        guard let wait else {
+            return answer(call, Kind.readState(of: manager, limit: limit, after: cursor)) {
+                tagged($0, call, held: held, answers: answers)
+            }
         }
+        let deadline = app.deadline(after: wait)
+        let pending = Pending<Kind.State, Kind.Failure>.async { () async throws(Kind.Failure) -> Kind.State in
+            var first: EntityTag?
+            while true {
+                let mark = app.changes.mark()
+                let state = try await Kind.readState(of: manager, limit: limit, after: cursor).value()
+                let tag = Kind.tag(of: state)
+                let unchanged = held.map { tag.isHeld(by: $0) } ?? (first.map { $0 == tag } ?? true)
+                if first == nil { first = tag }
+                guard unchanged, app.clock.now() < deadline, !Task.isCancelled else { return state }
+                await app.changes.nextChange(of: Kind.kind.noun, name, after: mark, until: deadline)
+            }
+        }
+        return answer(call, pending) { tagged($0, call, held: held, answers: answers) }
+    }
+
+    /// The state's answer with its `ETag`: 304 when `If-None-Match` names
+    /// it, else the kept answer while it is current, else encoded (and kept).
+    private static func tagged(_ state: Kind.State, _ call: Call, held: HeldTags?, answers: AnswerCache?)
+        -> HTTPResponse
+    {
+        let tag = Kind.tag(of: state)
+        if tag.isHeld(by: held) { return tag.notModified }
+        let answers = tag.weak ? nil : answers
+        if let kept = answers?.answer(tagged: tag) { return kept }
+        let response = Kind.reply(state, call, status: 200, headers: [tag.header])
+        answers?.keep(response, tagged: tag)
+        return response
     }
 
     private static func patch(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -121,30 +170,40 @@ enum LifecycleRoutes<Kind: ConfiguredKind> {
         let pending = Kind.applyPatch(patch, to: manager).flatMap { _ in
             Kind.readState(of: manager, limit: Paging.defaultLimit, after: nil)
         }
-        return answer(call, pending) { Kind.reply($0, call, status: 200) }
+        return answer(call, pending) { Kind.reply($0, call, status: 200, headers: [Kind.tag(of: $0).header]) }
     }
 }
 
 extension LifecycleRoutes {
-    /// `GET …/{id}[?wait=S]` of one visitor, item or lease: as it is now, or,
-    /// with `wait`, once its status differs from the one it has now, or when
-    /// `S` passes. A finished one (`status` nil) answers at once.
-    static func readOne<Object: Sendable, Status: Sendable>(
+    /// `GET …/{id}[?wait=S]` of one visitor, item or lease, with its `ETag`
+    /// (weak where `followsClock`): as it is now, or, with `wait`, once its
+    /// status differs from the one it has now, or when `S` passes. A
+    /// finished one (`status` nil), or one whose tag `If-None-Match` does not
+    /// name, answers at once; one whose tag it names answers 304.
+    static func readOne<Object: Sendable & Hashable, Status: Sendable>(
         _ call: Call,
         read: @Sendable (Kind.Manager, String) -> Pending<Object, Kind.Failure>,
         liveStatus: @escaping @Sendable (Object) -> Status?,
+        followsClock: @escaping @Sendable (Object) -> Bool = { _ in false },
         park: @escaping @Sendable (Kind.Manager, String, Status, Timestamp) async throws(Kind.Failure) -> Object,
-        reply: @escaping @Sendable (Object) -> HTTPResponse
+        reply: @escaping @Sendable (Object, _ headers: [(name: String, value: String)]) -> HTTPResponse
     ) throws(APIError) -> HTTPHandlerResult {
         let wait = try call.query(allowing: ["wait"]).wait()
         let manager = try manager(call)
         let id = try call.name("id")
+        let held = HeldTags(call.request)
         let app = call.app
         let deadline = wait.map { app.deadline(after: $0) }
         let pending = read(manager, id).flatMap { object -> Pending<Object, Kind.Failure> in
             guard let deadline, let status = liveStatus(object) else { return .ready(.success(object)) }
+            if let held, !EntityTag(of: object, weak: followsClock(object)).isHeld(by: held) {
+                return .ready(.success(object))
+            }
             return .async { () async throws(Kind.Failure) -> Object in try await park(manager, id, status, deadline) }
         }
-        return answer(call, pending, reply)
+        return answer(call, pending) { object in
+            let tag = EntityTag(of: object, weak: followsClock(object))
+            return tag.isHeld(by: held) ? tag.notModified : reply(object, [tag.header])
+        }
     }
 }

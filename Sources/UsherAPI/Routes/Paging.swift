@@ -81,13 +81,13 @@ enum Paging {
     static func reply<Page, Item, Body: Encodable>(
         _ page: Page, list: WritableKeyPath<Page, [Item]>, nextCursor: WritableKeyPath<Page, String?>,
         cursors: [String], more: Bool, resume: String, maxBytes: Int, status: Int = 200,
-        body: (Page) -> Body, itemSize: (Item) -> Int
+        headers: [(name: String, value: String)] = [], body: (Page) -> Body, itemSize: (Item) -> Int
     ) -> HTTPResponse {
         var page = page
         page[keyPath: nextCursor] = more ? cursors.last ?? resume : nil
         let whole = Wire.bytes(body(page))
         if whole.count + cursorRoom <= maxBytes {
-            return HTTPResponse(status: status, headers: Reply.jsonHeaders([]), body: whole)
+            return HTTPResponse(status: status, headers: Reply.jsonHeaders(headers), body: whole)
         }
         var envelope = page
         envelope[keyPath: list] = []
@@ -95,7 +95,7 @@ enum Paging {
             &page[keyPath: list], cursors: cursors, more: more, resume: resume,
             envelope: Wire.bytes(body(envelope)).count,
             maxBytes: maxBytes, size: itemSize)
-        return Reply.encoded(body(page), status: status)
+        return Reply.encoded(body(page), status: status, headers: headers)
     }
 
     /// The leading `items` that fit in `room` bytes, each costing its `size`

@@ -124,10 +124,12 @@ enum PipelineRoutes: ConfiguredKind {
 
     /// The state as an answer, its ready items cut at `max_response_bytes`:
     /// encoded whole first, measured item by item only when that does not fit.
-    static func reply(_ state: PipelineSnapshot, _ call: Call, status: Int = 200) -> HTTPResponse {
+    static func reply(
+        _ state: PipelineSnapshot, _ call: Call, status: Int, headers: [(name: String, value: String)]
+    ) -> HTTPResponse {
         Paging.reply(
             state, list: \.items, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
-            resume: Paging.resume(call), maxBytes: call.app.config.maxResponseBytes, status: status,
+            resume: Paging.resume(call), maxBytes: call.app.config.maxResponseBytes, status: status, headers: headers,
             body: PipelineStateBody.init
         ) { Wire.bytes(PipelineItemBody($0)).count }
     }
@@ -265,7 +267,7 @@ enum PipelineRoutes: ConfiguredKind {
             park: { p, id, earlier, deadline async throws(PipelineError) in
                 try await p.parkUntilChange(id: id, from: earlier, until: deadline)
             },
-            reply: { call.object(PipelineItemBody($0)) })
+            reply: { call.object(PipelineItemBody($0), headers: $1) })
     }
 
     private static func cancel(_ call: Call) throws(APIError) -> HTTPHandlerResult {
@@ -288,11 +290,13 @@ enum PipelineRoutes: ConfiguredKind {
         let maxBytes = call.app.config.maxResponseBytes
         let resume = Paging.resume(call)
         return answer(call, pipeline.readDead(limit: limit, after: cursor)) { page in
-            let body = PipelineDeadBody(dead: page.dead, items: page.items, nextCursor: nil)
-            return Paging.reply(
-                body, list: \.items, nextCursor: \.nextCursor, cursors: page.cursors, more: page.more,
-                resume: resume, maxBytes: maxBytes, body: { $0 }
-            ) { Wire.bytes(PipelineItemBody($0)).count }
+            EntityTag.answer(page, to: call.request) { tag in
+                let body = PipelineDeadBody(dead: page.dead, items: page.items, nextCursor: nil)
+                return Paging.reply(
+                    body, list: \.items, nextCursor: \.nextCursor, cursors: page.cursors, more: page.more,
+                    resume: resume, maxBytes: maxBytes, headers: tag, body: { $0 }
+                ) { Wire.bytes(PipelineItemBody($0)).count }
+            }
         }
     }
 
@@ -315,8 +319,10 @@ enum PipelineRoutes: ConfiguredKind {
             guard let filter = filters[name] else { return .ready(.failure(.notFound(name))) }
             return .ready(.success(filter))
         }
-        return answer(call, pending, filter: true) {
-            Reply.encoded(PipelineFilterBody(name: name, filter: $0))
+        return answer(call, pending, filter: true) { filter in
+            EntityTag.answer(filter, to: call.request) {
+                Reply.encoded(PipelineFilterBody(name: name, filter: filter), headers: $0)
+            }
         }
     }
 

@@ -62,7 +62,9 @@ enum PoolRoutes: ConfiguredKind {
     /// The state as an answer, its elements cut at `max_response_bytes`:
     /// encoded whole first, measured element by element only when that does
     /// not fit. The waiting fetches get the room the elements leave.
-    static func reply(_ state: PoolState, _ call: Call, status: Int = 200) -> HTTPResponse {
+    static func reply(
+        _ state: PoolState, _ call: Call, status: Int, headers: [(name: String, value: String)]
+    ) -> HTTPResponse {
         var state = state
         let maxBytes = call.app.config.maxResponseBytes
         if !state.waitingLeases.isEmpty {
@@ -73,7 +75,7 @@ enum PoolRoutes: ConfiguredKind {
         }
         return Paging.reply(
             state, list: \.elements, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
-            resume: Paging.resume(call), maxBytes: maxBytes, status: status, body: PoolStateBody.init
+            resume: Paging.resume(call), maxBytes: maxBytes, status: status, headers: headers, body: PoolStateBody.init
         ) { Wire.bytes(PoolElementBody(element: $0)).count }
     }
 
@@ -129,7 +131,7 @@ enum PoolRoutes: ConfiguredKind {
             park: { p, id, status, deadline async throws(PoolError) in
                 try await p.parkUntilChange(id: id, from: status, until: deadline).lease()
             },
-            reply: leaseReply(call))
+            reply: { call.object(LeaseReplyBody(lease: $0), headers: $1) })
     }
 
     private static func extend(_ call: Call) throws(APIError) -> HTTPHandlerResult {

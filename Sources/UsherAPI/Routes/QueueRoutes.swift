@@ -33,11 +33,16 @@ enum QueueRoutes: ConfiguredKind {
         queue.applyPatch(patch).map { _ in () }
     }
 
-    static func reply(_ state: QueueState, _ call: Call, status: Int) -> HTTPResponse {
+    static func reply(
+        _ state: QueueState, _ call: Call, status: Int, headers: [(name: String, value: String)]
+    ) -> HTTPResponse {
         var state = state
         Paging.cut(&state, resume: Paging.resume(call), maxBytes: call.app.config.maxResponseBytes)
-        return Reply.encoded(QueueStateBody(state), status: status)
+        return Reply.encoded(QueueStateBody(state), status: status, headers: headers)
     }
+
+    /// The waiting visitors listed carry estimates, reckoned from now.
+    static func followsClock(_ state: QueueState) -> Bool { !state.waiting.isEmpty }
 
     static func apiError(_ error: QueueError) -> APIError { APIError(error) }
 
@@ -115,10 +120,11 @@ enum QueueRoutes: ConfiguredKind {
         try LifecycleRoutes<Self>.readOne(
             call, read: { q, id in q.readVisitor(id) },
             liveStatus: { $0.status.isFinished ? nil : $0.status },
+            followsClock: { $0.status == .waiting },
             park: { q, id, status, deadline async throws(QueueError) in
                 try await q.parkUntilChange(id: id, from: status, until: deadline).view()
             },
-            reply: { call.object(VisitorBody($0)) })
+            reply: { call.object(VisitorBody($0), headers: $1) })
     }
 
     private static func visitorOperation(

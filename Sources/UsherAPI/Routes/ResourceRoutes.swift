@@ -20,11 +20,15 @@ enum ResourceRoutes {
         let page = call.app.registry.list(kind, after: after, limit: limit)
         let maxBytes = call.app.config.maxResponseBytes
         let resume = Paging.resume(call)
+        let request = call.request
         @Sendable func reply(_ listed: [(name: String, item: JSONValue)]) -> HTTPResponse {
-            let list = ListBody(kind: kind, items: listed.map(\.item), nextCursor: nil)
-            return Paging.reply(
-                list, list: \.items, nextCursor: \.nextCursor, cursors: listed.map(\.name), more: page.more,
-                resume: resume, maxBytes: maxBytes, body: { $0 }, itemSize: { Wire.bytes($0).count })
+            let items = listed.map(\.item)
+            return EntityTag.answer(JSONValue.array(items + [.bool(page.more)]), to: request) { tag in
+                Paging.reply(
+                    ListBody(kind: kind, items: items, nextCursor: nil), list: \.items, nextCursor: \.nextCursor,
+                    cursors: listed.map(\.name), more: page.more, resume: resume, maxBytes: maxBytes, headers: tag,
+                    body: { $0 }, itemSize: { Wire.bytes($0).count })
+            }
         }
         let resources = page.resources
         let summaries = resources.map { $0.listSummary() }

@@ -63,10 +63,12 @@ enum WindowRoutes: ConfiguredKind {
 
     /// The state as an answer, its queued items cut at `max_response_bytes`:
     /// encoded whole first, measured item by item only when that does not fit.
-    static func reply(_ state: WindowState, _ call: Call, status: Int = 200) -> HTTPResponse {
+    static func reply(
+        _ state: WindowState, _ call: Call, status: Int, headers: [(name: String, value: String)]
+    ) -> HTTPResponse {
         Paging.reply(
             state, list: \.queued, nextCursor: \.nextCursor, cursors: state.cursors, more: state.more,
-            resume: Paging.resume(call), maxBytes: call.app.config.maxResponseBytes, status: status,
+            resume: Paging.resume(call), maxBytes: call.app.config.maxResponseBytes, status: status, headers: headers,
             body: WindowStateBody.init
         ) { Wire.bytes(WindowItemBody($0)).count }
     }
@@ -109,16 +111,16 @@ enum WindowRoutes: ConfiguredKind {
                     try await window.parkUntilShowing(after: after, until: deadline).item()
                 }
             }
-            return LifecycleRoutes<Self>.answer(call, pending, reply)
+            return LifecycleRoutes<Self>.answer(call, pending) { reply($0, call) }
         }
         // Memory: answered now, or parked with nothing but the wait in its task.
         let now: WindowItem?
         do throws(WindowError) { now = try result.get() } catch { throw APIError(error) }
-        guard let wait, now?.id == after else { return .respond(reply(now)) }
+        guard let wait, now?.id == after else { return .respond(reply(now, call)) }
         let deadline = app.deadline(after: wait)
         return app.later { () async throws(APIError) -> HTTPResponse in
             do throws(WindowError) {
-                return reply(try await window.parkUntilShowing(after: after, until: deadline).item())
+                return reply(try await window.parkUntilShowing(after: after, until: deadline).item(), call)
             } catch { throw APIError(error) }
         }
     }
@@ -130,11 +132,12 @@ enum WindowRoutes: ConfiguredKind {
             park: { w, id, status, deadline async throws(WindowError) in
                 try await w.parkUntilChange(id: id, from: status, until: deadline).item()
             },
-            reply: { call.object(WindowItemBody($0)) })
+            reply: { call.object(WindowItemBody($0), headers: $1) })
     }
 
-    /// The item shown, bare; 204 when nothing is.
-    @Sendable private static func reply(_ showing: WindowItem?) -> HTTPResponse {
-        showing.map { Reply.encoded(WindowItemBody($0)) } ?? Reply.noContent()
+    /// The item shown, bare, with its `ETag`; 204 when nothing is.
+    private static func reply(_ showing: WindowItem?, _ call: Call) -> HTTPResponse {
+        guard let showing else { return Reply.noContent() }
+        return EntityTag.answer(showing, to: call.request) { Reply.encoded(WindowItemBody(showing), headers: $0) }
     }
 }

@@ -58,6 +58,8 @@ final class Registry: Sendable {
         /// Kept outside this process (in Redis), whose index counts it against
         /// `max_resources`, not this registry.
         let shared: Bool
+        /// Its state's last full answer.
+        let answers: AnswerCache
     }
 
     private struct State {
@@ -72,10 +74,13 @@ final class Registry: Sendable {
     let maxResources: Int
     /// Where `created` and `deleted` are emitted (nil: nowhere).
     private let events: EventLog?
+    /// What the kept answers are charged to.
+    private let storage: StorageBudget
 
-    init(maxResources: Int, events: EventLog? = nil) {
+    init(maxResources: Int, events: EventLog? = nil, storage: StorageBudget = StorageBudget()) {
         self.maxResources = maxResources
         self.events = events
+        self.storage = storage
     }
 
     /// The resource of this kind and name, or 404.
@@ -86,6 +91,11 @@ final class Registry: Sendable {
             throw error
         }
         return entry.resource
+    }
+
+    /// The answer cache of the resource of this kind and name (nil: not registered).
+    func answers(_ kind: ResourceKind, _ name: String) -> AnswerCache? {
+        state.withLock { $0.entries[kind.index][name]?.answers }
     }
 
     /// Whether the resource is registered.
@@ -100,7 +110,7 @@ final class Registry: Sendable {
         let outcome = state.withLock { s -> (resource: any ManagedResource, added: Bool) in
             if let existing = s.entries[kind.index][name] { return (existing.resource, false) }
             let resource = make()
-            s.entries[kind.index][name] = Entry(resource: resource, shared: true)
+            s.entries[kind.index][name] = Entry(resource: resource, shared: true, answers: AnswerCache(budget: storage))
             return (resource, true)
         }
         if outcome.added {
@@ -150,7 +160,8 @@ final class Registry: Sendable {
             }
             guard s.count < maxResources else { throw APIError.tooManyResources(limit: maxResources, counted: "") }
             let resource = make()
-            s.entries[kind.index][name] = Entry(resource: resource, shared: false)
+            s.entries[kind.index][name] = Entry(
+                resource: resource, shared: false, answers: AnswerCache(budget: storage))
             s.count += 1
             return (resource, true)
         }

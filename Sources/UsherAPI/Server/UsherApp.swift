@@ -20,6 +20,8 @@ package final class UsherApp: Sendable {
     let logger: Logger
     /// Every state change, for `GET /v1/events`; injected into each manager.
     package let events: EventLog
+    /// State reads parked until their resource changes.
+    let changes: ChangeWatch
     /// Keeps idle event streams alive (one timer for all of them).
     private let eventHeartbeat: EventHeartbeat
     /// What clients store, against `max_stored_bytes`; injected into each manager.
@@ -62,9 +64,10 @@ package final class UsherApp: Sendable {
             lagLimit: config.maxEventLagBytes,
             encode: EventRoutes.frame)
         self.events = events
+        self.changes = ChangeWatch(events: events, clock: clock)
         self.eventHeartbeat = EventHeartbeat(every: EventRoutes.heartbeatSeconds, events)
         self.access = AccessPolicy(config: config)
-        self.registry = Registry(maxResources: config.maxResources, events: events)
+        self.registry = Registry(maxResources: config.maxResources, events: events, storage: storage)
         if let settings = config.redis {
             do throws(RedisError) { self.redis = try RedisBackend(settings: settings, clock: clock) } catch {
                 throw APIError.badRequest("redis: \(error.description)", field: "redis")

@@ -27,7 +27,7 @@ package final class StorageBudget: Sendable {
     package var usedBytes: Int { used.load(ordering: .relaxed) }
 
     /// Takes `bytes`, or throws `StorageFull` and takes nothing.
-    func reserve(_ bytes: Int) throws(StorageFull) {
+    package func reserve(_ bytes: Int) throws(StorageFull) {
         var current = used.load(ordering: .relaxed)
         while true {
             guard bytes <= limit - current else { throw StorageFull(used: current, limit: limit, requested: bytes) }
@@ -44,7 +44,7 @@ package final class StorageBudget: Sendable {
     }
 
     /// Gives `bytes` back.
-    func release(_ bytes: Int) {
+    package func release(_ bytes: Int) {
         used.wrappingSubtract(bytes, ordering: .relaxed)
     }
 

@@ -17,7 +17,7 @@ import Synchronization
 /// more than `lagLimit` bytes behind the live events, is ended (`Read`).
 package final class EventLog: Sendable {
     /// An observer's callback, run under the log's lock for every event.
-    typealias Handler = @Sendable (ResourceEvent) -> Void
+    package typealias Handler = @Sendable (ResourceEvent) -> Void
 
     /// Default replay ring size.
     static let defaultCapacity = 10_000
@@ -220,7 +220,7 @@ package final class EventLog: Sendable {
     }
 
     /// Runs `handler` for every event from now on, under the log's lock (tests and tools).
-    func observe(_ handler: @escaping Handler) -> UInt64 {
+    package func observe(_ handler: @escaping Handler) -> UInt64 {
         recording.store(true, ordering: .relaxed)
         return state.withLock { s in
             let token = s.nextToken

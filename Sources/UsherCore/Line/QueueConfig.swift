@@ -19,7 +19,7 @@ package enum DedupKeep: String, Sendable, Equatable, CaseIterable {
 }
 
 /// A queue's configuration. Every field has a default, so `{}` is a valid config.
-package struct QueueConfig: Sendable, Equatable {
+package struct QueueConfig: Sendable, Hashable {
     /// `capacity` (1): slots; 0 closes the resource (nobody is granted, visitors still wait).
     package var capacity: Int
     /// `max_waiting` (10000): waiting plus delayed visitors allowed; more is 429 `queue_full`.

@@ -2,7 +2,7 @@
 /// holder (by fence, grant order) or after a place in the waiting line (by
 /// priority and arrival). Visitors that stay where they are appear exactly
 /// once across pages. Clients see it as an opaque `next_cursor` string.
-package enum QueueCursor: Sendable, Equatable {
+package enum QueueCursor: Sendable, Hashable {
     /// After the holder granted with this fence.
     case holding(fence: Int64)
     /// After this place in the waiting line.

@@ -9,7 +9,7 @@
 /// `undelivered`). A waiting visitor's
 /// `estimated_wait_seconds` is `null` when it cannot be estimated, and
 /// `estimated_wait_reason` then says why.
-package struct VisitorView: Sendable, Equatable {
+package struct VisitorView: Sendable, Hashable {
     /// The visitor's id (client-supplied or generated: `IDGenerator`).
     package var id: String
     /// The queue's name.
@@ -26,10 +26,18 @@ package struct VisitorView: Sendable, Equatable {
     package var status: VisitorStatus
     /// 1-based place in grant order, while waiting.
     package var position: Int?
+    /// While waiting: how long it is likely to wait, reckoned from now.
+    package var forecast = WaitForecast()
     /// While waiting: position × recent mean hold ÷ capacity; nil when unknowable.
-    package var estimatedWaitSeconds: Double?
+    package var estimatedWaitSeconds: Double? {
+        get { forecast.seconds }
+        set { forecast.seconds = newValue }
+    }
     /// While waiting without an estimate: why there is none.
-    package var estimatedWaitReason: WaitUnknown?
+    package var estimatedWaitReason: WaitUnknown? {
+        get { forecast.reason }
+        set { forecast.reason = newValue }
+    }
     /// When it was posted (for a delayed visitor, before its delay).
     package var enqueuedAt: Timestamp
     /// When it was granted a slot.
@@ -68,7 +76,6 @@ package struct VisitorView: Sendable, Equatable {
         self.priority = priority
         self.status = status
         self.position = position
-        self.estimatedWaitSeconds = estimatedWaitSeconds
         self.enqueuedAt = enqueuedAt
         self.grantedAt = grantedAt
         self.expiresAt = expiresAt
@@ -77,7 +84,22 @@ package struct VisitorView: Sendable, Equatable {
         self.mergedInto = mergedInto
         self.cancelledWith = cancelledWith
         self.reason = reason
+        forecast.seconds = estimatedWaitSeconds
     }
+}
+
+/// A waiting visitor's estimate. It moves with the clock, not with the
+/// queue, so it is left out of the visitor's hash, and so of the `ETag`s
+/// built from it (docs/api.md, Conditional GETs).
+package struct WaitForecast: Sendable, Hashable {
+    /// Seconds until it is likely granted; nil when unknowable.
+    package var seconds: Double?
+    /// Why there is no estimate.
+    package var reason: WaitUnknown?
+
+    package init() {}
+
+    package func hash(into hasher: inout Hasher) {}
 }
 
 /// Why a waiting visitor has no `estimated_wait_seconds`.
@@ -94,7 +116,7 @@ package enum WaitUnknown: String, Sendable, Equatable, CaseIterable {
 ///
 /// Invariant: `enqueuedTotal == waiting + holding + delayed + completedTotal +
 /// releasedTotal + expiredTotal + cancelledTotal + mergedTotal`.
-package struct QueueCounts: Sendable, Equatable {
+package struct QueueCounts: Sendable, Hashable {
     /// Visitors in the waiting line now.
     package var waiting = 0
     /// Visitors holding a slot now.
@@ -127,7 +149,7 @@ package struct QueueCounts: Sendable, Equatable {
 }
 
 /// `GET /v1/queues/{q}`: the config, the holders, the head of the line, counts.
-package struct QueueState: Sendable, Equatable {
+package struct QueueState: Sendable, Hashable {
     /// The queue's name.
     package var name: String
     /// Its config, defaults filled in.

@@ -1,6 +1,6 @@
 /// A pipeline's configuration (docs/api.md, Pipelines). Every field has a default, so `{}`
 /// is a valid config.
-package struct PipelineConfig: Sendable, Equatable {
+package struct PipelineConfig: Sendable, Hashable {
     /// `capacity` (1000): ready, delayed and in-flight items together; also
     /// the most items the dead list keeps.
     package var capacity: Int

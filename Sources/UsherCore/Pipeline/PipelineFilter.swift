@@ -6,7 +6,7 @@
 /// {"priority": 5,  "action": "set", "field": "/seen_by", "value": "usher"}
 /// {"priority": 1,  "when": {"field": "/debug", "exists": true}, "action": "remove", "field": "/debug"}
 /// ```
-package struct PipelineFilter: Sendable, Equatable {
+package struct PipelineFilter: Sendable, Hashable {
     /// `priority` (0): filters run in descending priority, ties by name.
     package var priority: Int
     /// `when`: the filter applies only when this holds; nil means always.
@@ -15,14 +15,14 @@ package struct PipelineFilter: Sendable, Equatable {
     package var action: Action
 
     /// A test on one field of the payload.
-    package struct Condition: Sendable, Equatable {
+    package struct Condition: Sendable, Hashable {
         /// `field`: a JSON Pointer into the payload.
         package var field: JSONPointer
         /// Exactly one of `equals`, `not_equals`, `in`, `exists`.
         package var test: Test
 
         /// The comparison a condition makes.
-        package enum Test: Sendable, Equatable {
+        package enum Test: Sendable, Hashable {
             /// The field exists and equals the value (`1` equals `1.0`).
             case equals(JSONValue)
             /// The field is missing or differs from the value.
@@ -46,7 +46,7 @@ package struct PipelineFilter: Sendable, Equatable {
     }
 
     /// What a filter does when its condition holds.
-    package enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Hashable {
         /// The item is never delivered: it leaves the pipeline, counted in `filtered_total`.
         case drop
         /// The delivered payload gets `value` at `field`; missing parent objects are created.

@@ -1,8 +1,8 @@
 /// A pipeline's filters by name, kept in the order they run: descending
 /// `priority`, ties by name (byte order).
-package struct PipelineFilters: Sendable, Equatable {
+package struct PipelineFilters: Sendable, Hashable {
     /// One named filter.
-    package struct Entry: Sendable, Equatable {
+    package struct Entry: Sendable, Hashable {
         /// The filter's name (its route segment).
         package var name: String
         /// The filter itself.

@@ -19,7 +19,7 @@ package enum PipelineItemStatus: String, Sendable, Equatable {
 
 /// One item of a pipeline, as stored: the payload is the one pushed, never
 /// the filtered one.
-package struct PipelineItem: Sendable, Equatable {
+package struct PipelineItem: Sendable, Hashable {
     /// The client's or the server's id.
     package internal(set) var id: String
     /// The payload as pushed; filters never change it.
@@ -134,7 +134,7 @@ package struct PipelinePushResult: Sendable, Equatable {
 }
 
 /// A pipeline's running totals.
-package struct PipelineCounts: Sendable, Equatable {
+package struct PipelineCounts: Sendable, Hashable {
     /// Items that entered the pipeline (pushes, batches and source pulls; not
     /// a push that found its id already there: `deduplicatedTotal`).
     package var pushedTotal = 0

@@ -42,7 +42,7 @@ package protocol PipelineService: AnyObject, Sendable {
 }
 
 /// A page of the dead list, oldest first, and how many items it holds.
-package struct PipelineDeadPage: Sendable {
+package struct PipelineDeadPage: Sendable, Hashable {
     package var dead: Int
     package var items: [PipelineItem]
     /// Where the page resumes after each item.

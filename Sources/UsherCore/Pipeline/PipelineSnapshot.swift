@@ -1,5 +1,5 @@
 /// A pipeline's state at one moment, as `GET /v1/pipelines/{name}` shows it.
-package struct PipelineSnapshot: Sendable, Equatable {
+package struct PipelineSnapshot: Sendable, Hashable {
     /// The pipeline's name.
     package var name: String
     /// The config (creation filters; patches applied).

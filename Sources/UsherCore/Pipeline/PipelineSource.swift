@@ -73,7 +73,7 @@ package enum PipelineSources {
 }
 
 /// A source's state as `GET` shows it.
-package struct PipelineSourceStatus: Sendable, Equatable {
+package struct PipelineSourceStatus: Sendable, Hashable {
     /// The configured source.
     package var config: PipelineSourceConfig
     /// Items pulled.

@@ -9,9 +9,9 @@ import Foundation
 ///   out when the file is opened).
 /// - `{"kind": "http", "url": "http://127.0.0.1:9000/next", "low_water"?: 1}`:
 ///   `GET` per item; loopback hosts only unless remote sources are allowed.
-package struct PipelineSourceConfig: Sendable, Equatable {
+package struct PipelineSourceConfig: Sendable, Hashable {
     /// What kind of source, with its location.
-    package enum Kind: Sendable, Equatable {
+    package enum Kind: Sendable, Hashable {
         /// `path` relative to the data directory.
         case file(path: String)
         /// An `http://` URL.

@@ -42,7 +42,7 @@ package enum LeaseStatus: String, Sendable, Equatable, CaseIterable {
 /// Its wire form is `LeaseBody` (UsherAPI): `element` is null while waiting,
 /// `holder`, `expires_at` (no expiry), `finished_at` null when they have no
 /// value; `reason` only where it applies (`undelivered`).
-package struct Lease: Sendable, Equatable {
+package struct Lease: Sendable, Hashable {
     package var id: String
     /// The element's id; nil while the fetch waits.
     package var element: String?
@@ -81,7 +81,7 @@ package struct Lease: Sendable, Equatable {
 }
 
 /// One element of a pool with its lease, as the pool's state lists it.
-package struct PoolElement: Sendable, Equatable {
+package struct PoolElement: Sendable, Hashable {
     package var id: String
     package var data: JSONValue?
     /// The lease it is under, or nil when free.
@@ -107,7 +107,7 @@ package struct PoolElement: Sendable, Equatable {
 /// Lifetime totals of one pool.
 ///
 /// Invariant: `fetched_total == leased + recycled_total + expired_total + revoked_total`.
-package struct PoolCounts: Sendable, Equatable {
+package struct PoolCounts: Sendable, Hashable {
     /// Leases ever granted (a retried fetch with a known id does not count again).
     package var fetchedTotal = 0
     /// Leases given back with `recycle`.
@@ -136,7 +136,7 @@ package struct PoolCounts: Sendable, Equatable {
 }
 
 /// `GET /v1/pools/{p}`.
-package struct PoolState: Sendable, Equatable {
+package struct PoolState: Sendable, Hashable {
     package var name: String
     package var config: PoolConfig
     /// Elements now (declared, added and grown, less removed).

@@ -1,5 +1,5 @@
 /// One element as the config declares it: an id, and optional JSON `data`.
-package struct PoolElementSpec: Sendable, Equatable {
+package struct PoolElementSpec: Sendable, Hashable {
     /// The element's id (a valid name).
     package var id: String
     /// Anything the holder needs (a licence key, a device path…).
@@ -13,7 +13,7 @@ package struct PoolElementSpec: Sendable, Equatable {
 
 /// `grow`: when nothing is free, create `prefix1`, `prefix2`, … until the
 /// pool has `max_size` elements.
-package struct PoolGrow: Sendable, Equatable {
+package struct PoolGrow: Sendable, Hashable {
     /// `max_size`: growth stops at this many elements (0–100000).
     package var maxSize: Int
     /// `prefix` (`"el-"`): grown ids are the prefix and a counter.
@@ -44,7 +44,7 @@ package struct PoolGrow: Sendable, Equatable {
 
 /// A pool's configuration (docs/api.md, Pools). Every field has a default, so `{}` is a
 /// valid (empty) pool.
-package struct PoolConfig: Sendable, Equatable {
+package struct PoolConfig: Sendable, Hashable {
     /// `elements` (`[]`): the elements at creation, in their stable order.
     /// Elements added or removed later through their own routes do not
     /// change this (nor what a repeated `PUT` is compared with).

@@ -1,6 +1,6 @@
 /// A window's configuration (docs/api.md, Windows). Every field has a default, so `{}` is
 /// a valid config, and every field can be changed with `PATCH`.
-package struct WindowConfig: Sendable, Equatable {
+package struct WindowConfig: Sendable, Hashable {
     /// `max_waiting` (1000): queued plus delayed items allowed; more is 429 `queue_full`.
     package var maxWaiting: Int
     /// `display_seconds` (0): how long an item stays shown before it is

@@ -44,7 +44,7 @@ package enum WindowItemStatus: String, Sendable, Equatable, CaseIterable {
 /// One window item, as the API shows it.
 ///
 /// Its wire form is `WindowItemBody` (UsherAPI).
-package struct WindowItem: Sendable, Equatable {
+package struct WindowItem: Sendable, Hashable {
     package var id: String
     /// The window's name.
     package var window: String
@@ -97,7 +97,7 @@ package struct WindowItem: Sendable, Equatable {
 ///
 /// Invariant: `received_total == showing + queued + delayed + dismissed_total
 /// + expired_total + merged_total`.
-package struct WindowCounts: Sendable, Equatable {
+package struct WindowCounts: Sendable, Hashable {
     /// 1 while an item is shown, else 0.
     package var showing = 0
     /// Items waiting for the window.
@@ -129,7 +129,7 @@ package struct WindowCounts: Sendable, Equatable {
 }
 
 /// `GET /v1/windows/{w}`: the item shown, the queue behind it, counts.
-package struct WindowState: Sendable, Equatable {
+package struct WindowState: Sendable, Hashable {
     package var name: String
     /// The config, defaults filled in.
     package var config: WindowConfig
