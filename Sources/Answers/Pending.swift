@@ -2,7 +2,9 @@
 /// caller's thread, with no task), later (one in Redis answers after a
 /// round trip, which the caller awaits without holding a thread), or handed
 /// back (one round trip whose answer is passed on from the thread that read
-/// it: no task, no continuation).
+/// it: no task, no continuation). Its methods are inlinable, so that a
+/// caller in another module gets them specialized (no generic metadata built
+/// per call).
 package enum Pending<Value: Sendable, Failure: Error>: Sendable {
     /// Where a handed-back answer goes; called once, on whatever thread has it.
     package typealias Receiver = @Sendable (Result<Value, Failure>) -> Void
@@ -14,6 +16,7 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
     case handedBack(@Sendable (@escaping Receiver) -> Void)
 
     /// Awaits `body` later.
+    @inlinable
     package static func async(_ body: @escaping @Sendable () async throws(Failure) -> Value) -> Pending {
         .later {
             do throws(Failure) { return .success(try await body()) } catch { return .failure(error) }
@@ -21,6 +24,7 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
     }
 
     /// The value, awaiting it if it is not ready.
+    @inlinable
     package func value() async throws(Failure) -> Value {
         switch self {
         case .ready(let result): try result.get()
@@ -30,6 +34,7 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
     }
 
     /// The same answer, transformed.
+    @inlinable
     package func map<T: Sendable>(_ transform: @escaping @Sendable (Value) -> T) -> Pending<T, Failure> {
         switch self {
         case .ready(let result): .ready(result.map(transform))
@@ -40,12 +45,14 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
 
     /// The value of an answer that is ready (a memory resource's); one that
     /// would come later is a programming error.
+    @inlinable
     package func readyValue() throws(Failure) -> Value {
         guard case .ready(let result) = self else { preconditionFailure("readyValue of an answer that comes later") }
         return try result.get()
     }
 
     /// The result, awaiting it if it is not ready.
+    @inlinable
     package func result() async -> Result<Value, Failure> {
         switch self {
         case .ready(let result): result
@@ -56,6 +63,7 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
 
     /// Continues with `next` once the value is there; a failure skips it.
     /// A handed-back answer continues as a later one (`next` may wait).
+    @inlinable
     package func flatMap<T: Sendable>(_ next: @escaping @Sendable (Value) -> Pending<T, Failure>) -> Pending<T, Failure>
     {
         switch self {
@@ -72,6 +80,7 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
     }
 
     /// The same answer with both outcomes turned into a value: one that cannot fail.
+    @inlinable
     package func resolving<T: Sendable>(
         _ success: @escaping @Sendable (Value) -> T, failure: @escaping @Sendable (Failure) -> T
     ) -> Pending<T, Never> {
@@ -89,6 +98,7 @@ package enum Pending<Value: Sendable, Failure: Error>: Sendable {
     }
 
     /// The same answer with the failure transformed.
+    @inlinable
     package func mapError<E: Error>(_ transform: @escaping @Sendable (Failure) -> E) -> Pending<Value, E> {
         switch self {
         case .ready(let result): .ready(result.mapError(transform))

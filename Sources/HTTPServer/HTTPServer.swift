@@ -461,9 +461,7 @@ package final class HTTPServer: @unchecked Sendable {
             Unmanaged<HTTPStream>.fromOpaque(retained).release()
             return .NO
         }
-        for (name, value) in stream.headers {
-            _ = MHD_add_response_header(response, name, value)
-        }
+        addHeaders(stream.headers, to: response)
         let key = ObjectIdentifier(stream)
         streams.withLock { $0[key] = stream }
         stream.onEnd { [weak self] _ in _ = self?.streams.withLock { $0.removeValue(forKey: key) } }
@@ -486,15 +484,23 @@ package final class HTTPServer: @unchecked Sendable {
         counters.withLock { $0.active -= 1 }
     }
 
+    /// Adds the headers through `withCString`, which lends a string's own
+    /// bytes (an implicit conversion copies each into a new array).
+    private func addHeaders(_ headers: [(name: String, value: String)], to response: OpaquePointer) {
+        for (name, value) in headers {
+            name.withCString { name in
+                value.withCString { value in _ = MHD_add_response_header(response, name, value) }
+            }
+        }
+    }
+
     private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
         let created = response.body.withUnsafeBytes { bytes in
             MHD_create_response_from_buffer(
                 bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
         }
         guard let mhdResponse = created else { return .NO }
-        for (name, value) in response.headers {
-            _ = MHD_add_response_header(mhdResponse, name, value)
-        }
+        addHeaders(response.headers, to: mhdResponse)
         let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
         MHD_destroy_response(mhdResponse)
         return result

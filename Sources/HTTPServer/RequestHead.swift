@@ -126,34 +126,34 @@ struct RequestHead {
     /// an IP literal in brackets, or letters, digits, `-._~`, `%XX` and
     /// `!$&'()*+,;=`; empty is allowed (RFC 9112 §3.2).
     static func isAuthority(_ value: String) -> Bool {
-        var bytes = Substring(value).utf8[...]
-        if bytes.first == UInt8(ascii: "[") {
-            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
-            let literal = bytes[bytes.index(after: bytes.startIndex)..<close]
-            guard !literal.isEmpty,
-                literal.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
+        var value = value
+        return value.withUTF8(isAuthority)
+    }
+
+    private static func isAuthority(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        let end = bytes.count
+        if end > 0, bytes[0] == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")), close > 1,
+                bytes[1..<close].allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
             else { return false }
-            bytes = bytes[bytes.index(after: close)...]
+            index = close + 1
         } else {
-            let nameEnd = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.endIndex
-            var index = bytes.startIndex
-            while index < nameEnd {
-                let byte = bytes[index]
-                if byte == UInt8(ascii: "%") {
-                    let first = bytes.index(after: index)
-                    guard first < nameEnd, bytes.index(after: first) < nameEnd, isHexDigit(bytes[first]),
-                        isHexDigit(bytes[bytes.index(after: first)])
-                    else { return false }
-                    index = bytes.index(first, offsetBy: 2)
+            while index < end, bytes[index] != UInt8(ascii: ":") {
+                if bytes[index] == UInt8(ascii: "%") {
+                    guard index + 2 < end, isHexDigit(bytes[index + 1]), isHexDigit(bytes[index + 2]) else {
+                        return false
+                    }
+                    index += 3
                     continue
                 }
-                guard isRegNameByte(byte) else { return false }
-                index = bytes.index(after: index)
+                guard isRegNameByte(bytes[index]) else { return false }
+                index += 1
             }
-            bytes = bytes[nameEnd...]
         }
-        guard let colon = bytes.first else { return true }
-        return colon == UInt8(ascii: ":") && bytes.dropFirst().allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        guard index < end else { return true }
+        guard bytes[index] == UInt8(ascii: ":") else { return false }
+        return bytes[(index + 1)...].allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
     private static func isHexDigit(_ byte: UInt8) -> Bool {
@@ -166,7 +166,11 @@ struct RequestHead {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
             UInt8(ascii: "0")...UInt8(ascii: "9"):
             true
-        default: "-._~!$&'()*+,;=".utf8.contains(byte)
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "!"),
+            UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="):
+            true
+        default: false
         }
     }
 

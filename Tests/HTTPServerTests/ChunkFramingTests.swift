@@ -32,12 +32,16 @@ struct ChunkFramingTests {
     }
 
     @Test func hostIsAnAuthority() {
-        let good = ["127.0.0.1", "localhost:8080", "[::1]", "[::1]:80", "", "a.example:", "a%41", "x-y_z~!$&'()*+,;="]
+        let good = [
+            "127.0.0.1", "localhost:8080", "[::1]", "[::1]:80", "", "a.example:", "a%41", "x-y_z~!$&'()*+,;=", ":80",
+            "%41%42:1", "[a:B.0]:",
+        ]
         for good in good {
             #expect(RequestHead.isAuthority(good), "\(good)")
         }
         let bad = [
             "127.0.0.1:80@evil.example", "a b", "x/y", "x?y", "x#y", "x:8o", "x:1:2", "[::1", "[]", "[::1]x", "a%4",
+            "a%4:1", "a%:1", "%zz", "[::g]", "[::1]:8x", "[::1]]", "\u{e9}", "x\u{0}", "x:-1",
         ]
         for bad in bad {
             #expect(!RequestHead.isAuthority(bad), "\(bad)")
