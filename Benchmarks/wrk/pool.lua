@@ -4,8 +4,8 @@
 -- elements than connections (a fetch never waits here: no ?wait).
 --
 -- One cycle is two requests:
---   POST /v1/pools/<p>/fetch (empty body)        -> 200 {"lease":{"element":{..,"id":"<element>"},..,"id":"<lease>",..}}
---   POST /v1/pools/<p>/recycle {"lease":"<lease>"} -> 200 {"lease":{..,"status":"recycled",..}}
+--   POST /v1/pools/<p>/fetch (empty body)        -> 201 {"element":{..,"id":"<element>"},..,"id":"<lease>",..}
+--   POST /v1/pools/<p>/recycle {"lease":"<lease>"} -> 200 {..,"status":"recycled",..}
 -- Per thread (see common.lua): a recycle is sent for every lease this thread
 -- got. done() prints the LAT and CYCLE lines; cycles = recycles answered 200.
 
@@ -32,7 +32,7 @@ function request()
 end
 
 function response(status, headers, body)
-   if status == 200 then
+   if status == 200 or status == 201 then
       common.answer(body, '"status":"active"', function(b)
          -- Lease ids are names ([A-Za-z0-9._:-]): safe inside a JSON string as they are.
          -- Members are sorted: the element object (with its own "id") comes first.

@@ -40,6 +40,8 @@ import Testing
             "GET /echo HTTP/1.1\r\nHost: x\r\nX-Bell: a\u{07}b\r\n\r\n",
             "GET /echo HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n",
             "POST /echo HTTP/1.1\r\nHost: x\r\n: x\r\nContent-Length: 5\r\n\r\nhello",
+            "GET /echo HTTP/1.1\r\nHost: x\r\nX(y): a\r\n\r\n",
+            "GET /echo HTTP/1.1\r\nHost: x\r\nX\"y: a\r\n\r\n",
         ] {
             let (response, closed) = try exchange(server, raw)
             #expect(response.status == 400, "\(raw.debugDescription)")
@@ -56,6 +58,7 @@ import Testing
             "GET  /hello HTTP/1.1\r\nHost: x\r\nX-Empty:\r\nX-Space: \r\nX-Trail: a  \r\nX-Tab: a\tb\r\n\r\n",
             "GET /hello HTTP/1.0\r\n\r\n",
             "GET /hello?a=%20b HTTP/1.1\r\nHost: x\r\nX-Utf8: caf\u{e9}\r\n\r\n",
+            "GET /hello HTTP/1.1\r\nHost: x\r\nX!#$%&'*+-.^_`|~09Az: every tchar\r\n\r\n",
         ] {
             let client = TestHTTPClient(port: server.port, timeoutSeconds: 3)
             try client.sendRaw(Data(raw.utf8))

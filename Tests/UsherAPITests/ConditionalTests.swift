@@ -29,6 +29,23 @@ struct ConditionalTests {
         }
     }
 
+    /// `If-None-Match` as RFC 9110 spells it: a list, weak tags, `*`, spaces
+    /// and tabs around members; anything else names nothing.
+    @Test func ifNoneMatchIsReadAsTheRFCSpellsIt() async throws {
+        let s = try await BackendApp(.memory)
+        let tag = try #require(try await s.call("GET", "/openapi.json").headers["etag"])
+        let bare = String(tag.dropFirst().dropLast())
+        for held in [tag, "W/\(tag)", "\"x\" ,\t\(tag) ", "*", "\"x\",\(tag)", ",\(tag),", " * "] {
+            #expect(try await s.call("GET", "/openapi.json", headers: ["If-None-Match": held]).status == 304, "\(held)")
+        }
+        for other in [
+            "\"x\"", bare, String(tag.dropLast()), "", ",", "W/", "\(tag)x", "W/W/\(tag)", "\"\(bare)x\"", "**",
+        ] {
+            #expect(
+                try await s.call("GET", "/openapi.json", headers: ["If-None-Match": other]).status == 200, "\(other)")
+        }
+    }
+
     /// A change moves the tag; reading does not; PUT and PATCH answer the tag GET then answers.
     @Test(arguments: TestBackend.both) func theTagMovesWithTheStateOnly(_ backend: TestBackend) async throws {
         let s = try await BackendApp(backend)

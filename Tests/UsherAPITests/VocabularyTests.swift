@@ -162,6 +162,26 @@ import Testing
         }
     }
 
+    /// `Prefer` as RFC 7240 spells it: preferences in a list, parameters
+    /// after `;`, any case, spaces and tabs around tokens.
+    @Test func preferIsReadAsTheRFCSpellsIt() async throws {
+        let s = try await BackendApp(.memory)
+        _ = try await s.call("PUT", "/v1/queues/q", #"{"capacity": 100}"#)
+        for (n, prefer) in [
+            "return=minimal", "RETURN=Minimal", "respond-async, return=minimal", "return = minimal",
+            "return=minimal; a=b", "wait=5,return=minimal", " return=minimal ,x",
+        ].enumerated() {
+            let r = try await s.call("POST", "/v1/queues/q/visitors", #"{"id": "m\#(n)"}"#, headers: ["Prefer": prefer])
+            #expect(r.body.isEmpty && r.headers["location"] == "/v1/queues/q/visitors/m\(n)", "\(prefer)")
+        }
+        for (n, prefer) in [
+            "return=minimalx", "return=representation", "xreturn=minimal", "a; return=minimal", "", "return=",
+        ].enumerated() {
+            let r = try await s.call("POST", "/v1/queues/q/visitors", #"{"id": "f\#(n)"}"#, headers: ["Prefer": prefer])
+            #expect(r.json["id"] as? String == "f\(n)" && r.headers["preference-applied"] == nil, "\(prefer)")
+        }
+    }
+
     /// `Prefer: return=minimal` on every kind and backend: the same status, no
     /// body, `Location` of the object (which reads as the full answer would
     /// have) and the headers of docs/api.md, "Minimal answers".

@@ -4,24 +4,47 @@ import UsherCore
 
 /// The entity tags an `If-None-Match` names, quotes and `W/` taken off (weak
 /// tags compare as strong ones for it, RFC 9110 §13.1.2); `*` names any.
+/// Read on the header's bytes when asked, so that a 304 allocates nothing.
 struct HeldTags: Sendable {
-    var tags: Set<Substring> = []
-    var any = false
+    private let header: String
 
     /// Nil when the request has no `If-None-Match`.
     init?(_ request: HTTPRequest) {
         guard let header = request.header("if-none-match") else { return nil }
-        for part in header.split(separator: ",") {
-            var tag = part.drop { $0 == " " || $0 == "\t" }
-            while let last = tag.last, last == " " || last == "\t" { tag = tag.dropLast() }
-            if tag == "*" { any = true }
-            if tag.hasPrefix("W/") { tag = tag.dropFirst(2) }
-            if tag.count >= 2, tag.first == "\"", tag.last == "\"" { tags.insert(tag.dropFirst().dropLast()) }
-        }
+        self.header = header
     }
 
     /// Whether the client holds the representation tagged `tag` (unquoted).
-    func holds(_ tag: String) -> Bool { any || tags.contains(Substring(tag)) }
+    func holds(_ tag: String) -> Bool {
+        var header = header
+        var tag = tag
+        return header.withUTF8 { header in tag.withUTF8 { Self.names($0, in: header) } }
+    }
+
+    private static func names(_ tag: UnsafeBufferPointer<UInt8>, in header: UnsafeBufferPointer<UInt8>) -> Bool {
+        func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        var start = 0
+        while start <= header.count {
+            var end = start
+            while end < header.count, header[end] != UInt8(ascii: ",") { end += 1 }
+            var first = start
+            var last = end
+            while first < last, isSpace(header[first]) { first += 1 }
+            while last > first, isSpace(header[last - 1]) { last -= 1 }
+            if last - first == 1, header[first] == UInt8(ascii: "*") { return true }
+            if last - first >= 2, header[first] == UInt8(ascii: "W"), header[first + 1] == UInt8(ascii: "/") {
+                first += 2
+            }
+            if last - first == tag.count + 2, header[first] == UInt8(ascii: "\""),
+                header[last - 1] == UInt8(ascii: "\""),
+                header[(first + 1)..<(last - 1)].elementsEqual(tag)
+            {
+                return true
+            }
+            start = end + 1
+        }
+        return false
+    }
 }
 
 /// An answer that does not change while the process runs (the dashboard's

@@ -30,12 +30,32 @@ enum MinimalHeader {
 }
 
 extension Call {
-    /// Whether the request asked `Prefer: return=minimal`.
+    private static let returnMinimal = Array("return=minimal".utf8)
+
+    /// Whether the request asked `Prefer: return=minimal`: one of its
+    /// comma-separated preferences, before any `;` parameter, spaces and tabs
+    /// left out, is `return=minimal` in any case. Read on the bytes.
     var prefersMinimal: Bool {
-        guard let prefer = request.header("prefer") else { return false }
-        return prefer.split(separator: ",").contains { preference in
-            let token = preference.split(separator: ";").first.map { $0.filter { $0 != " " && $0 != "\t" } } ?? ""
-            return token.lowercased() == "return=minimal"
+        guard var prefer = request.header("prefer") else { return false }
+        let wanted = Self.returnMinimal
+        return prefer.withUTF8 { bytes in
+            var matched = 0  // bytes of `wanted` matched so far in this preference; -1: not it
+            var inParameters = false
+            for byte in bytes {
+                switch byte {
+                case UInt8(ascii: ","):
+                    if matched == wanted.count { return true }
+                    matched = 0
+                    inParameters = false
+                case UInt8(ascii: ";"): inParameters = true
+                case UInt8(ascii: " "), UInt8(ascii: "\t"): continue
+                default:
+                    guard !inParameters, matched >= 0 else { continue }
+                    let lower = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+                    if matched < wanted.count, wanted[matched] == lower { matched += 1 } else { matched = -1 }
+                }
+            }
+            return matched == wanted.count
         }
     }
 
@@ -46,8 +66,14 @@ extension Call {
     {
         guard prefersMinimal else { return Reply.encoded(body, status: status, headers: headers) }
         // Every object route is below `/v1/{kind}/{name}`: the resource's path is the first three segments.
-        let resource = request.path.split(separator: "/", maxSplits: 3).prefix(3).joined(separator: "/")
-        let location = "/" + resource + (body.place.isEmpty ? "" : "/" + body.place)
+        let path = request.path.utf8
+        var slashes = 0
+        let end = path.firstIndex { byte in
+            if byte == UInt8(ascii: "/") { slashes += 1 }
+            return slashes == 4
+        }
+        let resource = String(request.path[..<(end ?? path.endIndex)])
+        let location = body.place.isEmpty ? resource : resource + "/" + body.place
         return HTTPResponse(
             status: status,
             headers: Reply.cacheRule(headers) + [("Preference-Applied", "return=minimal"), ("Location", location)]
