@@ -135,6 +135,29 @@ struct ConditionalTests {
         #expect(await poll(5) { s.app.storage.usedBytes == before })
     }
 
+    /// Past half of `max_stored_bytes` nothing is kept: what clients store comes first.
+    @Test func aFullerBudgetKeepsNoAnswer() async throws {
+        let s = try await BackendApp(.memory, #"{"max_stored_bytes": 1048576}"#)
+        _ = try await s.call("PUT", "/v1/pipelines/jobs", "{}")
+        _ = try await s.call("PUT", "/v1/pipelines/filler", #"{"capacity": 1000}"#)
+        let payload = String(repeating: "x", count: 16_000)
+        while s.app.storage.usedBytes <= 600_000 {
+            let pushed = try await s.call("POST", "/v1/pipelines/filler/items", #"{"payload": "\#(payload)"}"#)
+            try #require(pushed.status == 201, "\(pushed.text)")
+        }
+        let before = s.app.storage.usedBytes
+        let state = try await s.call("GET", "/v1/pipelines/jobs")
+        let tag = EntityTagText(state.headers["etag"] ?? "")
+        #expect(state.status == 200 && state.body.count < 2_000)
+        #expect(s.app.registry.answers(.pipelines, "jobs")?.answer(tagged: tag.parsed) == nil)
+        #expect(s.app.storage.usedBytes == before)
+        // Below half again, it is kept.
+        _ = try await s.call("DELETE", "/v1/pipelines/filler")
+        let again = try await s.call("GET", "/v1/pipelines/jobs")
+        #expect(
+            s.app.registry.answers(.pipelines, "jobs")?.answer(tagged: tag.parsed).map { Data($0.body) } == again.body)
+    }
+
     /// A queue, window, pool, pipeline (with an item, a dead item and a
     /// filter) and machine, each with one object.
     static func makeOneOfEach(_ s: BackendApp) async throws {

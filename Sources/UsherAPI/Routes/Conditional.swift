@@ -113,7 +113,8 @@ struct EntityTag: Sendable, Equatable {
 /// A resource's last full answer to `GET /v1/{kind}/{name}` while its state
 /// is unchanged, so that a state is encoded at most once whatever its
 /// readers' number (not one whose body follows the clock). Its bytes are
-/// charged to `max_stored_bytes`; an answer that does not fit is not kept.
+/// charged to `max_stored_bytes`, and only while that budget is at most half
+/// used: what clients store always comes first.
 final class AnswerCache: Sendable {
     private struct Kept {
         let tag: EntityTag
@@ -138,9 +139,14 @@ final class AnswerCache: Sendable {
 
     /// Keeps `response` in place of the answer kept before.
     func keep(_ response: HTTPResponse, tagged tag: EntityTag) {
-        do throws(StorageFull) { try budget.reserve(response.body.count) } catch { return }
+        let bytes = response.body.count
+        let fits = budget.usedBytes <= budget.limit / 2 - bytes
+        if fits {
+            do throws(StorageFull) { try budget.reserve(bytes) } catch { return }
+        }
+        // The answer kept before is stale either way.
         let replaced = kept.withLock { kept -> Int in
-            defer { kept = Kept(tag: tag, response: response) }
+            defer { kept = fits ? Kept(tag: tag, response: response) : nil }
             return kept?.response.body.count ?? 0
         }
         budget.release(replaced)
