@@ -169,7 +169,8 @@ struct UncheckedBox<T>: @unchecked Sendable {
         defer { try? FileManager.default.removeItem(at: dir) }
         try #"{"n": 1}"#.write(to: dir.appendingPathComponent("in.ndjson"), atomically: true, encoding: .utf8)
         let s = try LiveServer(#"{"data_dir": "\#(dir.path)", "pipelines": {"p": {}}}"#)
-        let events = try SSEReader(port: s.port, "/v1/events?kind=pipelines")
+        // The source's first pull may come late on a loaded machine.
+        let events = try SSEReader(port: s.port, "/v1/events?kind=pipelines", timeoutSeconds: 15)
         #expect(try s.call("POST", "/v1/pipelines/p/items", #"{"payload": 1}"#).status == 201)
         #expect(try s.call("POST", "/v1/pipelines/p/take?wait=5").status == 200)
         #expect(try events.next(2) == ["pipeline/p/pushed", "pipeline/p/delivered"])

@@ -38,9 +38,9 @@ final class ChangeWatch: Sendable {
     /// A mark to take before reading what a wait compares: a wait from it
     /// ends at once if any event came after it (the read may predate it).
     func mark() -> UInt64 {
-        let (mark, observing) = state.withLock { ($0.seen, $0.observing) }
-        if !observing { observe() }
-        return mark
+        // Observing first: an event between the mark and the observer's start would wake nobody.
+        if !state.withLock({ $0.observing }) { observe() }
+        return state.withLock { $0.seen }
     }
 
     /// Parks until the next event of `kind` (singular, as events name it)

@@ -124,7 +124,8 @@ final class BackendLiveServer: Sendable {
     ) async {
         for kind in sharedKinds {
             for name in (config[kind] as? [String: Any] ?? [:]).keys {
-                let found = await poll(5) { (try? await get("/v1/\(kind)/\(name)").status) == 200 }
+                // Generous: a loaded machine declares late, and a found resource ends the poll at once.
+                let found = await poll(15) { (try? await get("/v1/\(kind)/\(name)").status) == 200 }
                 #expect(found, "\(kind) \(name) was not declared in Redis")
             }
         }
