@@ -201,9 +201,9 @@ extension LifecycleRoutes {
             }
             return .async { () async throws(Kind.Failure) -> Object in try await park(manager, id, status, deadline) }
         }
+        let request = call.request
         return answer(call, pending) { object in
-            let tag = EntityTag(of: object, weak: followsClock(object))
-            return tag.isHeld(by: held) ? tag.notModified : reply(object, [tag.header])
+            EntityTag.answer(object, weak: followsClock(object), to: request) { reply(object, $0) }
         }
     }
 }

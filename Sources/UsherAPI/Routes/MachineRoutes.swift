@@ -167,7 +167,7 @@ enum MachineRoutes: BackedKind {
 
     /// 304: the client's copy is current; its `ETag`, no body.
     private static func notModified(_ snapshot: MachineSnapshot) -> HTTPResponse {
-        HTTPResponse(status: 304, headers: Reply.validated + [("ETag", "\"\(snapshot.version)\"")])
+        EntityTag(opaque: String(snapshot.version), weak: false).notModified
     }
 
     private static func fire(_ call: Call) throws(APIError) -> HTTPHandlerResult {
